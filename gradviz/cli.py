@@ -1,0 +1,135 @@
+"""The front door: ``gradviz`` (= ``gradviz gui``), ``fit``, ``jacobian``, ``inspect``, ``bench``.
+
+Each subcommand lives in ``gradviz.commands.<name>`` and is imported only when chosen, so
+``gradviz --help`` stays instant. A GradvizError becomes one sentence on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from gradviz import __version__
+from gradviz.core.config import (
+    ACTIVATIONS,
+    DISTANCE_METHODS,
+    DTYPES,
+    JACOBIAN_METHODS,
+    OPTIMIZERS,
+    FitConfig,
+)
+from gradviz.core.errors import GradvizError
+
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gradviz",
+        description="See gradients: NaN gradients of distance matrices and per-input "
+        "Jacobians. With no command, opens the desktop app.",
+    )
+    parser.add_argument("--version", action="version", version=f"gradviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_gui(sub)
+    _add_fit(sub)
+    _add_jacobian(sub)
+    _add_inspect(sub)
+    _add_bench(sub)
+    return parser
+
+
+def _add_gui(sub) -> None:
+    p = sub.add_parser("gui", help="open the desktop app (the default)")
+    p.add_argument("--experiment", metavar="FILE", help="experiment (JSON settings) to open")
+    p.add_argument("--screenshot", metavar="PNG", help="save a screenshot of the window and exit")
+    p.add_argument("--run-for", type=float, default=3.0, metavar="SECONDS",
+                   help="with --screenshot: run the experiment this long first (default 3)")
+
+
+def _add_fit(sub) -> None:
+    d = FitConfig()
+    p = sub.add_parser("fit", help="run the distance-matrix fit headless")
+    p.add_argument("--target", default=d.target, metavar="SPEC",
+                   help="generator name or file:PATH (CSV/NPY; sets N and D)")
+    p.add_argument("--n", type=int, default=d.n, help="number of points")
+    p.add_argument("--dim", type=int, default=d.dim, help="dimension D")
+    p.add_argument("--init", default=d.init, metavar="SPEC",
+                   help="initial coordinates: random, a generator name, or file:PATH")
+    p.add_argument("--method", default=d.method, choices=list(DISTANCE_METHODS))
+    p.add_argument("--net", default=d.net, metavar="SPEC",
+                   help="produce coordinates with a network, e.g. 8-64-3:tanh")
+    p.add_argument("--optimizer", default=d.optimizer, choices=list(OPTIMIZERS))
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--steps", type=int, default=d.steps)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--dtype", default=d.dtype, choices=list(DTYPES))
+    p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads")
+    p.add_argument("--stop-on-nan", action="store_true",
+                   help="stop before an optimizer step on non-finite gradients")
+    p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+
+
+def _add_jacobian(sub) -> None:
+    p = sub.add_parser("jacobian", help="per-input Jacobians of a network over a batch")
+    model = p.add_mutually_exclusive_group(required=True)
+    model.add_argument("--net", metavar="SPEC", help="network spec, e.g. 2-20-20-4:tanh")
+    model.add_argument("--model", metavar="PATH", help="saved model file")
+    inputs = p.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--batch", type=int, metavar="B", help="random standard-normal batch")
+    inputs.add_argument("--inputs", metavar="file:PATH", help="inputs from a CSV/NPY file")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", default="auto", choices=list(JACOBIAN_METHODS))
+    p.add_argument("--full", action="store_true",
+                   help="also the full (B*m, B*n) batch Jacobian and its largest off-block entry")
+    p.add_argument("--activation", choices=list(ACTIVATIONS),
+                   help="activation to assume where a model file cannot say")
+    p.add_argument("--trust", action="store_true",
+                   help="allow formats that can run code from the file (TorchScript, .pt2)")
+    p.add_argument("--in-dim", type=int, metavar="N", help="input width, where the file cannot say")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--device", default="cpu", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--out", metavar="J.npy", help="write J as (B, m, n) float32")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+
+
+def _add_inspect(sub) -> None:
+    p = sub.add_parser("inspect", help="describe a saved model file without running it")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--trust", action="store_true",
+                   help="allow formats that can run code from the file (TorchScript, .pt2)")
+    p.add_argument("--activation", choices=list(ACTIVATIONS),
+                   help="activation to assume where the file cannot say")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+
+
+def _add_bench(sub) -> None:
+    p = sub.add_parser("bench", help="measure speed (ratios against named baselines)")
+    p.add_argument("--suite", default="all", choices=["all", "distances", "jacobians", "gui"])
+    p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
+    p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = args.command or "gui"
+    if args.command is None:  # plain `gradviz`: the gui's defaults
+        args = build_parser().parse_args(["gui", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        module = importlib.import_module(f"gradviz.commands.{command}")
+        return int(module.run(args) or 0)
+    except GradvizError as exc:
+        print(f"gradviz {command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"gradviz {command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def gui_main() -> int:
+    """Entry point of the ``gradviz-gui`` launcher."""
+    return main(["gui", *sys.argv[1:]])

@@ -1,0 +1,61 @@
+"""Gradient-health categories, shared by the core and the views (numpy only).
+
+The codes are ordered by how alarming they are, so that "the most alarming category of a
+block" is simply the block's maximum (used to downsample masks without losing a NaN).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+
+class Health(IntEnum):
+    """Category of one gradient value; a larger code is more alarming."""
+
+    FINITE = 0  # finite and non-zero: the gradient flows
+    ZERO = 1  # exactly zero
+    BLOCKED = 2  # the method stops the gradient here on purpose (its mask)
+    NEG_INF = 3
+    POS_INF = 4
+    NAN = 5
+
+
+HEALTH_LABELS: dict[Health, str] = {
+    Health.FINITE: "finite",
+    Health.ZERO: "zero",
+    Health.BLOCKED: "blocked",
+    Health.NEG_INF: "-Inf",
+    Health.POS_INF: "+Inf",
+    Health.NAN: "NaN",
+}
+
+
+def classify(values: np.ndarray, blocked: np.ndarray | None = None) -> np.ndarray:
+    """Health code of every entry of ``values`` (any shape), as uint8 of the same shape.
+
+    Where ``blocked`` is true the entry is BLOCKED unless its value is more alarming
+    (a NaN behind a mask is still a NaN).
+    """
+    values = np.asarray(values)
+    codes = np.full(values.shape, Health.FINITE, dtype=np.uint8)
+    codes[values == 0] = Health.ZERO
+    if blocked is not None:
+        codes[np.asarray(blocked, dtype=bool)] = Health.BLOCKED
+    codes[values == -np.inf] = Health.NEG_INF
+    codes[values == np.inf] = Health.POS_INF
+    codes[np.isnan(values)] = Health.NAN
+    return codes
+
+
+def counts(codes: np.ndarray) -> dict[Health, int]:
+    """How many entries fall in each category."""
+    tally = np.bincount(np.asarray(codes, dtype=np.uint8).ravel(), minlength=len(Health))
+    return {h: int(tally[h]) for h in Health}
+
+
+def worst(codes: np.ndarray) -> Health:
+    """The most alarming category present (FINITE for an empty array)."""
+    codes = np.asarray(codes)
+    return Health(int(codes.max())) if codes.size else Health.FINITE

@@ -1,0 +1,223 @@
+"""Small networks as data: a NetworkSpec, its text and JSON forms, and the torch module.
+
+Parsing imports no torch (``build`` imports it when called), so the GUI can validate a spec
+as the user types, before torch has finished importing.
+
+Text form: widths joined by ``-`` with an optional ``:activation`` applied after every hidden
+layer. ``2-20-20-4`` is three Linear layers and no activation; ``2-20-20-4:sigmoid`` has a
+sigmoid after each of the two hidden layers. JSON form::
+
+    {"version": 1, "layers": [{"type": "linear", "in": 2, "out": 20, "bias": true},
+                              {"type": "tanh"}, {"type": "linear", "in": 20, "out": 4}]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+from gradviz.core.config import ACTIVATIONS
+from gradviz.core.errors import GradvizError
+
+if TYPE_CHECKING:
+    import torch
+
+SPEC_VERSION = 1
+MAX_WIDTH = 100_000
+
+
+@dataclass(frozen=True)
+class Linear:
+    in_features: int
+    out_features: int
+    bias: bool = True
+
+
+@dataclass(frozen=True)
+class Activation:
+    name: str  # one of config.ACTIVATIONS
+
+
+Layer = Union[Linear, Activation]
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """An ordered chain of Linear layers and activations."""
+
+    layers: tuple[Layer, ...]
+
+    def __post_init__(self) -> None:
+        linears = [layer for layer in self.layers if isinstance(layer, Linear)]
+        if not linears:
+            raise GradvizError("A network needs at least one Linear layer.")
+        for a, b in zip(linears, linears[1:]):
+            if a.out_features != b.in_features:
+                raise GradvizError(
+                    f"Layer widths do not chain: a layer of output width {a.out_features} "
+                    f"is followed by one of input width {b.in_features}."
+                )
+        for layer in self.layers:
+            if isinstance(layer, Activation) and layer.name not in ACTIVATIONS:
+                raise GradvizError(_unknown_activation(layer.name))
+
+    @property
+    def in_dim(self) -> int:
+        return self.linears[0].in_features
+
+    @property
+    def out_dim(self) -> int:
+        return self.linears[-1].out_features
+
+    @property
+    def linears(self) -> list[Linear]:
+        return [layer for layer in self.layers if isinstance(layer, Linear)]
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(
+            lin.in_features * lin.out_features + (lin.out_features if lin.bias else 0)
+            for lin in self.linears
+        )
+
+    # ---- text and JSON forms -------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> NetworkSpec:
+        """Parse the text form (``2-20-20-4:tanh``) or the JSON form (starts with ``{``)."""
+        text = text.strip()
+        if not text:
+            raise GradvizError("The network spec is empty; write widths like 2-20-20-4:tanh.")
+        if text.startswith("{"):
+            return cls.from_json(text)
+        return cls.from_widths(*_parse_text(text))
+
+    @classmethod
+    def from_widths(cls, widths: list[int], activation: str = "identity") -> NetworkSpec:
+        if activation not in ACTIVATIONS:
+            raise GradvizError(_unknown_activation(activation))
+        layers: list[Layer] = []
+        for k, (a, b) in enumerate(zip(widths, widths[1:])):
+            if k > 0 and activation != "identity":
+                layers.append(Activation(activation))
+            layers.append(Linear(a, b))
+        return cls(tuple(layers))
+
+    def to_text(self) -> str | None:
+        """The text form, or None where there is none (per-layer activations, no bias)."""
+        acts = {layer.name for layer in self.layers if isinstance(layer, Activation)}
+        activation = acts.pop() if len(acts) == 1 else "identity"
+        widths = [self.in_dim] + [lin.out_features for lin in self.linears]
+        if NetworkSpec.from_widths(widths, activation) != self:
+            return None
+        suffix = "" if activation == "identity" else f":{activation}"
+        return "-".join(str(w) for w in widths) + suffix
+
+    def to_dict(self) -> dict:
+        layers = []
+        for layer in self.layers:
+            if isinstance(layer, Linear):
+                layers.append(
+                    {"type": "linear", "in": layer.in_features, "out": layer.out_features,
+                     "bias": layer.bias}
+                )
+            else:
+                layers.append({"type": layer.name})
+        return {"version": SPEC_VERSION, "layers": layers}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> NetworkSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise GradvizError(f"The network JSON is not valid JSON: {exc.msg} "
+                               f"at line {exc.lineno}, column {exc.colno}.") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> NetworkSpec:
+        if not isinstance(data, dict) or not isinstance(data.get("layers"), list):
+            raise GradvizError('The network JSON must be an object with a "layers" list.')
+        if data.get("version") != SPEC_VERSION:
+            raise GradvizError(
+                f"Unsupported network spec version {data.get('version')!r}; "
+                f"this gradviz reads version {SPEC_VERSION}."
+            )
+        return cls(tuple(_layer_from_dict(k, item) for k, item in enumerate(data["layers"])))
+
+    def __str__(self) -> str:
+        return self.to_text() or self.to_json()
+
+    # ---- torch -----------------------------------------------------------------------------
+    def build(self, seed: int = 0, dtype: torch.dtype | None = None) -> torch.nn.Sequential:
+        """The module: an ``nn.Sequential`` in layer order, seeded (same spec + seed = same
+        weights) without touching the global random state."""
+        import torch  # deferred: parsing must not pay for importing torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            modules = [_module_for(layer) for layer in self.layers]
+        module = torch.nn.Sequential(*modules)
+        return module.to(dtype) if dtype is not None else module
+
+
+def _parse_text(text: str) -> tuple[list[int], str]:
+    widths_part, _, activation = text.partition(":")
+    activation = activation.strip() or "identity"
+    if activation not in ACTIVATIONS:
+        raise GradvizError(_unknown_activation(activation))
+    parts = widths_part.split("-")
+    widths = []
+    for k, part in enumerate(parts):
+        part = part.strip()
+        if not part.isdigit() or not 1 <= int(part) <= MAX_WIDTH:
+            raise GradvizError(
+                f"Width {k + 1} of {text!r} is {part!r}; widths must be whole numbers from 1 to "
+                f"{MAX_WIDTH:,}, joined by '-', e.g. 2-20-20-4:tanh."
+            )
+        widths.append(int(part))
+    if len(widths) < 2:
+        raise GradvizError(
+            f"{text!r} has one width; a network needs an input and an output width, "
+            "e.g. 2-4 or 2-20-20-4:tanh."
+        )
+    return widths, activation
+
+
+def _layer_from_dict(k: int, item: object) -> Layer:
+    if not isinstance(item, dict) or "type" not in item:
+        raise GradvizError(f'Layer {k} of the network JSON must be an object with a "type".')
+    kind = item["type"]
+    if kind == "linear":
+        try:
+            return Linear(int(item["in"]), int(item["out"]), bool(item.get("bias", True)))
+        except (KeyError, TypeError, ValueError):
+            raise GradvizError(
+                f'Layer {k} (linear) needs whole-number "in" and "out" widths.'
+            ) from None
+    if kind in ACTIVATIONS:
+        return Activation(kind)
+    raise GradvizError(f"Layer {k} has unknown type {kind!r}; use linear or an activation "
+                       f"({', '.join(ACTIVATIONS)}).")
+
+
+def _unknown_activation(name: str) -> str:
+    return f"Unknown activation {name!r}; choose one of: {', '.join(ACTIVATIONS)}."
+
+
+def _module_for(layer: Layer):
+    import torch.nn as nn
+
+    if isinstance(layer, Linear):
+        return nn.Linear(layer.in_features, layer.out_features, bias=layer.bias)
+    return {
+        "identity": nn.Identity,
+        "relu": nn.ReLU,
+        "tanh": nn.Tanh,
+        "sigmoid": nn.Sigmoid,
+        "gelu": nn.GELU,
+        "softplus": nn.Softplus,
+    }[layer.name]()
