@@ -1,0 +1,519 @@
+"""Matrix heatmaps: float values with a colorbar, and categorical Health codes with a legend.
+
+Both draw a downsampled copy of the matrix sized to the screen (never coarser than a screen
+pixel) into a row-major ImageItem with explicit levels, so pyqtgraph stays on its fast path.
+Row i is drawn top to bottom, column j left to right; one matrix entry is one unit of the
+view, so hover and click positions map straight back to (i, j) of the full matrix.
+A panel that is not visible (a tabbed-away dock) keeps the latest matrix and draws it when
+it is shown again.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal, Slot
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.gui.views import arrays, palette
+
+# Below this many screen pixels a view is not laid out yet; do not downsample for it.
+_MIN_PIXELS = 128
+
+
+def format_value(value: float) -> str:
+    """A matrix entry as text: 4 significant digits, NaN/Inf spelled out."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:.4g}"
+
+
+class MatrixPanel(QWidget):
+    """A plot showing one matrix as an image, with hover readout and cell clicks.
+
+    Subclasses fill ``controls`` and implement ``_render`` and ``_readout``.
+    """
+
+    cellClicked = Signal(int, int)  # (row i, column j) of the full matrix
+    cellHovered = Signal(int, int)
+
+    def __init__(
+        self,
+        x_label: str,
+        y_label: str,
+        lock_aspect: bool = False,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._shape: tuple[int, int] = (0, 0)
+        self._factors: tuple[int, int] = (1, 1)
+        self._dirty = False
+        self._hovered: tuple[int, int] | None = None
+        self._fit_whole = True  # show the whole matrix until the user zooms or pans
+
+        self.controls = QHBoxLayout()
+        self.controls.setContentsMargins(0, 0, 0, 0)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.ci.setContentsMargins(2, 2, 2, 2)
+        self.plot: pg.PlotItem = self.graphics.addPlot()
+        self.plot.invertY(True)
+        self.plot.setAspectLocked(lock_aspect)
+        self.plot.setLabel("bottom", x_label)
+        self.plot.setLabel("left", y_label)
+        self.plot.setMenuEnabled(False)
+        self.view: pg.ViewBox = self.plot.getViewBox()
+        self.view.disableAutoRange()
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.marker = pg.ScatterPlotItem(
+            size=14, symbol="s", pen=pg.mkPen("w", width=2), brush=None, pxMode=True
+        )
+        self.marker.setZValue(20)
+        self.plot.addItem(self.marker)
+        self.readout = QLabel("hover over a cell to read it")
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        layout.addLayout(self.controls)
+        layout.addWidget(self.graphics, stretch=1)
+        layout.addWidget(self.readout)
+
+        scene = self.graphics.scene()
+        scene.sigMouseMoved.connect(self._on_mouse_moved)
+        scene.sigMouseClicked.connect(self._on_mouse_clicked)
+        self.view.sigRangeChanged.connect(self._on_view_changed)
+        self.view.sigResized.connect(self._on_view_resized)
+        self.view.sigRangeChangedManually.connect(self._on_user_zoomed)
+
+    # -- what subclasses provide ------------------------------------------------------------
+    def _render(self, ky: int, kx: int) -> None:
+        raise NotImplementedError
+
+    def _readout(self, i: int, j: int) -> str:
+        raise NotImplementedError
+
+    # -- shared machinery -------------------------------------------------------------------
+    @property
+    def factors(self) -> tuple[int, int]:
+        """Block size (rows, columns) of the image currently drawn."""
+        return self._factors
+
+    def _set_shape(self, shape: tuple[int, int]) -> None:
+        """Remember the full matrix shape; a new shape resets the view to the whole matrix."""
+        if shape != self._shape:
+            self._shape = shape
+            self._fit_whole = True
+            self.show_whole()
+
+    def follow_range(self, x_range: tuple[float, float], y_range: tuple[float, float]) -> None:
+        """Show exactly this range, as the user would by zooming (used by RangeLink)."""
+        self._fit_whole = False
+        self.view.setRange(xRange=x_range, yRange=y_range, padding=0)
+
+    def show_whole(self) -> None:
+        """Zoom out to the whole matrix."""
+        rows, cols = self._shape
+        self.view.setRange(xRange=(0, max(cols, 1)), yRange=(0, max(rows, 1)), padding=0.02)
+
+    def _request_draw(self) -> None:
+        if self.isVisible():
+            self._draw()
+        else:
+            self._dirty = True
+
+    def _draw(self) -> None:
+        self._dirty = False
+        if self._shape[0] == 0 or self._shape[1] == 0:
+            return
+        self._factors = self._wanted_factors()
+        self._render(*self._factors)
+        if self._hovered is not None:
+            self.readout.setText(self._readout(*self._hovered))
+
+    def _wanted_factors(self) -> tuple[int, int]:
+        """Block sizes that keep at least one image pixel per screen pixel of the view."""
+        rows, cols = self._shape
+        ratio = self.devicePixelRatioF()
+        width = max(self.view.width() * ratio, _MIN_PIXELS)
+        height = max(self.view.height() * ratio, _MIN_PIXELS)
+        (x0, x1), (y0, y1) = self.view.viewRange()
+        span_x = min(x1, cols) - max(x0, 0)
+        span_y = min(y1, rows) - max(y0, 0)
+        return arrays.display_factor(span_y, height), arrays.display_factor(span_x, width)
+
+    def _place_image(self, item: pg.ImageItem, ky: int, kx: int, shown: np.ndarray) -> None:
+        """Stretch a downsampled image so that one matrix entry is one view unit."""
+        item.setRect(QRectF(0.0, 0.0, shown.shape[1] * kx, shown.shape[0] * ky))
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if self._dirty:
+            self._draw()
+
+    @Slot(object)
+    def _on_view_resized(self, _view) -> None:
+        if self._fit_whole and self._shape[0]:
+            self.show_whole()  # a new size: the matrix should still fill the view
+        self._on_view_changed()
+
+    @Slot(object)
+    def _on_user_zoomed(self, _mask) -> None:
+        self._fit_whole = False
+
+    def _on_view_changed(self, *args) -> None:
+        if self.isVisible() and self._shape[0] and self._wanted_factors() != self._factors:
+            self._draw()
+
+    def _cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
+        rows, cols = self._shape
+        if not rows or not self.view.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = self.view.mapSceneToView(scene_pos)
+        i, j = math.floor(p.y()), math.floor(p.x())
+        if 0 <= i < rows and 0 <= j < cols:
+            return i, j
+        return None
+
+    def cell_scene_pos(self, i: int, j: int) -> QPointF:
+        """Scene position of the centre of cell (i, j) (for tests and scripted clicks)."""
+        return self.view.mapViewToScene(QPointF(j + 0.5, i + 0.5))
+
+    @Slot(object)
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        cell = self._cell_at(scene_pos)
+        self._hovered = cell
+        if cell is None:
+            return
+        self.readout.setText(self._readout(*cell))
+        self.cellHovered.emit(*cell)
+
+    @Slot(object)
+    def _on_mouse_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton or event.double():
+            return
+        cell = self._cell_at(event.scenePos())
+        if cell is not None:
+            self.cellClicked.emit(*cell)
+
+    def set_marker(self, i: int | None, j: int | None) -> None:
+        """Outline cell (i, j), or nothing when i is None."""
+        if i is None or j is None:
+            self.marker.setData([], [])
+        else:
+            self.marker.setData([j + 0.5], [i + 0.5])
+
+    def hover_cell(self, i: int, j: int) -> str:
+        """The readout text shown when the pointer rests on cell (i, j)."""
+        return self._readout(i, j)
+
+
+class RangeLink(QObject):
+    """Keeps the same view range (zoom and pan) on several panels.
+
+    pyqtgraph's own ``setXLink`` lines views up on screen, which shifts the range of panels
+    of different sizes or places (docks); here every panel shows the same rows and columns.
+    """
+
+    def __init__(self, panels: list[MatrixPanel], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._panels = list(panels)
+        self._busy = False
+        for panel in self._panels:
+            panel.view.sigRangeChangedManually.connect(self._on_range_changed)
+
+    @Slot(object)
+    def _on_range_changed(self, _mask) -> None:
+        if self._busy:
+            return
+        source = next((p for p in self._panels if p.view is self.sender()), None)
+        if source is None:
+            return
+        (x0, x1), (y0, y1) = source.view.viewRange()
+        self._busy = True
+        try:
+            for panel in self._panels:
+                if panel is not source:
+                    panel.follow_range((x0, x1), (y0, y1))
+        finally:
+            self._busy = False
+
+
+class HeatmapView(MatrixPanel):
+    """A float matrix with a colorbar, a colormap choice and a lock-levels toggle.
+
+    NaN, +Inf and -Inf entries are drawn on top in their own colours (NaN magenta), so a
+    non-finite entry is never mistaken for a value. ``diverging`` views centre the colormap
+    on 0 with symmetric levels.
+    """
+
+    def __init__(
+        self,
+        value_label: str,
+        x_label: str = "j (point)",
+        y_label: str = "i (point)",
+        diverging: bool = False,
+        lock_aspect: bool = False,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(x_label, y_label, lock_aspect, parent)
+        self.diverging = diverging
+        self.value_label = value_label
+        self._values: np.ndarray | None = None
+        maps = palette.DIVERGING_MAPS if diverging else palette.SEQUENTIAL_MAPS
+
+        self.colormap_box = QComboBox()
+        self.colormap_box.addItems(maps)
+        self.colormap_box.setToolTip("Colormap")
+        self.lock_box = QCheckBox("lock levels")
+        self.lock_box.setToolTip("Keep the colour levels fixed across frames")
+        self.nonfinite_label = QLabel("")
+        self.controls.addWidget(self.colormap_box)
+        self.controls.addWidget(self.lock_box)
+        self.controls.addStretch(1)
+        self.controls.addWidget(self.nonfinite_label)
+
+        self.colorbar = pg.ColorBarItem(
+            values=(-1.0, 1.0) if diverging else (0.0, 1.0),
+            colorMap=maps[0],
+            label=value_label,
+            interactive=True,
+            width=14,
+            colorMapMenu=False,
+        )
+        self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        self.overlay = pg.ImageItem(axisOrder="row-major")
+        self.overlay.setLookupTable(palette.NONFINITE_LUT)
+        self.overlay.setZValue(10)
+        self.overlay.setVisible(False)
+        self.plot.addItem(self.overlay)
+
+        self.colormap_box.currentTextChanged.connect(self._on_colormap_changed)
+        self.colorbar.sigLevelsChangeFinished.connect(self._on_levels_dragged)
+
+    # -- public -----------------------------------------------------------------------------
+    def set_matrix(self, values: np.ndarray | None) -> None:
+        """Show an ``(R, C)`` float matrix (kept by reference; snapshots are read-only)."""
+        if values is not None and values is self._values and not self._dirty:
+            return  # the very same array is already on screen
+        self._values = values
+        if values is None:
+            self.clear()
+            return
+        self._set_shape(values.shape)
+        self._request_draw()
+
+    def clear(self) -> None:
+        self._values = None
+        self._shape = (0, 0)
+        self.image.clear()
+        self.overlay.clear()
+        self.overlay.setVisible(False)
+        self.nonfinite_label.setText("")
+        self.set_marker(None, None)
+
+    def levels(self) -> tuple[float, float]:
+        """Colour levels (low, high) in use."""
+        lo, hi = self.colorbar.levels()
+        return float(lo), float(hi)
+
+    def locked(self) -> bool:
+        return self.lock_box.isChecked()
+
+    def displayed_image(self) -> np.ndarray | None:
+        """The (downsampled, sanitised) float32 image handed to pyqtgraph."""
+        return self.image.image
+
+    def displayed_nonfinite(self) -> np.ndarray | None:
+        """The overlay codes (0 finite, 1 -Inf, 2 +Inf, 3 NaN) when anything is non-finite."""
+        return self.overlay.image if self.overlay.isVisible() else None
+
+    # -- drawing ----------------------------------------------------------------------------
+    def _render(self, ky: int, kx: int) -> None:
+        shown = arrays.block_mean(self._values, ky, kx)
+        lo, hi = float(shown.min()), float(shown.max())
+        all_finite = math.isfinite(lo) and math.isfinite(hi)
+        if self.locked():
+            levels = self.levels()
+        elif self.diverging:
+            levels = arrays.symmetric_levels(shown)
+        else:
+            levels = arrays.sequential_levels(shown)
+        if all_finite:
+            self.overlay.setVisible(False)
+            self.nonfinite_label.setText("")
+        else:
+            codes = arrays.nonfinite_codes(shown)
+            shown[codes != 0] = levels[0]  # hidden under the overlay; keeps levels finite
+            self.overlay.setImage(codes, levels=(0, 255), autoLevels=False)
+            self._place_image(self.overlay, ky, kx, codes)
+            self.overlay.setVisible(True)
+            self.nonfinite_label.setText(self._nonfinite_legend(codes))
+        if not self.locked():
+            self._set_levels(levels)
+        self.image.setImage(shown, autoLevels=False, levels=levels)
+        self._place_image(self.image, ky, kx, shown)
+
+    def _set_levels(self, levels: tuple[float, float]) -> None:
+        span = levels[1] - levels[0]
+        # Dragging the colorbar rounds levels to this step: keep it well below the span.
+        self.colorbar.rounding = 10.0 ** math.floor(math.log10(span) - 2) if span > 0 else 1e-6
+        self.colorbar.setLevels(levels)
+
+    @staticmethod
+    def _nonfinite_legend(codes: np.ndarray) -> str:
+        present = [c for c in (3, 2, 1) if (codes == c).any()]
+        return " ".join(
+            f'<span style="color:{palette.NONFINITE_COLOURS[c]}">&#9632;</span> '
+            f"{palette.NONFINITE_NAMES[c]}"
+            for c in present
+        )
+
+    def _readout(self, i: int, j: int) -> str:
+        if self._values is None:
+            return ""
+        value = float(self._values[i, j])
+        return f"i = {i}, j = {j}:  {self.value_label} = {format_value(value)}"
+
+    # -- user actions -----------------------------------------------------------------------
+    @Slot(str)
+    def _on_colormap_changed(self, name: str) -> None:
+        self.colorbar.setColorMap(name)
+
+    @Slot(object)
+    def _on_levels_dragged(self, _bar) -> None:
+        # Levels the user set by hand should survive the next frame.
+        self.lock_box.setChecked(True)
+
+
+class HealthMapView(MatrixPanel):
+    """Categorical map of Health codes with a legend of live counts.
+
+    Downsampling keeps each block's maximum code, the most alarming category in it, so a
+    single NaN entry stays visible at any size. ``values`` (optional, same shape) are the
+    gradients behind the codes, shown in the hover readout.
+    """
+
+    def __init__(
+        self,
+        value_label: str = "grad",
+        x_label: str = "j (point)",
+        y_label: str = "i (point)",
+        lock_aspect: bool = False,
+        legend_columns: int = 6,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(x_label, y_label, lock_aspect, parent)
+        self.value_label = value_label
+        self._codes: np.ndarray | None = None
+        self._values: np.ndarray | None = None
+        self._counts: dict[Health, int] = {h: 0 for h in Health}
+
+        self.palette_box = QComboBox()
+        self.palette_box.addItems(list(palette.HEALTH_PALETTES))
+        self.palette_box.setToolTip("Palette (colour-blind safe)")
+        self.controls.addWidget(self.palette_box)
+        self.controls.addStretch(1)
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self._legend_columns = legend_columns
+        self.layout().insertWidget(2, self.legend)
+        self.image.setLookupTable(palette.health_lut("Okabe-Ito"))
+        self.palette_box.currentTextChanged.connect(self._on_palette_changed)
+        self._update_legend()
+
+    # -- public -----------------------------------------------------------------------------
+    def set_codes(self, codes: np.ndarray | None, values: np.ndarray | None = None) -> None:
+        """Show ``(R, C)`` uint8 Health codes; ``values`` feed the hover readout only."""
+        self._values = values
+        if codes is None:
+            self.clear()
+            return
+        if (
+            self._codes is not None
+            and codes is not self._codes
+            and codes.shape == self._codes.shape
+            and np.array_equal(codes, self._codes)
+        ):
+            self._codes = codes  # same picture: skip counting and repainting
+            return
+        self._codes = codes
+        self._counts = self._count(codes)
+        self._update_legend()
+        self._set_shape(codes.shape)
+        self._request_draw()
+
+    def clear(self) -> None:
+        self._codes = None
+        self._values = None
+        self._shape = (0, 0)
+        self._counts = {h: 0 for h in Health}
+        self.image.clear()
+        self._update_legend()
+        self.set_marker(None, None)
+
+    def counts(self) -> dict[Health, int]:
+        """Entries in each category of the matrix shown (full resolution)."""
+        return dict(self._counts)
+
+    def displayed_image(self) -> np.ndarray | None:
+        """The (downsampled) uint8 code image handed to pyqtgraph."""
+        return self.image.image
+
+    # -- drawing ----------------------------------------------------------------------------
+    @staticmethod
+    def _count(codes: np.ndarray) -> dict[Health, int]:
+        # count_nonzero per present code is ~5x faster than bincount on a uint8 matrix.
+        top = int(codes.max()) if codes.size else 0
+        tally = {h: 0 for h in Health}
+        for h in Health:
+            if Health.FINITE < h <= top:
+                tally[h] = int(np.count_nonzero(codes == h))
+        tally[Health.FINITE] = int(codes.size - sum(tally.values()))
+        return tally
+
+    def _render(self, ky: int, kx: int) -> None:
+        shown = arrays.block_max(self._codes, ky, kx)
+        self.image.setImage(shown, autoLevels=False, levels=(0, 255))
+        self._place_image(self.image, ky, kx, shown)
+
+    def _update_legend(self) -> None:
+        colours = palette.HEALTH_PALETTES[self.palette_box.currentText()]
+        cells = []
+        for h in sorted(Health, reverse=True):  # most alarming first
+            count = self._counts[h]
+            weight = "bold" if count and h >= Health.NEG_INF else "normal"
+            cells.append(
+                f'<td><span style="color:{colours[h]}">&#9632;</span> '
+                f'<span style="font-weight:{weight}">{HEALTH_LABELS[h]} {count:,}</span></td>'
+            )
+        rows = [
+            "<tr>" + "".join(cells[k : k + self._legend_columns]) + "</tr>"
+            for k in range(0, len(cells), self._legend_columns)
+        ]
+        self.legend.setText('<table cellspacing="4">' + "".join(rows) + "</table>")
+
+    def legend_text(self) -> str:
+        """The legend as plain text, e.g. ``"NaN 2,000 +Inf 0 ..."``."""
+        return " ".join(f"{HEALTH_LABELS[h]} {self._counts[h]:,}" for h in sorted(Health)[::-1])
+
+    def _readout(self, i: int, j: int) -> str:
+        if self._codes is None:
+            return ""
+        label = HEALTH_LABELS[Health(int(self._codes[i, j]))]
+        text = f"i = {i}, j = {j}:  {label}"
+        if self._values is not None:
+            text += f"  ({self.value_label} = {format_value(float(self._values[i, j]))})"
+        return text
+
+    @Slot(str)
+    def _on_palette_changed(self, name: str) -> None:
+        self.image.setLookupTable(palette.health_lut(name))
+        self._update_legend()
