@@ -13,14 +13,15 @@ import numpy as np
 
 
 def display_factor(entries: float, pixels: float) -> int:
-    """Block size along one axis so that ``entries`` map onto at least ``pixels`` pixels.
+    """Block size along one axis so that ``entries`` fit into ``pixels`` screen pixels.
 
-    ``floor(entries / pixels)``, at least 1: the downsampled image is never coarser than
-    the screen, so nothing a pixel could show is lost.
+    ``ceil(entries / pixels)``, at least 1: the image has no more pixels than the screen
+    area it fills (painting more would only be scaled away again), and at most about one
+    screen pixel per image pixel is lost to rounding.
     """
     if pixels <= 0 or not math.isfinite(entries) or not math.isfinite(pixels):
         return 1
-    return max(1, int(entries // pixels))
+    return max(1, math.ceil(entries / pixels))
 
 
 def _reduce_rows(a: np.ndarray, k: int, op: np.ufunc) -> np.ndarray:
@@ -93,8 +94,17 @@ def finite_range(values: np.ndarray) -> tuple[float, float] | None:
     return float(finite.min()), float(finite.max())
 
 
+def _round_step(span: float, parts: int) -> float:
+    """A power of ten close to ``span / parts`` (the granularity of rounded levels)."""
+    return 10.0 ** math.floor(math.log10(span / parts))
+
+
 def sequential_levels(values: np.ndarray) -> tuple[float, float]:
-    """Colour levels (low, high) spanning the finite entries; never equal, never infinite."""
+    """Colour levels (low, high) around the finite entries; never equal, never infinite.
+
+    Rounded outwards to about a tenth of the span, so that levels (and the colorbar) stay
+    put from frame to frame while values drift a little.
+    """
     rng = finite_range(values)
     if rng is None:
         return 0.0, 1.0
@@ -102,17 +112,23 @@ def sequential_levels(values: np.ndarray) -> tuple[float, float]:
     if hi <= lo:
         pad = max(abs(lo) * 1e-3, 1e-12)
         return lo - pad, hi + pad
-    return lo, hi
+    step = _round_step(hi - lo, 10)
+    return math.floor(lo / step) * step, math.ceil(hi / step) * step
 
 
 def symmetric_levels(values: np.ndarray) -> tuple[float, float]:
-    """Levels (-m, m) with m the largest finite magnitude, so 0 sits mid-colormap."""
+    """Levels (-m, m), m just above the largest finite magnitude, so 0 sits mid-colormap.
+
+    ``m`` is rounded up to about a tenth of itself so that it stays put between frames.
+    """
     rng = finite_range(values)
     if rng is None:
         return -1.0, 1.0
     m = max(abs(rng[0]), abs(rng[1]))
     if m == 0.0:
-        m = 1.0
+        return -1.0, 1.0
+    step = _round_step(m, 10)
+    m = math.ceil(m / step) * step
     return -m, m
 
 

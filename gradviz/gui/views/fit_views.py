@@ -10,7 +10,7 @@ when the history grows, the gradient mask when its codes change. Views that are 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
 from gradviz.core.snapshot import Snapshot
@@ -77,6 +77,9 @@ class FitViews(QObject):
         self._generation: int | None = None
         self._target: np.ndarray | None = None
         self._pair: tuple[int, int] | None = None
+        self._stale: set[str] = set()  # views that skipped snapshots while hidden
+        for widget in self.widgets.values():
+            widget.installEventFilter(self)
 
     def matrix_panels(self) -> list[MatrixPanel]:
         """The N x N panels, which share zoom, pan and the selected cell."""
@@ -92,32 +95,57 @@ class FitViews(QObject):
         return self._pair
 
     def show_snapshot(self, snapshot: Snapshot) -> None:
-        """Draw ``snapshot`` in every view (cheap: unchanged parts are not redrawn)."""
+        """Draw ``snapshot`` in every visible view (cheap: unchanged parts are not redrawn).
+
+        Hidden views (a closed or tabbed-away dock) are brought up to date when shown.
+        """
         if snapshot.generation != self._generation:
             self._generation = snapshot.generation
             self.loss_view.clear()  # a new run: its history starts over
         self._snapshot = snapshot
-        self.distances_view.set_matrix(snapshot.distances)
-        if not _same_array(snapshot.target_distances, self._target):
-            self._target = snapshot.target_distances
-            self.target_view.set_matrix(snapshot.target_distances)
-        self.error_view.set_matrix(snapshot.error)
-        self.mask_view.set_codes(snapshot.entry_health, snapshot.entry_grads)
-        self.coord_grads_view.set_grads(snapshot.coord_grads, snapshot.coord_health)
-        self.loss_view.set_history(snapshot.loss_history, snapshot.reference_loss)
-        self.points_view.set_points(snapshot.coords, snapshot.target_coords)
-        if self._pair is not None:
-            i, j = self._pair
-            if max(i, j) < snapshot.n_points:
-                self.pair_view.show_pair(snapshot, i, j)
+        if self._pair is not None and max(self._pair) >= snapshot.n_points:
+            self._set_pair(None)  # a smaller point set: the pair is gone
+        for key in self.widgets:
+            if self.widgets[key].isVisible():
+                self._update(key, snapshot)
             else:
-                self._set_pair(None)
+                self._stale.add(key)
+
+    def _update(self, key: str, snapshot: Snapshot) -> None:
+        """Bring one view up to ``snapshot``."""
+        self._stale.discard(key)
+        if key == "distances":
+            self.distances_view.set_matrix(snapshot.distances)
+        elif key == "target":
+            if not _same_array(snapshot.target_distances, self._target):
+                self._target = snapshot.target_distances
+                self.target_view.set_matrix(snapshot.target_distances)
+        elif key == "error":
+            self.error_view.set_matrix(snapshot.error)
+        elif key == "mask":
+            self.mask_view.set_codes(snapshot.entry_health, snapshot.entry_grads)
+        elif key == "coord_grads":
+            self.coord_grads_view.set_grads(snapshot.coord_grads, snapshot.coord_health)
+        elif key == "loss":
+            self.loss_view.set_history(snapshot.loss_history, snapshot.reference_loss)
+        elif key == "points":
+            self.points_view.set_points(snapshot.coords, snapshot.target_coords)
+        elif key == "pair" and self._pair is not None:
+            self.pair_view.show_pair(snapshot, *self._pair)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.Show and self._snapshot is not None:
+            for key, widget in self.widgets.items():
+                if widget is watched and key in self._stale:
+                    self._update(key, self._snapshot)
+        return False
 
     def clear(self) -> None:
         """Forget the snapshot on screen and empty every view."""
         self._snapshot = None
         self._generation = None
         self._target = None
+        self._stale.clear()
         for view in (
             self.distances_view,
             self.target_view,

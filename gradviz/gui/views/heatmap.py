@@ -66,6 +66,10 @@ class MatrixPanel(QWidget):
         self.plot.setLabel("bottom", x_label)
         self.plot.setLabel("left", y_label)
         self.plot.setMenuEnabled(False)
+        for side in ("left", "bottom"):
+            # Ticks outside the image: axes then never need repainting when the image does.
+            self.plot.getAxis(side).setStyle(tickLength=5)
+        self.plot.getAxis("left").setWidth(52)
         self.view: pg.ViewBox = self.plot.getViewBox()
         self.view.disableAutoRange()
         self.image = pg.ImageItem(axisOrder="row-major")
@@ -288,6 +292,8 @@ class HeatmapView(MatrixPanel):
             colorMapMenu=False,
         )
         self.colorbar.setImageItem(self.image, insert_in=self.plot)
+        # A fixed width: tick labels of new levels must not resize (and relayout) the plot.
+        self.colorbar.axis.setWidth(58)
         self.overlay = pg.ImageItem(axisOrder="row-major")
         self.overlay.setLookupTable(palette.NONFINITE_LUT)
         self.overlay.setZValue(10)
@@ -361,6 +367,8 @@ class HeatmapView(MatrixPanel):
         self._place_image(self.image, ky, kx, shown)
 
     def _set_levels(self, levels: tuple[float, float]) -> None:
+        if levels == self.levels():
+            return  # redrawing the colorbar costs more than the comparison
         span = levels[1] - levels[0]
         # Dragging the colorbar rounds levels to this step: keep it well below the span.
         self.colorbar.rounding = 10.0 ** math.floor(math.log10(span) - 2) if span > 0 else 1e-6

@@ -58,8 +58,9 @@ class PointsView(QWidget):
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
         self.plot: pg.PlotItem = self.graphics.addPlot()
         self.plot.setAspectLocked(True)
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        # No grid: a grid is painted by the axes, which would then repaint on every frame.
         self.plot.setMenuEnabled(False)
+        self.plot.disableAutoRange()
         self.plot.addLegend(offset=(10, 10), labelTextSize="8pt")
         self.links = pg.PlotCurveItem(pen=pg.mkPen(200, 200, 200, 70), connect="pairs")
         self.plot.addItem(self.links)
@@ -172,7 +173,13 @@ class PointsView(QWidget):
         target_2d = self._to_2d(self._target)
         pred_2d = self._to_2d(self._aligned)
         if target_changed:
-            self.target_item.setData(pos=_finite_rows(target_2d))
+            shown = _finite_rows(target_2d)
+            self.target_item.setData(pos=shown)
+            if len(shown):
+                # A range fixed by the target: an autoranging plot would rescale (and repaint
+                # its axes) on every frame. The aligned prediction lands near the target.
+                lo, hi = shown.min(axis=0), shown.max(axis=0)
+                self.plot.setRange(xRange=(lo[0], hi[0]), yRange=(lo[1], hi[1]), padding=0.08)
             labels = self._projection.labels if self._projection is not None else ("x0", "index")
             self.plot.setLabel("bottom", labels[0])
             self.plot.setLabel("left", labels[1])
