@@ -161,3 +161,30 @@ def test_clicking_a_cell_uses_the_mouse(fit_views, make_snapshot, qtbot):
     with qtbot.waitSignal(fit_views.pairSelected, timeout=2000) as blocker:
         QTest.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     assert blocker.args == [12, 30]
+
+
+def test_unlocking_levels_fits_them_to_the_data_at_once(fit_views, make_snapshot):
+    view = fit_views.distances_view
+    fit_views.show_snapshot(make_snapshot(n=40))
+    view.lock_box.setChecked(True)
+    view.colorbar.setLevels((0.0, 100.0))
+    view.lock_box.setChecked(False)  # no new snapshot needed (a paused run)
+    assert view.levels()[1] < 10.0
+
+
+def test_double_click_zooms_every_matrix_view_out_to_the_whole_matrix(
+    fit_views, make_snapshot, qtbot
+):
+    fit_views.show_snapshot(make_snapshot(n=100))
+    view = fit_views.mask_view
+    view.view.setRange(xRange=(10, 30), yRange=(40, 60), padding=0)
+    view.view.sigRangeChangedManually.emit([True, True])
+    qtbot.wait(1)
+    pos = view.graphics.mapFromScene(view.cell_scene_pos(50, 20))
+    # A real double click: press and release, then the double-click press and release.
+    QTest.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    QTest.mouseDClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    QTest.mouseRelease(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    for panel in fit_views.matrix_panels():
+        (x0, x1), (y0, y1) = panel.view.viewRange()
+        assert x0 <= 0 and x1 >= 100 and y0 <= 0 and y1 >= 100

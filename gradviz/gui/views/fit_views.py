@@ -54,7 +54,7 @@ class FitViews(QObject):
         self.distances_view = HeatmapView("d_pred")
         self.target_view = HeatmapView("d_target")
         self.error_view = HeatmapView("d_pred - d_target", diverging=True)
-        self.mask_view = HealthMapView("dLoss/d entry")
+        self.mask_view = HealthMapView("dLoss/d entry", legend_columns=3)
         self.coord_grads_view = CoordGradsView()
         self.loss_view = LossView()
         self.points_view = PointsView()

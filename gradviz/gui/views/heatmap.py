@@ -20,6 +20,8 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLa
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.gui.views import arrays, palette
 
+HINT = "hover: read a cell · click: select the pair · wheel/drag: zoom · double-click: all"
+
 # Below this many screen pixels a view is not laid out yet; do not downsample for it.
 _MIN_PIXELS = 128
 
@@ -79,7 +81,8 @@ class MatrixPanel(QWidget):
         )
         self.marker.setZValue(20)
         self.plot.addItem(self.marker)
-        self.readout = QLabel("hover over a cell to read it")
+        self.plot.hideButtons()  # autorange would follow every frame; double-click instead
+        self.readout = QLabel(HINT)
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         layout = QVBoxLayout(self)
@@ -200,10 +203,16 @@ class MatrixPanel(QWidget):
 
     @Slot(object)
     def _on_mouse_clicked(self, event) -> None:
-        if event.button() != Qt.MouseButton.LeftButton or event.double():
+        if event.button() != Qt.MouseButton.LeftButton:
             return
         cell = self._cell_at(event.scenePos())
-        if cell is not None:
+        if cell is None:
+            return
+        if event.double():
+            self._fit_whole = True
+            self.show_whole()
+            self.view.sigRangeChangedManually.emit([True, True])  # linked panels follow
+        else:
             self.cellClicked.emit(*cell)
 
     def set_marker(self, i: int | None, j: int | None) -> None:
@@ -302,6 +311,7 @@ class HeatmapView(MatrixPanel):
 
         self.colormap_box.currentTextChanged.connect(self._on_colormap_changed)
         self.colorbar.sigLevelsChangeFinished.connect(self._on_levels_dragged)
+        self.lock_box.toggled.connect(self._on_lock_toggled)
 
     # -- public -----------------------------------------------------------------------------
     def set_matrix(self, values: np.ndarray | None) -> None:
@@ -393,6 +403,11 @@ class HeatmapView(MatrixPanel):
     @Slot(str)
     def _on_colormap_changed(self, name: str) -> None:
         self.colorbar.setColorMap(name)
+
+    @Slot(bool)
+    def _on_lock_toggled(self, locked: bool) -> None:
+        if not locked and self._values is not None:
+            self._request_draw()  # back to levels that fit the data, even while paused
 
     @Slot(object)
     def _on_levels_dragged(self, _bar) -> None:
