@@ -143,14 +143,27 @@ def test_zoom_and_pan_are_shared_by_the_matrix_views(fit_views, make_snapshot):
         assert (x0, x1, y0, y1) == (10, 30, 40, 60)
 
 
-def test_zooming_in_draws_finer_blocks(fit_views, make_snapshot):
+def test_zooming_in_draws_full_resolution_of_the_visible_part_only(fit_views, make_snapshot):
     fit_views.show_snapshot(make_snapshot(n=2000, nan_diagonal=True))
     mask = fit_views.mask_view
-    coarse = mask.factors
-    mask.view.setRange(xRange=(0, 100), yRange=(0, 100), padding=0)
+    assert mask.factors != (1, 1)
+    mask.view.setRange(xRange=(1000, 1100), yRange=(1000, 1100), padding=0)
     mask.view.sigRangeChangedManually.emit([True, True])
-    assert mask.factors == (1, 1) != coarse
-    assert mask.displayed_image().shape == (2000, 2000)
+    assert mask.factors == (1, 1)
+    shown = mask.displayed_image()
+    assert shown.shape[0] < 400 and shown.shape[1] < 400  # not the whole 2000 x 2000
+    rect = mask.image.mapRectToParent(mask.image.boundingRect())
+    assert rect.left() <= 1000 and rect.right() >= 1100
+    # The diagonal cells in view are NaN at their own place in the image.
+    r0, c0 = int(rect.top()), int(rect.left())
+    for d in range(1000, 1100):
+        assert shown[d - r0, d - c0] == Health.NAN
+    # Panning far away draws the new place.
+    mask.view.setRange(xRange=(1800, 1900), yRange=(100, 200), padding=0)
+    mask.view.sigRangeChangedManually.emit([True, True])
+    rect = mask.image.mapRectToParent(mask.image.boundingRect())
+    assert rect.left() <= 1800 and rect.right() >= 1900
+    assert rect.top() <= 100 and rect.bottom() >= 200
 
 
 def test_clicking_a_cell_uses_the_mouse(fit_views, make_snapshot, qtbot):

@@ -54,9 +54,11 @@ class MatrixPanel(QWidget):
         super().__init__(parent)
         self._shape: tuple[int, int] = (0, 0)
         self._factors: tuple[int, int] = (1, 1)
+        self._region: tuple[int, int, int, int] = (0, 0, 0, 0)  # rows r0:r1, columns c0:c1
         self._dirty = False
         self._hovered: tuple[int, int] | None = None
         self._fit_whole = True  # show the whole matrix until the user zooms or pans
+        self._reshaping = False
 
         self.controls = QHBoxLayout()
         self.controls.setContentsMargins(0, 0, 0, 0)
@@ -117,7 +119,11 @@ class MatrixPanel(QWidget):
         if shape != self._shape:
             self._shape = shape
             self._fit_whole = True
-            self.show_whole()
+            self._reshaping = True  # the caller draws next; the range change must not
+            try:
+                self.show_whole()
+            finally:
+                self._reshaping = False
 
     def follow_range(self, x_range: tuple[float, float], y_range: tuple[float, float]) -> None:
         """Show exactly this range, as the user would by zooming (used by RangeLink)."""
@@ -140,6 +146,7 @@ class MatrixPanel(QWidget):
         if self._shape[0] == 0 or self._shape[1] == 0:
             return
         self._factors = self._wanted_factors()
+        self._region = self._wanted_region(*self._factors)
         self._render(*self._factors)
         if self._hovered is not None:
             self.readout.setText(self._readout(*self._hovered))
@@ -155,9 +162,47 @@ class MatrixPanel(QWidget):
         span_y = min(y1, rows) - max(y0, 0)
         return arrays.display_factor(span_y, height), arrays.display_factor(span_x, width)
 
+    def _wanted_region(self, ky: int, kx: int) -> tuple[int, int, int, int]:
+        """Rows and columns worth drawing: the visible ones plus half a view on each side.
+
+        Zoomed in on a big matrix, only this part is downsampled and painted; panning
+        within the margin needs no redraw. Starts are aligned to the blocks, so blocks
+        do not shift while panning.
+        """
+        rows, cols = self._shape
+        (x0, x1), (y0, y1) = self.view.viewRange()
+        mx, my = (x1 - x0) / 2, (y1 - y0) / 2
+        r0 = max(0, math.floor(y0 - my)) // ky * ky
+        c0 = max(0, math.floor(x0 - mx)) // kx * kx
+        r1 = min(rows, max(r0 + 1, math.ceil(y1 + my)))
+        c1 = min(cols, max(c0 + 1, math.ceil(x1 + mx)))
+        return min(r0, rows - 1), r1, min(c0, cols - 1), c1
+
+    def _needs_redraw(self) -> bool:
+        """True when the zoom changed the block size or panned beyond the drawn region."""
+        factors = self._wanted_factors()
+        if factors != self._factors:
+            return True
+        rows, cols = self._shape
+        r0, r1, c0, c1 = self._region
+        (x0, x1), (y0, y1) = self.view.viewRange()
+        return (
+            (r0 > 0 and y0 < r0)
+            or (c0 > 0 and x0 < c0)
+            or (r1 < rows and y1 > r1)
+            or (c1 < cols and x1 > c1)
+        )
+
+    def _visible_part(self, matrix: np.ndarray) -> np.ndarray:
+        """The rows and columns of ``matrix`` in the drawn region (a view, no copy)."""
+        r0, r1, c0, c1 = self._region
+        return matrix[r0:r1, c0:c1]
+
     def _place_image(self, item: pg.ImageItem, ky: int, kx: int, shown: np.ndarray) -> None:
-        """Stretch a downsampled image so that one matrix entry is one view unit."""
-        item.setRect(QRectF(0.0, 0.0, shown.shape[1] * kx, shown.shape[0] * ky))
+        """Put a downsampled image of the drawn region where its entries are: one matrix
+        entry is one view unit, row i at y = i, column j at x = j."""
+        r0, _, c0, _ = self._region
+        item.setRect(QRectF(float(c0), float(r0), shown.shape[1] * kx, shown.shape[0] * ky))
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
@@ -175,7 +220,9 @@ class MatrixPanel(QWidget):
         self._fit_whole = False
 
     def _on_view_changed(self, *args) -> None:
-        if self.isVisible() and self._shape[0] and self._wanted_factors() != self._factors:
+        if self._reshaping or not self.isVisible() or not self._shape[0]:
+            return
+        if self._needs_redraw():
             self._draw()
 
     def _cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
@@ -352,7 +399,7 @@ class HeatmapView(MatrixPanel):
 
     # -- drawing ----------------------------------------------------------------------------
     def _render(self, ky: int, kx: int) -> None:
-        shown = arrays.block_mean(self._values, ky, kx)
+        shown = arrays.block_mean(self._visible_part(self._values), ky, kx)
         lo, hi = float(shown.min()), float(shown.max())
         all_finite = math.isfinite(lo) and math.isfinite(hi)
         if self.locked():
@@ -503,7 +550,7 @@ class HealthMapView(MatrixPanel):
         return tally
 
     def _render(self, ky: int, kx: int) -> None:
-        shown = arrays.block_max(self._codes, ky, kx)
+        shown = arrays.block_max(self._visible_part(self._codes), ky, kx)
         self.image.setImage(shown, autoLevels=False, levels=(0, 255))
         self._place_image(self.image, ky, kx, shown)
 
