@@ -180,3 +180,15 @@ def test_clear_empties_every_view(fit_views, make_snapshot):
     assert fit_views.pair_view.field_text("pair") == "click a matrix cell"
     fit_views.show_snapshot(make_snapshot(n=20))  # and it can show again
     assert fit_views.distances_view.displayed_image() is not None
+
+
+@pytest.mark.parametrize(("n", "dim"), [(1, 3), (2, 2), (5, 1), (12, 4)])
+def test_small_and_unusual_point_sets_are_shown(fit_views, make_snapshot, n, dim):
+    snap = make_snapshot(n=n, dim=dim, nan_diagonal=True)
+    fit_views.show_snapshot(snap)
+    fit_views.select_pair(0, n - 1)
+    assert fit_views.mask_view.counts()[Health.NAN] == n
+    assert fit_views.pair_view.field_text("pair") == f"(0, {n - 1})"
+    box = fit_views.points_view.projection_box
+    assert box.count() >= 1
+    assert ("PCA" in [box.itemText(k) for k in range(box.count())]) == (dim > 2)
