@@ -36,6 +36,10 @@ def views_window(views, width: int = 1600, height: int = 900):
             inner.setContentsMargins(2, 2, 2, 2)
             inner.addWidget(views.widgets[key])
             grid.addWidget(box, row, col)
+    for col in range(len(GRID_KEYS[0])):
+        grid.setColumnStretch(col, 1)
+    for row in range(len(GRID_KEYS)):
+        grid.setRowStretch(row, 1)
     window.resize(width, height)
     return window
 

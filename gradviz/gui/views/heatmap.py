@@ -15,15 +15,32 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal, Slot
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.gui.views import arrays, palette
 
-HINT = "hover: read a cell · click: select the pair · wheel/drag: zoom · double-click: all"
+HINT = "hover: read a cell · click: select · double-click: zoom out"
 
 # Below this many screen pixels a view is not laid out yet; do not downsample for it.
 _MIN_PIXELS = 128
+
+
+def status_label(text: str = "") -> QLabel:
+    """A one-line label whose text may be cut short but never widens the panel."""
+    label = QLabel(text)
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    label.setMinimumWidth(0)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
 
 
 def format_value(value: float) -> str:
@@ -84,8 +101,11 @@ class MatrixPanel(QWidget):
         self.marker.setZValue(20)
         self.plot.addItem(self.marker)
         self.plot.hideButtons()  # autorange would follow every frame; double-click instead
-        self.readout = QLabel(HINT)
-        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout = status_label(HINT)
+        self.readout.setToolTip(
+            "Hover over a cell to read (i, j) and its value; click it to select the pair;\n"
+            "mouse wheel or drag to zoom and pan (all matrices follow); double-click: zoom out."
+        )
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
@@ -333,7 +353,7 @@ class HeatmapView(MatrixPanel):
         self.colormap_box.setToolTip("Colormap")
         self.lock_box = QCheckBox("lock levels")
         self.lock_box.setToolTip("Keep the colour levels fixed across frames")
-        self.nonfinite_label = QLabel("")
+        self.nonfinite_label = status_label()
         self.controls.addWidget(self.colormap_box)
         self.controls.addWidget(self.lock_box)
         self.controls.addStretch(1)

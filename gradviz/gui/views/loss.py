@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.gui.views import palette
+from gradviz.gui.views.heatmap import status_label
 
 _NONFINITE_COLOUR = palette.NONFINITE_COLOURS[3]
 
@@ -47,7 +48,8 @@ class LossView(QWidget):
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", "loss")
         self.plot.setMenuEnabled(False)
-        self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
+        legend.setZValue(50)  # above the points and curves it names
         self.curve = self.plot.plot(pen=pg.mkPen("#56B4E9", width=2), name="loss")
         self.curve.setClipToView(True)
         self.curve.setDownsampling(auto=True, method="peak")
@@ -72,7 +74,7 @@ class LossView(QWidget):
         )
         self.reference_line.setVisible(False)
         self.plot.addItem(self.reference_line, ignoreBounds=True)
-        self.summary = QLabel("no run yet")
+        self.summary = status_label("no run yet")
         self.summary.setTextFormat(Qt.TextFormat.RichText)
 
         layout = QVBoxLayout(self)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Slot
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
 from gradviz.gui.views import geometry
+from gradviz.gui.views.heatmap import status_label
 
 _TARGET_COLOUR = "#E69F00"
 _PRED_COLOUR = "#56B4E9"
@@ -61,7 +62,8 @@ class PointsView(QWidget):
         # No grid: a grid is painted by the axes, which would then repaint on every frame.
         self.plot.setMenuEnabled(False)
         self.plot.disableAutoRange()
-        self.plot.addLegend(offset=(10, 10), labelTextSize="8pt")
+        legend = self.plot.addLegend(offset=(10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
+        legend.setZValue(50)  # above the points and curves it names
         self.links = pg.PlotCurveItem(pen=pg.mkPen(200, 200, 200, 70), connect="pairs")
         self.plot.addItem(self.links)
         self.target_item = pg.ScatterPlotItem(
@@ -80,7 +82,7 @@ class PointsView(QWidget):
         for label in self.pick_labels:
             label.setZValue(11)
             self.plot.addItem(label, ignoreBounds=True)
-        self.info = QLabel("")
+        self.info = status_label()
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
