@@ -146,6 +146,9 @@ def test_coordinate_gradients_show_values_and_health(fit_views, make_snapshot):
     assert view.health.counts()[Health.FINITE] == 90
     lo, hi = view.values.levels()
     assert lo == -hi
+    g = float(fit_views.snapshot.coord_grads[4, 2])
+    assert view.values.hover_cell(4, 2) == f"i = 4, d = 2:  dLoss/dx = {g:.4g}"
+    assert view.health.hover_cell(4, 2).startswith("i = 4, d = 2:  finite")
 
 
 def test_the_target_matrix_is_redrawn_only_when_it_changes(fit_views, make_snapshot, monkeypatch):

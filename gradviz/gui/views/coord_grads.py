@@ -22,6 +22,8 @@ class CoordGradsView(QWidget):
         self.health = HealthMapView(
             "dLoss/dx", x_label="d (dimension)", lock_aspect=False, legend_columns=2
         )
+        for panel in (self.values, self.health):
+            panel.index_names = ("i", "d")
         self._link = RangeLink([self.values, self.health], self)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -76,6 +76,7 @@ class MatrixPanel(QWidget):
         self._hovered: tuple[int, int] | None = None
         self._fit_whole = True  # show the whole matrix until the user zooms or pans
         self._reshaping = False
+        self.index_names = ("i", "j")  # how the hover readout names a row and a column
 
         self.controls = QHBoxLayout()
         self.controls.setContentsMargins(0, 0, 0, 0)
@@ -254,6 +255,10 @@ class MatrixPanel(QWidget):
         if 0 <= i < rows and 0 <= j < cols:
             return i, j
         return None
+
+    def _cell_name(self, i: int, j: int) -> str:
+        row, col = self.index_names
+        return f"{row} = {i}, {col} = {j}"
 
     def cell_scene_pos(self, i: int, j: int) -> QPointF:
         """Scene position of the centre of cell (i, j) (for tests and scripted clicks)."""
@@ -464,7 +469,7 @@ class HeatmapView(MatrixPanel):
         if self._values is None:
             return ""
         value = float(self._values[i, j])
-        return f"i = {i}, j = {j}:  {self.value_label} = {format_value(value)}"
+        return f"{self._cell_name(i, j)}:  {self.value_label} = {format_value(value)}"
 
     # -- user actions -----------------------------------------------------------------------
     @Slot(str)
@@ -598,7 +603,7 @@ class HealthMapView(MatrixPanel):
         if self._codes is None:
             return ""
         label = HEALTH_LABELS[Health(int(self._codes[i, j]))]
-        text = f"i = {i}, j = {j}:  {label}"
+        text = f"{self._cell_name(i, j)}:  {label}"
         if self._values is not None:
             text += f"  ({self.value_label} = {format_value(float(self._values[i, j]))})"
         return text
