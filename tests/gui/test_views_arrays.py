@@ -66,7 +66,15 @@ def test_symmetric_levels_centre_zero_and_ignore_nonfinite():
     a = np.array([[-0.3, 0.12], [np.nan, np.inf]], dtype=np.float32)
     lo, hi = arrays.symmetric_levels(a)
     assert lo == -hi
-    assert 0.3 <= hi < 0.4
+    assert 0.3 <= hi < 0.45
+
+
+@pytest.mark.parametrize(
+    ("value", "rung"), [(0.3, 0.3), (0.31, 0.5), (1.0, 1.0), (1.01, 1.5), (7.5, 10.0), (2e-7, 2e-7)]
+)
+def test_symmetric_levels_round_up_on_a_ladder(value, rung):
+    assert arrays.ladder_ceil(value) == pytest.approx(rung)
+    assert arrays.symmetric_levels(np.array([-value / 2, value]))[1] == pytest.approx(rung)
 
 
 def test_sequential_levels_cover_the_finite_values():

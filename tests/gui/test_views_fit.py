@@ -195,3 +195,16 @@ def test_small_and_unusual_point_sets_are_shown(fit_views, make_snapshot, n, dim
     box = fit_views.points_view.projection_box
     assert box.count() >= 1
     assert ("PCA" in [box.itemText(k) for k in range(box.count())]) == (dim > 2)
+
+
+def test_loss_range_covers_the_curve_and_grows_only_in_steps(fit_views, make_snapshot):
+    loss = fit_views.loss_view
+    fit_views.show_snapshot(make_snapshot(n=10, step=100))
+    (x0, x1), (y0, y1) = loss.plot.getViewBox().viewRange()
+    history = fit_views.snapshot.loss_history
+    assert x0 <= 1 and x1 >= 100
+    assert y0 < np.log10(history.min()) and y1 > np.log10(history.max())
+    fit_views.show_snapshot(make_snapshot(n=10, step=110))  # a few more steps: same range
+    assert loss.plot.getViewBox().viewRange()[0] == [x0, x1]
+    fit_views.show_snapshot(make_snapshot(n=10, step=400))
+    assert loss.plot.getViewBox().viewRange()[0][1] >= 400

@@ -116,10 +116,24 @@ def sequential_levels(values: np.ndarray) -> tuple[float, float]:
     return math.floor(lo / step) * step, math.ceil(hi / step) * step
 
 
+_LADDER = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0)
+
+
+def ladder_ceil(value: float) -> float:
+    """Smallest number of the form ``r * 10**k``, r in 1, 1.5, 2, 3, 5, 7, that is >= value."""
+    exponent = math.floor(math.log10(value))
+    scale = 10.0**exponent
+    for rung in _LADDER:
+        if rung * scale >= value * (1 - 1e-6):  # float32 data: 0.3 is 0.30000001
+            return rung * scale
+    return 10.0 * scale
+
+
 def symmetric_levels(values: np.ndarray) -> tuple[float, float]:
     """Levels (-m, m), m just above the largest finite magnitude, so 0 sits mid-colormap.
 
-    ``m`` is rounded up to about a tenth of itself so that it stays put between frames.
+    ``m`` is rounded up on a 1-1.5-2-3-5-7 ladder: it changes only when the magnitude
+    crosses a rung, so colours (and the colorbar) stay put while a fit converges.
     """
     rng = finite_range(values)
     if rng is None:
@@ -127,8 +141,7 @@ def symmetric_levels(values: np.ndarray) -> tuple[float, float]:
     m = max(abs(rng[0]), abs(rng[1]))
     if m == 0.0:
         return -1.0, 1.0
-    step = _round_step(m, 10)
-    m = math.ceil(m / step) * step
+    m = ladder_ceil(m)
     return -m, m
 
 

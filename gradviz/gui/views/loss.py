@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.gui.views import palette
@@ -39,11 +39,19 @@ class LossView(QWidget):
         self._length = -1
         self._reference: float | None = None
         self._history: np.ndarray = np.zeros(0)
+        self._range_fresh = True  # the next history sets the range from scratch
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
         self.plot: pg.PlotItem = self.graphics.addPlot()
         self.plot.setLogMode(x=False, y=True)
+        # The range grows in steps instead of following every frame: a new range redraws
+        # the axes, which is the most expensive part of a frame here.
+        self.plot.disableAutoRange()
+        self.plot.hideButtons()
+        self._follow = True  # False once the user zooms or pans; a double-click resets
+        self.plot.getViewBox().sigRangeChangedManually.connect(self._on_user_zoomed)
+        self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", "loss")
@@ -95,11 +103,52 @@ class LossView(QWidget):
         finite = np.isfinite(history)
         drawable = finite & (history > 0)
         self.curve.setData(steps[drawable], history[drawable])
+        if self._follow:
+            self._extend_range(len(history), history[drawable], reference)
         self._draw_nonfinite(steps, history, drawable)
         self._draw_reference(reference)
         self.summary.setText(self._summary_text(history, finite, reference))
 
+    def _extend_range(self, steps: int, drawn: np.ndarray, reference: float | None) -> None:
+        """Grow the view so that every step and every drawn loss fits, with room to spare.
+
+        x grows to 1.5 times the steps when they run past the right edge; y (log10 units)
+        grows by a quarter decade beyond the lowest/highest loss or reference.
+        """
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        fresh = self._range_fresh
+        new_x = (0.0, max(10.0, 1.5 * steps)) if fresh or steps > x1 else (x0, x1)
+        logs = np.log10(drawn) if len(drawn) else np.zeros(0)
+        if reference is not None and math.isfinite(reference) and reference > 0:
+            logs = np.append(logs, math.log10(reference))
+        new_y = (y0, y1)
+        if len(logs):
+            lo, hi = float(logs.min()), float(logs.max())
+            if fresh or lo < y0 or hi > y1:
+                new_y = (
+                    (min(lo, y0) if not fresh else lo) - 0.25,
+                    (max(hi, y1) if not fresh else hi) + 0.25,
+                )
+        if fresh or new_x != (x0, x1) or new_y != (y0, y1):
+            self.plot.setRange(xRange=new_x, yRange=new_y, padding=0)
+            self._range_fresh = False
+
+    @Slot(object)
+    def _on_user_zoomed(self, _mask) -> None:
+        self._follow = False
+
+    @Slot(object)
+    def _on_mouse_clicked(self, event) -> None:
+        if event.double():
+            self._follow = True
+            self._range_fresh = True
+            if len(self._history):
+                finite = self._history[np.isfinite(self._history) & (self._history > 0)]
+                self._extend_range(len(self._history), finite, self._reference)
+
     def clear(self) -> None:
+        self._range_fresh = True
+        self._follow = True
         self._length = -1
         self._reference = None
         self._history = np.zeros(0)
