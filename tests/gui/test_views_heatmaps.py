@@ -201,3 +201,14 @@ def test_double_click_zooms_every_matrix_view_out_to_the_whole_matrix(
     for panel in fit_views.matrix_panels():
         (x0, x1), (y0, y1) = panel.view.viewRange()
         assert x0 <= 0 and x1 >= 100 and y0 <= 0 and y1 >= 100
+
+
+def test_nan_colour_matches_the_mask_unless_the_colormap_has_yellow(fit_views, make_snapshot):
+    fit_views.show_snapshot(make_snapshot(n=20, nan_diagonal=True))
+    mask_nan = tuple(fit_views.mask_view.image.lut[Health.NAN][:3])
+    coord = fit_views.coord_grads_view.values  # diverging CET-D1: no yellow in it
+    assert coord.nan_colour() == "#F0E442"
+    assert tuple(coord.overlay.lut[3][:3]) == mask_nan
+    assert fit_views.distances_view.nan_colour() == "#FF00FF"  # viridis ends in yellow
+    fit_views.distances_view.colormap_box.setCurrentText("CET-L1")  # grey: yellow is free
+    assert fit_views.distances_view.nan_colour() == "#F0E442"

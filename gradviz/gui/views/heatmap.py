@@ -333,9 +333,9 @@ class RangeLink(QObject):
 class HeatmapView(MatrixPanel):
     """A float matrix with a colorbar, a colormap choice and a lock-levels toggle.
 
-    NaN, +Inf and -Inf entries are drawn on top in their own colours (NaN magenta), so a
-    non-finite entry is never mistaken for a value. ``diverging`` views centre the colormap
-    on 0 with symmetric levels.
+    NaN, +Inf and -Inf entries are drawn on top in their own colours (NaN in the mask's
+    yellow, or magenta on colormaps that contain yellow), so a non-finite entry is never
+    mistaken for a value. ``diverging`` views centre the colormap on 0 with symmetric levels.
     """
 
     def __init__(
@@ -376,7 +376,8 @@ class HeatmapView(MatrixPanel):
         # A fixed width: tick labels of new levels must not resize (and relayout) the plot.
         self.colorbar.axis.setWidth(58)
         self.overlay = pg.ImageItem(axisOrder="row-major")
-        self.overlay.setLookupTable(palette.NONFINITE_LUT)
+        self._overlay_colours: dict[int, str] = {}
+        self._set_overlay_colours(maps[0])
         self.overlay.setZValue(10)
         self.overlay.setVisible(False)
         self.plot.addItem(self.overlay)
@@ -456,11 +457,10 @@ class HeatmapView(MatrixPanel):
         self.colorbar.rounding = 10.0 ** math.floor(math.log10(span) - 2) if span > 0 else 1e-6
         self.colorbar.setLevels(levels)
 
-    @staticmethod
-    def _nonfinite_legend(codes: np.ndarray) -> str:
+    def _nonfinite_legend(self, codes: np.ndarray) -> str:
         present = [c for c in (3, 2, 1) if (codes == c).any()]
         return " ".join(
-            f'<span style="color:{palette.NONFINITE_COLOURS[c]}">&#9632;</span> '
+            f'<span style="color:{self._overlay_colours[c]}">&#9632;</span> '
             f"{palette.NONFINITE_NAMES[c]}"
             for c in present
         )
@@ -472,9 +472,21 @@ class HeatmapView(MatrixPanel):
         return f"{self._cell_name(i, j)}:  {self.value_label} = {format_value(value)}"
 
     # -- user actions -----------------------------------------------------------------------
+    def _set_overlay_colours(self, colormap: str) -> None:
+        lut = pg.colormap.get(colormap).getLookupTable(nPts=256, alpha=False)
+        self._overlay_colours = palette.nonfinite_colours(palette.nan_colour(lut))
+        self.overlay.setLookupTable(palette.categorical_lut(self._overlay_colours))
+
+    def nan_colour(self) -> str:
+        """The colour NaN entries are drawn in (depends on the colormap)."""
+        return self._overlay_colours[3]
+
     @Slot(str)
     def _on_colormap_changed(self, name: str) -> None:
         self.colorbar.setColorMap(name)
+        self._set_overlay_colours(name)
+        if self.overlay.isVisible():
+            self.nonfinite_label.setText(self._nonfinite_legend(self.overlay.image))
 
     @Slot(bool)
     def _on_lock_toggled(self, locked: bool) -> None:

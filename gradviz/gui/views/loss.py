@@ -9,10 +9,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from gradviz.core.health import Health
 from gradviz.gui.views import palette
 from gradviz.gui.views.heatmap import status_label
 
-_NONFINITE_COLOUR = palette.NONFINITE_COLOURS[3]
+_NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 
 
 def nonfinite_runs(history: np.ndarray) -> np.ndarray:
@@ -30,7 +31,7 @@ class LossView(QWidget):
     """Loss per step on a log axis.
 
     Only finite, positive losses reach the log axis. Steps whose loss is NaN or Inf are drawn
-    as a magenta rug along the top of the plot, and a dashed line marks the first one. The
+    as a yellow rug along the top of the plot, and a dashed line marks the first one. The
     classical-MDS loss (the best reachable loss, when known) is a horizontal line.
     """
 

@@ -36,8 +36,12 @@ SEQUENTIAL_MAPS = ["viridis", "cividis", "inferno", "magma", "CET-L1"]
 DIVERGING_MAPS = ["CET-D1", "CET-D1A", "CET-D9", "CET-CBD1"]
 
 # Non-finite overlay on float heatmaps: code 1 -Inf, 2 +Inf, 3 NaN (see arrays.nonfinite_codes).
-NONFINITE_COLOURS = {1: OKABE_ITO[Health.NEG_INF], 2: OKABE_ITO[Health.POS_INF], 3: "#FF00FF"}
+# NaN takes the mask's yellow where the colormap has nothing close to it (the diverging
+# maps), and magenta where it does (viridis and friends end in yellow).
+NAN_FALLBACK = "#FF00FF"
+NONFINITE_COLOURS = {1: OKABE_ITO[Health.NEG_INF], 2: OKABE_ITO[Health.POS_INF], 3: NAN_FALLBACK}
 NONFINITE_NAMES = {1: "-Inf", 2: "+Inf", 3: "NaN"}
+_MIN_NAN_DISTANCE = 90.0  # RGB distance from every colour of the map; yellow vs CET-D1: ~100
 
 
 def _rgba(colour: str) -> tuple[int, int, int, int]:
@@ -58,4 +62,13 @@ def health_lut(palette: str) -> np.ndarray:
     return categorical_lut({int(h): c for h, c in HEALTH_PALETTES[palette].items()})
 
 
-NONFINITE_LUT = categorical_lut(NONFINITE_COLOURS)
+def nan_colour(colormap_lut: np.ndarray) -> str:
+    """NaN colour for a heatmap whose colormap has this ``(K, 3+)`` uint8 lookup table."""
+    yellow = np.array(_rgba(OKABE_ITO[Health.NAN])[:3], dtype=np.float64)
+    distance = np.sqrt(((colormap_lut[:, :3].astype(np.float64) - yellow) ** 2).sum(axis=1))
+    return OKABE_ITO[Health.NAN] if distance.min() >= _MIN_NAN_DISTANCE else NAN_FALLBACK
+
+
+def nonfinite_colours(nan: str) -> dict[int, str]:
+    """Overlay colours with the given NaN colour."""
+    return {**NONFINITE_COLOURS, 3: nan}
