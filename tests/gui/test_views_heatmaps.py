@@ -212,3 +212,16 @@ def test_nan_colour_matches_the_mask_unless_the_colormap_has_yellow(fit_views, m
     assert fit_views.distances_view.nan_colour() == "#FF00FF"  # viridis ends in yellow
     fit_views.distances_view.colormap_box.setCurrentText("CET-L1")  # grey: yellow is free
     assert fit_views.distances_view.nan_colour() == "#F0E442"
+
+
+def test_float64_matrices_and_int_codes_are_accepted(fit_views, make_snapshot):
+    snap = make_snapshot(n=30, nan_diagonal=True)
+    snap = dataclasses.replace(
+        snap,
+        distances=snap.distances.astype(np.float64),
+        entry_health=snap.entry_health.astype(np.int64),
+    )
+    fit_views.show_snapshot(snap)
+    assert fit_views.distances_view.displayed_image().dtype == np.float32
+    assert fit_views.mask_view.displayed_image().dtype == np.uint8
+    assert fit_views.mask_view.counts()[Health.NAN] == 30

@@ -543,6 +543,7 @@ class HealthMapView(MatrixPanel):
         if codes is None:
             self.clear()
             return
+        codes = np.asarray(codes, dtype=np.uint8)  # no copy for the usual uint8 codes
         if (
             self._codes is not None
             and codes is not self._codes
