@@ -544,11 +544,9 @@ class HealthMapView(MatrixPanel):
             self.clear()
             return
         codes = np.asarray(codes, dtype=np.uint8)  # no copy for the usual uint8 codes
-        if (
-            self._codes is not None
-            and codes is not self._codes
-            and codes.shape == self._codes.shape
-            and np.array_equal(codes, self._codes)
+        if self._codes is not None and (
+            codes is self._codes
+            or (codes.shape == self._codes.shape and np.array_equal(codes, self._codes))
         ):
             self._codes = codes  # same picture: skip counting and repainting
             return
