@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-from gradviz.gui.views.heatmap import HealthMapView, HeatmapView, RangeLink
+from gradviz.gui.views.healthmap import HealthMapView
+from gradviz.gui.views.heatmap import HeatmapView
+from gradviz.gui.views.panel import RangeLink
 
 
 class CoordGradsView(QWidget):

@@ -15,9 +15,11 @@ from PySide6.QtWidgets import QWidget
 
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.views.coord_grads import CoordGradsView
-from gradviz.gui.views.heatmap import HealthMapView, HeatmapView, MatrixPanel, RangeLink
+from gradviz.gui.views.healthmap import HealthMapView
+from gradviz.gui.views.heatmap import HeatmapView
 from gradviz.gui.views.loss import LossView
 from gradviz.gui.views.pair import PairView
+from gradviz.gui.views.panel import MatrixPanel, RangeLink
 from gradviz.gui.views.points import PointsView
 
 TITLES: dict[str, str] = {

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
 from gradviz.gui.views import palette
-from gradviz.gui.views.heatmap import status_label
+from gradviz.gui.views.panel import status_label
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 

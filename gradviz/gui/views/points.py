@@ -8,7 +8,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
 from gradviz.gui.views import geometry
-from gradviz.gui.views.heatmap import status_label
+from gradviz.gui.views.panel import status_label
 
 _TARGET_COLOUR = "#E69F00"
 _PRED_COLOUR = "#56B4E9"
