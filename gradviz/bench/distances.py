@@ -54,11 +54,14 @@ def make_fit_step(
     return step
 
 
-def measure(n: int, repeats: int, methods: tuple[str, ...] = tuple(METHODS)) -> dict:
-    """Timings (harness.Timing) of a fit step of each method at N = n, interleaved."""
+def measure(
+    n: int, repeats: int, methods: tuple[str, ...] = tuple(METHODS), min_seconds: float = 0.25
+) -> dict:
+    """Timings (harness.Timing) of a fit step of each method at N = n, interleaved; each
+    repeat of a case runs whole steps for about ``min_seconds`` (at least one step)."""
     target = exact_target(n)
     cases = {method: make_fit_step(method, target) for method in methods}
-    return time_interleaved(cases, repeats, min_seconds=0.25, threads=1)
+    return time_interleaved(cases, repeats, min_seconds=min_seconds, threads=1)
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
@@ -73,7 +76,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     ratio: dict[str, dict[str, float]] = {m: {} for m in methods}
     for n in sizes:
         start = time.perf_counter()
-        timings = measure(n, repeats, methods)
+        timings = measure(n, repeats, methods, min_seconds=0.05 if quick else 0.25)
         for m in methods:
             speed[m][str(n)] = timings[m].per_second
             ratio[m][str(n)] = median_ratio(timings[m], timings[BASELINE])

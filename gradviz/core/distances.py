@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from gradviz.core.errors import GradvizError
 
@@ -102,7 +101,6 @@ class ExactDistances(torch.autograd.Function):
         ctx.save_for_backward(x, d, coincident)
 
     @staticmethod
-    @once_differentiable  # W = g / d has no usable derivative where d == 0
     def backward(ctx, grad_d: torch.Tensor, _grad_coincident: torch.Tensor | None):
         x, d, coincident = ctx.saved_tensors
         return _pair_gradient(x, grad_d, d, coincident)
@@ -129,7 +127,12 @@ def _pair_gradient(
     a float32 input accumulate in float64, a row block of W at a time. x is centred first,
     since translation does not change distances and it shrinks |x_j|.
     """
-    w = (grad_d / d).masked_fill_(coincident, 0)
+    if torch.is_grad_enabled():
+        # A double backward differentiates this too: keep 1/d off the coincident entries,
+        # where 0 * inf would give NaN.
+        w = (grad_d / d.masked_fill(coincident, 1)).masked_fill(coincident, 0)
+    else:
+        w = (grad_d / d).masked_fill_(coincident, 0)
     centred = x - x.mean(dim=0)
     if x.dtype == torch.float64 or not _float32_cancels(w, grad_d, centred):
         return _gradient_products(centred, w, rows=len(x))
