@@ -127,6 +127,8 @@ def _pair_gradient(
     a float32 input accumulate in float64, a row block of W at a time. x is centred first,
     since translation does not change distances and it shrinks |x_j|.
     """
+    if x.numel() == 0:
+        return torch.zeros_like(x)
     if torch.is_grad_enabled():
         # A double backward differentiates this too: keep 1/d off the coincident entries,
         # where 0 * inf would give NaN.
