@@ -103,7 +103,19 @@ class ExactDistances(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_d: torch.Tensor, _grad_coincident: torch.Tensor | None):
         x, d, coincident = ctx.saved_tensors
-        return _pair_gradient(x, grad_d, d, coincident)
+        if x.numel() == 0:
+            return torch.zeros_like(x)
+        if torch.is_grad_enabled():
+            # A double backward differentiates this too: keep 1/d off the coincident
+            # entries, where 0 * inf would give NaN.
+            w = (grad_d / d.masked_fill(coincident, 1)).masked_fill(coincident, 0)
+        else:
+            w = grad_d / d
+            w.diagonal().zero_()
+            # Usually only the diagonal coincides: counting is cheaper than a masked fill.
+            if int(torch.count_nonzero(coincident)) > len(x):
+                w.masked_fill_(coincident, 0)
+        return _pair_gradient(x, grad_d, w)
 
 
 #: Float32 products are exact enough while R * max|W| <= this * max|dL/dd| (R: the spread of
@@ -115,26 +127,17 @@ _FLOAT32_CANCELLATION_LIMIT = 1e3
 _BLOCK_ENTRIES = 1 << 16
 
 
-def _pair_gradient(
-    x: torch.Tensor, grad_d: torch.Tensor, d: torch.Tensor, coincident: torch.Tensor
-) -> torch.Tensor:
-    """dL/dx from dL/dd: (N, D), (N, N), (N, N), (N, N) bool -> (N, D) in the dtype of x.
+def _pair_gradient(x: torch.Tensor, grad_d: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dL/dx from dL/dd: (N, D), (N, N), (N, N) -> (N, D) in the dtype of x.
 
-    ``sum_j (W_ij + W_ji) (x_i - x_j)`` with ``W = grad_d / d`` (0 where points coincide),
-    computed as ``x * rowsum(S) - S @ x`` with ``S = W + W^T``. That form cancels terms of
-    size |S_ij| |x_j| against each other; for a pair 1e-4 apart at coordinate scale 100 it
-    loses all float32 precision. In that case (and only then: it costs ~2x) the products of
-    a float32 input accumulate in float64, a row block of W at a time. x is centred first,
-    since translation does not change distances and it shrinks |x_j|.
+    ``w`` is ``W = grad_d / d``, 0 where points coincide. The gradient
+    ``sum_j (W_ij + W_ji) (x_i - x_j)`` is computed as ``x * rowsum(S) - S @ x`` with
+    ``S = W + W^T``. That form cancels terms of size |S_ij| |x_j| against each other; for
+    a pair 1e-4 apart at coordinate scale 100 it loses all float32 precision. In that case
+    (and only then: it costs ~2x) the products of a float32 input accumulate in float64, a
+    row block of W at a time. x is centred first: translation does not change distances,
+    and it shrinks |x_j|.
     """
-    if x.numel() == 0:
-        return torch.zeros_like(x)
-    if torch.is_grad_enabled():
-        # A double backward differentiates this too: keep 1/d off the coincident entries,
-        # where 0 * inf would give NaN.
-        w = (grad_d / d.masked_fill(coincident, 1)).masked_fill(coincident, 0)
-    else:
-        w = (grad_d / d).masked_fill_(coincident, 0)
     centred = x - x.mean(dim=0)
     if x.dtype == torch.float64 or not _float32_cancels(w, grad_d, centred):
         return _gradient_products(centred, w, rows=len(x))
@@ -157,19 +160,20 @@ def _float32_cancels(w: torch.Tensor, grad_d: torch.Tensor, centred: torch.Tenso
 def _gradient_products(centred: torch.Tensor, w: torch.Tensor, rows: int) -> torch.Tensor:
     """``centred * rowsum(S) - S @ centred`` with ``S = W + W^T``, in the dtype of ``centred``.
 
-    centred: (N, D); w: (N, N), converted ``rows`` rows at a time. Uses two matrix products
-    with ``[centred, 1]`` (N, D+1) per block; W^T is never formed.
+    centred: (N, D); w: (N, N), converted ``rows`` rows at a time. Two matrix products of
+    ``[centred, 1]^T`` (D+1, N) with each block (the wide orientation BLAS runs fastest);
+    W^T is never formed.
     """
     n = len(centred)
     ones = torch.ones(n, 1, dtype=centred.dtype, device=centred.device)
-    xa = torch.cat([centred, ones], dim=1)  # the ones column gives the row sums
-    q = torch.zeros_like(xa)  # (N, D+1): [S @ centred, rowsum(S)]
+    xa = torch.cat([centred, ones], dim=1).T.contiguous()  # (D+1, N); ones give row sums
+    p = torch.zeros_like(xa)  # (D+1, N): [(S @ centred)^T, rowsum(S)]
     for start in range(0, n, rows):
         r = slice(start, start + rows)
         block = w[r].to(centred.dtype)  # (b, N); no copy when the dtypes agree
-        q[r] += block @ xa  # W @ [x, 1]
-        q += block.T @ xa[r]  # W^T @ [x, 1]
-    return centred * q[:, -1:] - q[:, :-1]
+        p += xa[:, r] @ block  # (W^T @ [x, 1])^T
+        p[:, r] += xa @ block.T  # (W @ [x, 1])^T, columns r
+    return centred * p[-1, :, None] - p[:-1].T
 
 
 def safe(x: torch.Tensor) -> DistanceResult:
