@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from gradviz.bench.harness import format_table, median_ratio, time_interleaved
+from gradviz.bench.harness import Timing, format_table, median_ratio, time_interleaved
 from gradviz.core.distances import METHODS, pairwise_distances
 
 SIZES = (10, 100, 1000, 3000)
@@ -33,7 +33,7 @@ def exact_target(n: int, dim: int = DIM, seed: int = 0) -> torch.Tensor:
 
 def make_fit_step(
     method: str, target: torch.Tensor, dim: int = DIM, seed: int = 1, lr: float = 1e-3
-) -> Callable[[], float]:
+) -> Callable[[], torch.Tensor]:
     """One fit step of ``method`` towards ``target`` (N, N); each call runs one step.
 
     Coordinates (N, dim) float32 start seeded standard normal, as in the classic example.
@@ -44,7 +44,7 @@ def make_fit_step(
     optimizer = torch.optim.Adam([coords], lr=lr)
     loss_fn = torch.nn.MSELoss()
 
-    def step() -> float:
+    def step() -> torch.Tensor:
         optimizer.zero_grad()
         loss = loss_fn(pairwise_distances(coords, method).distances, target)
         loss.backward()
@@ -56,7 +56,7 @@ def make_fit_step(
 
 def measure(
     n: int, repeats: int, methods: tuple[str, ...] = tuple(METHODS), min_seconds: float = 0.25
-) -> dict:
+) -> dict[str, Timing]:
     """Timings (harness.Timing) of a fit step of each method at N = n, interleaved; each
     repeat of a case runs whole steps for about ``min_seconds`` (at least one step)."""
     target = exact_target(n)
