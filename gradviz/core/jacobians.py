@@ -24,6 +24,7 @@ which a forward pass in training mode would otherwise update).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -140,12 +141,11 @@ def _batchsum(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     y = _forward(model, x)
     batch, m = y.shape
     jac = x.new_empty(batch, m, x.shape[1])
-    cotangent = torch.zeros_like(y)
     for i in range(m):
-        cotangent[:, i] = 1
-        (grad,) = torch.autograd.grad(y, x, cotangent, retain_graph=i < m - 1)
+        # A scalar output and no grad_outputs: passing a cotangent tensor makes autograd
+        # import torch.fx's symbolic shapes (and sympy), ~0.3-0.6 s on a first call.
+        (grad,) = torch.autograd.grad(y[:, i].sum(), x, retain_graph=i < m - 1)
         jac[:, i] = grad
-        cotangent[:, i] = 0
     return jac, y.detach()
 
 
@@ -162,7 +162,13 @@ def _vmapped(
     transform = jacfwd if forward_mode else jacrev
     name = "jacfwd" if forward_mode else "jacrev"
     try:
-        jac, out = vmap(transform(one_sample, has_aux=True))(x.detach())
+        with warnings.catch_warnings():
+            # torch's forward-mode decompositions still use torch.jit.script on first import,
+            # which warns about its own deprecation; that is torch's business, not the user's.
+            warnings.filterwarnings(
+                "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
+            )
+            jac, out = vmap(transform(one_sample, has_aux=True))(x.detach())
     except RuntimeError as exc:
         raise GradvizError(
             f"The {name} method could not run this model one sample at a time "
@@ -239,13 +245,10 @@ def _probe_cross_sample(model: nn.Module, probe: torch.Tensor) -> float:
     y = _forward(model, x)
     size, m = y.shape
     largest = 0.0
-    cotangent = torch.zeros_like(y)
     for a in (0, size - 1):
         others = torch.arange(size, device=x.device) != a
         for i in range(m):
-            cotangent[a, i] = 1
-            (grad,) = torch.autograd.grad(y, x, cotangent, retain_graph=True)
-            cotangent[a, i] = 0
+            (grad,) = torch.autograd.grad(y[a, i], x, retain_graph=True)
             cross = grad[others].abs()
             if cross.isnan().any():
                 return float("nan")
