@@ -12,7 +12,8 @@ shared machine hits all methods alike. Three figures are checked against targets
 
 Where a method would take minutes (the loop, and jacfwd on big batches) it runs on part of the
 work and the time is scaled up: the loop on its first k samples (each costs m backward passes
-of the whole batch's graph), a per-sample method on a smaller batch (its cost is linear in B).
+of the whole batch's graph), jacfwd on a smaller batch (its cost is linear in B). A repeat of
+a millisecond-scale case records the median of a few back-to-back calls.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ NETS: dict[str, str] = {"small": "2-20-20-4:tanh", "wide": "64-256-256-10:tanh"}
 BATCHES: tuple[int, ...] = (64, 1024, 16384)
 QUICK_BATCHES: tuple[int, ...] = (64, 256)
 METHODS: tuple[str, ...] = ("auto", "batchsum", "jacrev", "jacfwd", "loop")
+#: Methods that run on a smaller batch where the whole one would take minutes (the loop has
+#: its own plan); their cost is linear in B, so the time scales exactly.
+CAPPED: tuple[str, ...] = ("jacfwd",)
+#: A repeat of a fast case times this many seconds of calls and records their median, so one
+#: scheduler hiccup on a shared machine does not decide a millisecond figure.
+INNER_SECONDS = 0.05
 TARGETS = {"steady_vs_loop": 200.0, "first_call_vs_loop": 100.0, "floor_factor": 2.0}
 RATIO_BATCH = 1024
 FLOOR_BATCH = 16384
@@ -52,6 +59,7 @@ class _Case:
     scale: Callable[[float], float]  # measured seconds -> estimated seconds for the whole batch
     note: str
     times: list[float]
+    inner: int = 1  # calls per repeat for fast cases; the repeat records their median
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
@@ -84,7 +92,8 @@ def _run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     for _ in range(repeats):
         matmul_times.append(_time(lambda: a @ b))
         for case in cases:
-            case.times.append(case.scale(_time(case.call)))
+            inner = statistics.median(_time(case.call) for _ in range(case.inner))
+            case.times.append(case.scale(inner))
     gflops = 2 * FLOOR_BATCH * 256 * 256 / statistics.median(matmul_times) / 1e9
 
     table = {(c.net, c.batch, c.method): statistics.median(c.times) for c in cases}
@@ -204,14 +213,16 @@ def _plan(name: str, model: torch.nn.Module, batch: int, method: str, budget: fl
     x = torch.randn(batch, model[0].in_features, generator=torch.Generator().manual_seed(batch))
     if method == "loop":
         return _plan_loop(name, model, x, budget)
-    small = x[: min(batch, 64)]
-    jm.compute_jacobians(model, small, method)  # warm-up (first-call costs stay out)
-    per_sample = _time(lambda: jm.compute_jacobians(model, small, method)) / len(small)
     part = batch
-    while part > 64 and per_sample * part > budget:
-        part //= 2
+    if method in CAPPED:
+        small = x[: min(batch, 64)]
+        jm.compute_jacobians(model, small, method)  # warm-up (first-call costs stay out)
+        per_sample = _time(lambda: jm.compute_jacobians(model, small, method)) / len(small)
+        while part > 64 and per_sample * part > budget:
+            part //= 2
     sub = x[:part]
-    jm.compute_jacobians(model, sub, method)
+    jm.compute_jacobians(model, sub, method)  # warm-up at the size that is timed
+    once = _time(lambda: jm.compute_jacobians(model, sub, method))
     note = "" if part == batch else f"timed on {part} samples, scaled x{batch // part}"
     return _Case(
         name,
@@ -221,6 +232,7 @@ def _plan(name: str, model: torch.nn.Module, batch: int, method: str, budget: fl
         lambda s, f=batch / part: s * f,
         note,
         [],
+        inner=_inner_calls(once),
     )
 
 
@@ -240,6 +252,10 @@ def _plan_loop(name: str, model: torch.nn.Module, x: torch.Tensor, budget: float
 
     note = "" if k == batch else f"first {k} samples, scaled to {batch}"
     return _Case(name, batch, "loop", lambda: jm._loop(model, x, samples=k), scale, note, [])
+
+
+def _inner_calls(seconds_per_call: float) -> int:
+    return int(min(50, max(1, INNER_SECONDS / max(seconds_per_call, 1e-6))))
 
 
 def _time_forward(model: torch.nn.Module, x: torch.Tensor) -> float:

@@ -190,7 +190,7 @@ def _blocks(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     for start in range(0, batch, per_chunk):
         samples = torch.arange(start, min(start + per_chunk, batch), device=x.device)
         grads = _one_hot_vjps(y, x, samples)  # (len, m, B, n)
-        jac[samples] = grads[torch.arange(len(samples)), :, samples]
+        jac[samples] = grads[torch.arange(len(samples), device=x.device), :, samples]
     return jac, y.detach()
 
 
@@ -200,7 +200,8 @@ def _one_hot_vjps(y: torch.Tensor, x: torch.Tensor, samples: torch.Tensor) -> to
     k = len(samples)
     cotangents = y.new_zeros(k, m, batch, m)
     coords = torch.arange(m, device=y.device)
-    cotangents[torch.arange(k)[:, None], coords[None, :], samples[:, None], coords[None, :]] = 1
+    rows = torch.arange(k, device=y.device)[:, None]
+    cotangents[rows, coords[None, :], samples[:, None], coords[None, :]] = 1
     (grads,) = torch.autograd.grad(
         y, x, cotangents.reshape(k * m, batch, m), retain_graph=True, is_grads_batched=True
     )
@@ -467,9 +468,10 @@ def _forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     try:
         y = model(x)
     except RuntimeError as exc:
+        message = _first_line(exc)
+        hint = "; check that the input width matches the model" if "shape" in message else ""
         raise GradvizError(
-            f"The model could not run on inputs of shape {tuple(x.shape)} ({_first_line(exc)}); "
-            "check that the input width matches the model."
+            f"The model could not run on inputs of shape {tuple(x.shape)} ({message}){hint}."
         ) from None
     if not isinstance(y, torch.Tensor) or y.shape[:1] != x.shape[:1] or y.ndim > 2:
         shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
