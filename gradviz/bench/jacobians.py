@@ -290,3 +290,14 @@ def _env_with_path(root: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
     return env
+
+
+if __name__ == "__main__":  # python -m gradviz.bench.jacobians [--quick] [--repeats N]
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Jacobian speed, every method side by side.")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    options = parser.parse_args()
+    figures = run(options.repeats, options.quick, print)
+    print(json.dumps(figures["targets_met"]))
