@@ -168,7 +168,8 @@ def _vmapped(
             warnings.filterwarnings(
                 "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
             )
-            jac, out = vmap(transform(one_sample, has_aux=True))(x.detach())
+            chunk = _vmap_chunk(model, x)
+            jac, out = vmap(transform(one_sample, has_aux=True), chunk_size=chunk)(x.detach())
     except RuntimeError as exc:
         raise GradvizError(
             f"The {name} method could not run this model one sample at a time "
@@ -176,6 +177,18 @@ def _vmapped(
             "need the auto or loop method."
         ) from None
     return jac.detach(), out.detach()
+
+
+def _vmap_chunk(model: nn.Module, x: torch.Tensor) -> int | None:
+    """Samples per vmap chunk, so that the per-sample tangents of the widest layer stay near
+    _CHUNK_ELEMENTS (jacfwd on a 64-256-256-10 net at B = 16384 would otherwise hold ~6 GB);
+    None where the whole batch fits."""
+    linears = [mod for mod in model.modules() if isinstance(mod, nn.Linear)]
+    widest = max([x.shape[1]] + [max(lin.in_features, lin.out_features) for lin in linears])
+    # Each sample carries n (jacfwd) or m (jacrev) tangent rows; m is the last Linear's width.
+    rows = max(x.shape[1], linears[-1].out_features if linears else 1)
+    chunk = max(1, _CHUNK_ELEMENTS // (rows * widest))
+    return None if chunk >= len(x) else chunk
 
 
 def _blocks(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

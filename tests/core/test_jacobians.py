@@ -298,3 +298,13 @@ def test_methods_on_cuda_match_cpu_loop(method):
     result = jm.compute_jacobians(model.to("cuda"), x.to("cuda"), method)
     assert result.jacobians.device.type == "cuda"
     torch.testing.assert_close(result.jacobians.cpu(), reference, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("method", ["jacrev", "jacfwd"])
+def test_vmapped_methods_give_the_same_jacobians_in_memory_bounded_chunks(monkeypatch, method):
+    model, x = _net("2-20-20-4:tanh"), _inputs(30, 2)
+    whole = jm.compute_jacobians(model, x, method).jacobians
+    monkeypatch.setattr(jm, "_CHUNK_ELEMENTS", 20 * 4 * 7)  # 7 samples per chunk
+    assert jm._vmap_chunk(model, x) == 7
+    chunked = jm.compute_jacobians(model, x, method).jacobians
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
