@@ -245,7 +245,8 @@ def _auto(model: nn.Module, x: torch.Tensor) -> JacobianResult:
             )
         reason = (
             f"a probe of {len(probe)} samples showed no cross-sample derivatives, so the "
-            "batch-summed backward is exact"
+            "batch-summed backward was used (a probe cannot rule out mixing that appears only "
+            "on other inputs)"
         )
     jac, out = _batchsum(model, x)
     return JacobianResult(jac, out, "batchsum", reason)
