@@ -157,7 +157,7 @@ def test_batchnorm_in_training_mixes_samples_and_auto_falls_back_to_the_exact_bl
 
 
 def test_batchnorm_fallback_handles_batches_spanning_several_chunks(monkeypatch):
-    monkeypatch.setattr(jm, "_CHUNK_ELEMENTS", 3 * 10 * 5 * 4)  # 4 samples per chunk
+    monkeypatch.setattr(jm, "_VJP_CHUNK_ELEMENTS", 3 * 10 * 5 * 4)  # 4 samples per chunk
     model, x = MixesSamples().double().train(), _inputs(10, 2)
     result = jm.compute_jacobians(model, x)
     torch.testing.assert_close(
