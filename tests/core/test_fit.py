@@ -211,9 +211,7 @@ def test_snapshot_arrays_are_read_only_copies():
         assert not getattr(snap, name).flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         snap.coords[0, 0] = 1.0
-    assert all(
-        not v.flags.writeable for v in (snap.loss_history, snap.entry_health, snap.error)
-    )
+    assert all(not v.flags.writeable for v in (snap.loss_history, snap.entry_health, snap.error))
 
 
 def test_snapshot_fields_are_consistent():
