@@ -31,7 +31,9 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 # Independent random streams derived from the one user seed, so that e.g. a gaussian target
 # and a random init never coincide.
-_TARGET_STREAM, _INIT_STREAM, _FEATURE_STREAM = 0, 1, 2
+_INIT_STREAM, _FEATURE_STREAM = 1, 2  # the target uses the seed itself
+
+_EXACT = "donot_use_mm_for_euclid_dist"  # torch.cdist from differences, not the Gram formula
 
 
 @dataclass
@@ -72,9 +74,7 @@ class DistanceFitRun:
 
         self.target_points, init_points = _point_sets(config, with_net=self.spec is not None)
         self.n_points, self.dim = self.target_points.shape
-        self.target_distances = torch.from_numpy(
-            _exact_distance_matrix(self.target_points, _numpy_dtype(config.dtype))
-        ).to(self.device)
+        self.target_distances = _exact_distance_matrix(self.target_points, self.dtype, self.device)
 
         self.model: torch.nn.Module | None = None
         self.features: torch.Tensor | None = None
@@ -189,11 +189,10 @@ class DistanceFitRun:
     @property
     def reference_loss(self) -> float:
         """Loss of the classical-MDS embedding of the target: the best reachable loss for a
-        Euclidean target (zero up to rounding when the target lives in D dimensions).
-        Float64, computed once on first use."""
+        Euclidean target (exactly zero when the target lives in D dimensions, as a point
+        set of this run does). Float64, computed once on first use."""
         if self._reference_loss is None:
-            embedding = mds.classical_mds_from_points(self.target_points, self.dim)
-            self._reference_loss = mds.distance_mse(embedding, self.target_points)
+            self._reference_loss = mds.reference_loss(self.target_points, self.dim)
         return self._reference_loss
 
     @torch.no_grad()
@@ -383,19 +382,23 @@ def _load_if_file(spec: str) -> np.ndarray | None:
     return resolve_points(spec, 0, 0) if spec.startswith(FILE_PREFIX) else None
 
 
-def _exact_distance_matrix(points: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """(N, N) exact distances of float64 points, rounded once to ``dtype``, in row blocks."""
-    n = points.shape[0]
-    out = np.empty((n, n), dtype=dtype)
-    block = 512
+def _exact_distance_matrix(
+    points: np.ndarray, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """(N, N) exact distances of float64 points, rounded once to ``dtype``, on ``device``.
+
+    Computed in float64 from coordinate differences (torch.cdist without the Gram-formula
+    shortcut), in row blocks so the float64 intermediate stays small.
+    """
+    compute = device if device.type != "mps" else torch.device("cpu")  # MPS has no float64
+    x = torch.as_tensor(points, dtype=torch.float64).to(compute)
+    n = x.shape[0]
+    out = torch.empty((n, n), dtype=dtype, device=device)
+    block = 1024
     for start in range(0, n, block):
-        stop = min(start + block, n)
-        out[start:stop] = mds.exact_distances(points[start:stop], points)
+        rows = torch.cdist(x[start : start + block], x, compute_mode=_EXACT)
+        out[start : start + block] = rows.to(device=device, dtype=dtype)
     return out
-
-
-def _numpy_dtype(name: str) -> np.dtype:
-    return np.dtype(np.float64 if name == "float64" else np.float32)
 
 
 def _make_optimizer(name: str, params: list[torch.nn.Parameter], lr: float):

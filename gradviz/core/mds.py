@@ -51,6 +51,19 @@ def classical_mds_from_points(points: np.ndarray, dim: int) -> np.ndarray:
     return coords
 
 
+def reference_loss(points: np.ndarray, dim: int) -> float:
+    """The distance MSE of the classical-MDS embedding of ``points`` (N, D_t) in ``dim``
+    dimensions: the best reachable loss of a fit to their Euclidean distances.
+
+    When D_t <= dim the embedding is the centred points up to a rotation, so its distances
+    equal the target's and the loss is exactly zero: returned without the O(N^2) check.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    if points.shape[1] <= dim:
+        return 0.0
+    return distance_mse(classical_mds_from_points(points, dim), points)
+
+
 def distance_mse(points_a: np.ndarray, points_b: np.ndarray) -> float:
     """Mean over all N^2 entries of (d_a - d_b)^2, with d the exact distance matrices.
 

@@ -316,8 +316,9 @@ def test_reference_loss_matches_the_loss_of_fitting_to_the_mds_solution(tmp_path
     )
     # A target in D dimensions is reachable exactly: the reference is zero up to rounding,
     # and a run started at the MDS solution starts there.
-    assert run.reference_loss < 1e-24
+    assert run.reference_loss == 0.0
     assert run.initial_loss == pytest.approx(run.reference_loss, abs=1e-24)
+    assert mds.distance_mse(embedding, target) < 1e-24
 
 
 def test_mds_from_points_equals_the_eigendecomposition_of_the_double_centred_matrix():
@@ -338,6 +339,8 @@ def test_reference_loss_of_a_lower_dimensional_embedding_matches_a_brute_computa
         torch.cdist(torch.tensor(points), torch.tensor(points)),
     ).item()
     assert mds.distance_mse(embedding, points) == pytest.approx(brute, rel=1e-9)
+    assert mds.reference_loss(points, 2) == pytest.approx(brute, rel=1e-9)
+    assert mds.reference_loss(points, 4) == 0.0
     # MDS of points is their projection on the two main axes of the covariance.
     centred = points - points.mean(0)
     _, axes = np.linalg.eigh(centred.T @ centred)
