@@ -135,7 +135,7 @@ class _Progress:
 
     def update(self, fit) -> None:
         now = time.monotonic()
-        if now - self.last_draw >= 0.1 or fit.done:
+        if now - self.last_draw >= 0.1:  # finish() draws the last state
             self.last_draw = now
             self._draw(fit)
 

@@ -297,6 +297,22 @@ def test_unknown_device_is_a_clear_error():
         _run(device="cuda:7")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_fit_on_cuda_matches_the_cpu_run_and_snapshots_land_on_the_host():
+    settings = {"method": "safe", "dtype": "float64", "steps": 50, "net": "4-8-3:tanh"}
+    gpu, cpu = _run(device="cuda", **settings), _run(device="cpu", **settings)
+    gpu.run()
+    cpu.run()
+    assert gpu.device.type == "cuda"
+    np.testing.assert_allclose(gpu.loss_history, cpu.loss_history, rtol=1e-9)
+    snap = gpu.snapshot()
+    assert isinstance(snap.distances, np.ndarray) and snap.jacobians.shape == (10, 3, 4)
+    naive = _run(device="cuda", method="naive", steps=3)
+    naive.run()
+    assert (naive.first_nonfinite_grad_step, naive.first_nonfinite_loss_step) == (0, 1)
+
+
 def test_zero_steps_is_a_finished_run():
     run = _run(steps=0)
     assert run.done and run.completed_steps == 0
