@@ -95,7 +95,9 @@ class DistanceFitRun:
         self.stopped_on_nan = False
         self.first_nonfinite_grad_step: int | None = None
         self.first_nonfinite_loss_step: int | None = None
-        self._losses: list[float] = []
+        # Losses of completed steps in a buffer that doubles when full: a snapshot copies
+        # it in one memcpy instead of converting a long Python list at every frame.
+        self._losses = np.empty(max(1, min(config.steps, 1024)), dtype=np.float64)
         self._attempts = 0  # forward/backward passes run by step() or for a snapshot
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
@@ -149,7 +151,9 @@ class DistanceFitRun:
             self.done = True
             return loss_value
         self.optimizer.step()
-        self._losses.append(loss_value)
+        if self.completed_steps == len(self._losses):
+            self._losses = np.concatenate([self._losses, np.empty_like(self._losses)])
+        self._losses[self.completed_steps] = loss_value
         self.completed_steps += 1
         if index > 0:
             self._timed_seconds += time.perf_counter() - started
@@ -169,7 +173,7 @@ class DistanceFitRun:
     @property
     def loss_history(self) -> np.ndarray:
         """(completed_steps,) float64: the loss computed in each completed step."""
-        return np.array(self._losses, dtype=np.float64)
+        return self._losses[: self.completed_steps].copy()
 
     @property
     def initial_loss(self) -> float:

@@ -255,6 +255,13 @@ def test_method_without_squared_distances_reports_distance_gradients():
     np.testing.assert_allclose(snap.entry_grads, 2 * snap.error / n**2, rtol=1e-4, atol=1e-9)
 
 
+def test_loss_history_holds_every_step_loss_in_order():
+    run = _run(n=3, steps=1500)  # longer than the history buffer's first size
+    returned = [run.step() for _ in range(1500)]
+    np.testing.assert_array_equal(run.loss_history, returned)
+    assert run.loss_history[0] == run.initial_loss
+
+
 def test_steps_per_second_leaves_out_the_first_step():
     run = _run(steps=3)
     run.step()

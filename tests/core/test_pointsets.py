@@ -14,6 +14,10 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.pointsets import generate, load_points, resolve_points, save_points
 
 
+def test_generators_are_exactly_the_ones_the_settings_offer():
+    assert list(pointsets._GENERATORS) == list(POINT_GENERATORS)
+
+
 @pytest.mark.parametrize("dim", [2, 3])
 @pytest.mark.parametrize("name", list(POINT_GENERATORS))
 def test_every_generator_makes_distinct_finite_points_in_2d_and_3d(name, dim):
