@@ -58,7 +58,8 @@ class DistanceFitRun:
 
     Attributes read by callers: ``completed_steps``, ``done``, ``stopped_on_nan``,
     ``first_nonfinite_grad_step``, ``first_nonfinite_loss_step``, ``device``, ``n_points``,
-    ``dim``. Raises GradvizError for bad settings or point files.
+    ``dim``; ``stop_on_nan`` may also be set between steps. Raises GradvizError for bad
+    settings or point files.
     """
 
     def __init__(self, config: FitConfig, generation: int = 0) -> None:
@@ -92,6 +93,7 @@ class DistanceFitRun:
 
         self.completed_steps = 0
         self.done = config.steps == 0
+        self.stop_on_nan = config.stop_on_nan  # may be switched while the run goes on
         self.stopped_on_nan = False
         self.first_nonfinite_grad_step: int | None = None
         self.first_nonfinite_loss_step: int | None = None
@@ -145,7 +147,7 @@ class DistanceFitRun:
         if capture:
             self._capture = self._gather(loss_value, coords, result)
         self._attempts += 1
-        if self.config.stop_on_nan and not (grads_finite and math.isfinite(loss_value)):
+        if self.stop_on_nan and not (grads_finite and math.isfinite(loss_value)):
             # Keep the last finite parameters: this step's update would spoil them.
             self.stopped_on_nan = True
             self.done = True

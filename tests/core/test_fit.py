@@ -132,6 +132,13 @@ def test_stop_on_nan_with_naive_method_keeps_the_initial_coordinates():
     assert (snap.entry_health[np.eye(run.n_points, dtype=bool)] == Health.NAN).all()
 
 
+def test_stop_on_nan_can_be_switched_on_while_running():
+    run = _run(method="naive")
+    run.stop_on_nan = True
+    run.step()
+    assert run.stopped_on_nan and run.done and run.completed_steps == 0
+
+
 def test_learning_rate_change_takes_effect_at_the_next_step():
     run = _run(method="safe", optimizer="sgd", lr=1e-3, dtype="float64")
     for _ in range(3):
