@@ -24,7 +24,7 @@ from gradviz.core.devices import resolve_device
 from gradviz.core.distances import DistanceResult, pairwise_distances
 from gradviz.core.errors import GradvizError
 from gradviz.core.networks import NetworkSpec
-from gradviz.core.pointsets import FILE_PREFIX, generate, resolve_points
+from gradviz.core.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
 from gradviz.core.snapshot import Snapshot
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -64,6 +64,7 @@ class DistanceFitRun:
 
     def __init__(self, config: FitConfig, generation: int = 0) -> None:
         self.config = config = config.validated()
+        check_seed(config.seed)
         self.generation = generation
         if config.threads is not None:
             torch.set_num_threads(config.threads)

@@ -23,6 +23,9 @@ MAX_FILE_BYTES = 100 * 1024 * 1024
 #: Step length of the ``chain`` random walk (the C-alpha spacing of a protein, in Angstrom).
 CHAIN_STEP = 3.8
 
+#: Seeds go to numpy and torch; both accept whole numbers below this.
+MAX_SEED = 2**63
+
 FILE_PREFIX = "file:"
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -49,9 +52,16 @@ def generate(name: str, n: int, dim: int, seed: int = 0) -> np.ndarray:
             f"The {name!r} point set needs at least {min_dim} dimensions, got D = {dim}; "
             f"use --dim {min_dim} or more, or another point set."
         )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     points = _GENERATORS[name](n, dim, rng)
     return np.ascontiguousarray(points, dtype=np.float64)
+
+
+def check_seed(seed: int) -> int:
+    """Return ``seed`` if it is a whole number in [0, 2**63), else raise GradvizError."""
+    if not (isinstance(seed, (int, np.integer)) and 0 <= seed < MAX_SEED):
+        raise GradvizError(f"The seed must be a whole number from 0 to 2**63 - 1, got {seed}.")
+    return int(seed)
 
 
 def _gaussian(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:

@@ -119,6 +119,8 @@ BAD_RUNS = {
     "net width": (["--net", "8-2"], "output width is 2 but the points have D = 3"),
     "bad net": (["--net", "8-x-3"], "Width 2 of '8-x-3'"),
     "helix in 2-D": (["--target", "helix", "--dim", "2"], "needs at least 3 dimensions"),
+    "negative seed": (["--seed", "-1"], "seed must be a whole number"),
+    "huge seed": (["--seed", str(2**64), "--net", "4-3"], "seed must be a whole number"),
     "out folder": (["--out", "{tmp}/no/such/run.npz"], "does not exist; create"),
     "out suffix": (["--out", "{tmp}/run.txt"], "must end in .npz"),
 }
