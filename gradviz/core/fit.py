@@ -230,9 +230,14 @@ class DistanceFitRun:
         return self._target_distances_np
 
     def snapshot(self, generation: int | None = None) -> Snapshot:
-        """A frozen picture of the run: matrices and gradients of the last step taken with
-        ``capture=True`` when that is the latest step, else of a fresh forward/backward of
-        the current parameters (which does not count as a step)."""
+        """A frozen picture of the run after ``completed_steps`` optimizer steps.
+
+        Its coordinates, matrices, loss, gradients and Jacobians all come from one
+        forward/backward: that of the latest step when it ran with ``capture=True`` (so the
+        picture shows the gradients that step k used, at the coordinates before its update:
+        the naive method's NaN is seen where it is born, on finite coordinates), else a
+        fresh one of the current parameters, which does not count as a step.
+        """
         capture = self._capture
         if capture is None or capture.attempt != self._attempts - 1:
             capture = self._fresh_capture()
