@@ -23,6 +23,7 @@ from gradviz.core.config import FitConfig
 from gradviz.core.devices import resolve_device
 from gradviz.core.distances import DistanceResult, pairwise_distances
 from gradviz.core.errors import GradvizError
+from gradviz.core.jacobians import compute_jacobians
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
 from gradviz.core.snapshot import Snapshot
@@ -340,24 +341,9 @@ class DistanceFitRun:
     def _jacobians(self) -> torch.Tensor | None:
         if self.model is None:
             return None
-        return _per_point_jacobians(self.model, self.features)
-
-
-def _per_point_jacobians(model: torch.nn.Module, features: torch.Tensor) -> torch.Tensor:
-    """d model(x)_i / d x_i for every point i: (N, D_out, F).
-
-    Points do not interact in the network, so the gradient of the summed output
-    coordinate d with respect to the whole batch holds row d of every point's Jacobian:
-    one backward pass per output coordinate.
-    """
-    with torch.enable_grad():
-        x = features.detach().requires_grad_(True)
-        y = model(x)
-        rows = [
-            torch.autograd.grad(y[:, d].sum(), x, retain_graph=d < y.shape[1] - 1)[0]
-            for d in range(y.shape[1])
-        ]
-    return torch.stack(rows, dim=1).detach()
+        # Points do not interact in these networks, so "auto" takes one backward pass per
+        # output coordinate (no torch.func start-up); it leaves the parameters' .grad alone.
+        return compute_jacobians(self.model, self.features, method="auto").jacobians.detach()
 
 
 def _point_sets(config: FitConfig, with_net: bool) -> tuple[np.ndarray, np.ndarray | None]:

@@ -187,6 +187,17 @@ def test_captured_step_jacobians_belong_to_the_weights_of_that_step():
     np.testing.assert_allclose(run.snapshot().jacobians, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("net", [None, "4-8-3:tanh"])
+def test_capturing_every_step_does_not_change_the_run(net):
+    plain = _run(net=net, method="masked", steps=15, lr=1e-2)
+    captured = _run(net=net, method="masked", steps=15, lr=1e-2)
+    plain.run()
+    while not captured.done:
+        captured.step(capture=True)
+        captured.snapshot()
+    np.testing.assert_array_equal(captured.loss_history, plain.loss_history)
+
+
 def test_linear_network_jacobian_is_the_same_weight_product_for_every_point():
     run = _run(net="3-5-3", n=8, dtype="float64")
     w = run.model[1].weight @ run.model[0].weight
