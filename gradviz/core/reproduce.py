@@ -13,8 +13,7 @@ import shlex
 from dataclasses import fields
 
 from gradviz.core.config import FitConfig
-
-FILE_PREFIX = "file:"
+from gradviz.core.pointsets import FILE_PREFIX
 
 
 def fit_command_line(config: FitConfig) -> str:
