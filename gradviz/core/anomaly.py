@@ -34,6 +34,7 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.core.fit import DistanceFitRun
+from gradviz.core.snapshot import Snapshot
 
 _NAN_ERROR = re.compile(r"Function '([^']+)' returned nan values in its (\d+)\w* output")
 _TRACE_HEADER = re.compile(r"Error detected in (\S+)\. Traceback of forward call")
@@ -100,10 +101,13 @@ class AnomalyReport:
 
 @dataclass(frozen=True)
 class PinnedState:
-    """The optimised parameters before the update of step ``step`` (numpy copies)."""
+    """A run's first non-finite step: its parameters before that step's update (numpy
+    copies, for ``diagnose_step``) and the Snapshot of that step's forward and backward
+    (for ``explain.explain_first_nan`` and the views)."""
 
     step: int
     parameters: dict[str, np.ndarray]
+    snapshot: Snapshot
 
 
 def pin_parameters(run: DistanceFitRun) -> dict[str, np.ndarray]:
@@ -123,8 +127,9 @@ def replay_to_first_nonfinite(
 ) -> PinnedState | None:
     """Re-run ``config`` from the start, stopping on NaN, and pin the first non-finite step.
 
-    Runs are seeded, so this reproduces the original run's first NaN when its settings were
-    not changed while it ran. None when the run never goes non-finite within
+    Use it when the live run went past its first NaN (stop on NaN off). Runs are seeded, so
+    this reproduces the original run's first NaN when its settings (e.g. the learning rate)
+    were not changed while it ran. None when the run never goes non-finite within
     ``config.steps``, or when ``should_stop()`` turns true (checked before every step).
     """
     run = DistanceFitRun(config.with_changes(stop_on_nan=True, threads=None))
@@ -134,7 +139,9 @@ def replay_to_first_nonfinite(
         run.step()
     if not run.stopped_on_nan:
         return None
-    return PinnedState(step=run.completed_steps, parameters=pin_parameters(run))
+    # A stop-on-NaN run keeps the parameters of its NaN step, so a fresh snapshot re-runs
+    # exactly that step's forward and backward.
+    return PinnedState(run.completed_steps, pin_parameters(run), run.snapshot())
 
 
 def diagnose_first_nonfinite(

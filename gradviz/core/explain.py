@@ -46,7 +46,7 @@ class Explanation:
     diagonal_zero: int  # diagonal entries with squared distance 0 and a non-finite gradient
     coincident_pairs: int  # pairs of identical points with a non-finite gradient
     rounded_to_zero_pairs: int  # distinct points at squared distance 0, non-finite gradient
-    negative_pairs: int  # pairs whose squared distance came out below 0
+    negative_pairs: int  # pairs with squared distance below 0 and a non-finite gradient
     overflow_entries: int  # entries whose squared distance / distance is not finite
     nonfinite_coords: int  # coordinate values that are NaN or Inf
     largest_coord: float  # largest finite |coordinate|
@@ -76,8 +76,12 @@ def explain_first_nan(snapshot: Snapshot) -> Explanation:
     zero_pairs = _unordered(zero[~on_diagonal])
     identical = np.all(s.coords[zero_pairs[:, 0]] == s.coords[zero_pairs[:, 1]], axis=1)
     coincident, rounded = zero_pairs[identical], zero_pairs[~identical]
-    negative = _unordered(np.argwhere(under < 0))
+    negative = _unordered(np.argwhere((under < 0) & bad_entry))
 
+    nonfinite_entries = int(np.count_nonzero(bad_entry))
+    nonfinite_grads = int(np.count_nonzero(s.coord_health >= Health.NEG_INF))
+    param_bad = any(code >= Health.NEG_INF for _, code in s.param_health)
+    any_nonfinite = bool(nonfinite_entries or nonfinite_grads or param_bad or coords_bad.any())
     causes = []
     if coords_bad.any():
         causes.append(NONFINITE_COORDS)
@@ -89,10 +93,9 @@ def explain_first_nan(snapshot: Snapshot) -> Explanation:
         causes.append(SQRT_AT_ZERO_DIAGONAL)
     if coincident.size or rounded.size:
         causes.append(SQRT_AT_ZERO_PAIRS)
-    nonfinite_entries = int(np.count_nonzero(bad_entry))
-    nonfinite_grads = int(np.count_nonzero(s.coord_health >= Health.NEG_INF))
-    param_bad = any(code >= Health.NEG_INF for _, code in s.param_health)
-    if not causes and (nonfinite_entries or nonfinite_grads or param_bad):
+    if not any_nonfinite:
+        causes = []  # nothing non-finite to explain (an overflow alone is not a NaN)
+    elif not causes:
         causes.append(UNEXPLAINED)
 
     facts = Explanation(

@@ -17,6 +17,7 @@ from gradviz.core.anomaly import (
 )
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
+from gradviz.core.explain import explain_first_nan
 from gradviz.core.fit import DistanceFitRun
 
 DIVERGING = {"method": "safe", "optimizer": "sgd", "lr": 1e3, "steps": 100}
@@ -83,6 +84,19 @@ def test_replay_pins_the_same_parameters_as_a_stop_on_nan_run():
     from_live = diagnose_step(run.config, live, step=run.completed_steps)
     from_replay = diagnose_step(FitConfig(**DIVERGING), pinned.parameters, step=pinned.step)
     assert from_live.summary == from_replay.summary
+
+
+def test_replayed_snapshot_shows_the_first_nan_step_as_a_stop_on_nan_capture_does():
+    run = DistanceFitRun(FitConfig(**DIVERGING, stop_on_nan=True))
+    while not run.done:
+        run.step(capture=True)
+    live = run.snapshot()
+    replayed = replay_to_first_nonfinite(FitConfig(**DIVERGING)).snapshot
+    assert replayed.step == live.step == run.first_nonfinite_grad_step
+    np.testing.assert_array_equal(replayed.coords, live.coords)
+    np.testing.assert_array_equal(replayed.entry_health, live.entry_health)
+    np.testing.assert_array_equal(replayed.loss_history, live.loss_history)
+    assert explain_first_nan(replayed) == explain_first_nan(live)
 
 
 def test_network_run_is_diagnosed_from_its_parameters_by_name():

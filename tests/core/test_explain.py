@@ -68,13 +68,17 @@ def test_masked_with_coincident_points_blames_the_pairs_not_the_diagonal(tmp_pat
     assert "'safe'" in e.text
 
 
+def near_coincident_at_scale_100(tmp_path) -> str:
+    """32 points at coordinate scale 100, each with a partner 1e-4 away."""
+    rng = np.random.default_rng(0)
+    base = 100 * rng.standard_normal((16, 3))
+    return init_file(tmp_path, np.concatenate([base, base + 1e-4 * rng.standard_normal((16, 3))]))
+
+
 def test_masked_on_near_coincident_points_at_scale_100_reports_negative_squared_distances(
     tmp_path,
 ):
-    rng = np.random.default_rng(0)
-    base = 100 * rng.standard_normal((16, 3))
-    points = np.concatenate([base, base + 1e-4 * rng.standard_normal((16, 3))])
-    snap = first_nan_snapshot(method="masked", n=32, init=init_file(tmp_path, points))
+    snap = first_nan_snapshot(method="masked", n=32, init=near_coincident_at_scale_100(tmp_path))
     e = explain_first_nan(snap)
     # Count the negative pairs independently: the Gram formula on the same float32 coordinates.
     x = torch.from_numpy(np.array(snap.coords))
@@ -86,6 +90,14 @@ def test_masked_on_near_coincident_points_at_scale_100_reports_negative_squared_
     assert explain.NEGATIVE_SQUARED in e.causes and math.isnan(snap.loss)
     assert f"negative squared distances for {negative} pair" in e.text
     assert "forward pass" in e.text
+
+
+def test_clamp_blocks_the_negative_squares_so_nothing_needs_explaining(tmp_path):
+    snap = first_nan_snapshot(method="clamp", n=32, init=near_coincident_at_scale_100(tmp_path))
+    assert (snap.squared < 0).any()  # the Gram formula still rounds below zero...
+    e = explain_first_nan(snap)  # ...but clamp never takes sqrt there
+    assert e.causes == () and e.negative_pairs == 0
+    assert e.text == "No non-finite gradient in this snapshot."
 
 
 def test_learning_rate_too_large_is_explained_as_overflow_of_growing_coordinates():
