@@ -42,8 +42,9 @@ def summary_lines(info: ModelInfo) -> list[str]:
     if info.nonfinite_weights:
         lines.append(f"  NaN or Inf in: {', '.join(info.nonfinite_weights)}")
     if info.needs_trust:
-        lines.append("  this format can run code from the file when loaded; it opens only "
-                     "with --trust")
+        lines.append(
+            "  this format can run code from the file when loaded; it opens only with --trust"
+        )
     if info.not_runnable_reason:
         lines.append(f"  not runnable: {info.not_runnable_reason}")
     for sentence in info.assumptions:

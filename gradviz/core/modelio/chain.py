@@ -122,12 +122,15 @@ def _check_linear_shaped(prefix: str, group: dict[str, Any]) -> None:
 def _linear(prefix: str, group: dict[str, Any]) -> LinearWeights:
     weight, bias = group.get("weight"), group.get("bias")
     if weight is None:
-        raise GradvizError(f"{_key(prefix, 'bias')} has no matching {_key(prefix, 'weight')}; "
-                           "the file is missing that weight.")
+        raise GradvizError(
+            f"{_key(prefix, 'bias')} has no matching {_key(prefix, 'weight')}; "
+            "the file is missing that weight."
+        )
     for leaf, tensor in (("weight", weight), ("bias", bias)):
         if tensor is not None and str(tensor.dtype).removeprefix("torch.") not in FLOAT_DTYPES:
-            raise GradvizError(f"{_key(prefix, leaf)} is {tensor.dtype}; gradviz needs "
-                               "floating-point weights.")
+            raise GradvizError(
+                f"{_key(prefix, leaf)} is {tensor.dtype}; gradviz needs floating-point weights."
+            )
     if bias is not None and (bias.dim() != 1 or int(bias.shape[0]) != int(weight.shape[0])):
         raise GradvizError(
             f"{_key(prefix, 'bias')} has shape {tuple(bias.shape)} but "

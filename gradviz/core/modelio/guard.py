@@ -41,8 +41,7 @@ class CheckedModel(torch.nn.Module):
         return y
 
 
-def probe_output_width(model: CheckedModel, in_dim: int, dtype: torch.dtype,
-                       batch: int = 2) -> int:
+def probe_output_width(model: CheckedModel, in_dim: int, dtype: torch.dtype, batch: int = 2) -> int:
     """Run ``model`` once on a (batch, in_dim) batch of zeros: the output width, or
     GradvizError if it fails or returns something other than a (batch, m) tensor."""
     with torch.no_grad():

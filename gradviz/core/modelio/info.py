@@ -84,8 +84,11 @@ class ModelInfo:
         data = asdict(self)
         data["classes"] = list(self.classes)
         data["layers"] = [
-            {"name": layer.name, "kind": layer.kind,
-             "shapes": {k: list(v) for k, v in layer.shapes.items()}}
+            {
+                "name": layer.name,
+                "kind": layer.kind,
+                "shapes": {k: list(v) for k, v in layer.shapes.items()},
+            }
             for layer in self.layers
         ]
         data["nonfinite_weights"] = list(self.nonfinite_weights)

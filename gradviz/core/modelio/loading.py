@@ -15,9 +15,13 @@ from gradviz.core.modelio.info import LoadedModel, ModelInfo
 from gradviz.core.modelio.readers import Opened
 
 
-def inspect_model(path: str | os.PathLike, *, trust: bool = False,
-                  activation: str | None = None,
-                  max_bytes: int = sniff.MAX_MODEL_BYTES) -> ModelInfo:
+def inspect_model(
+    path: str | os.PathLike,
+    *,
+    trust: bool = False,
+    activation: str | None = None,
+    max_bytes: int = sniff.MAX_MODEL_BYTES,
+) -> ModelInfo:
     """Describe the model file at ``path`` without running anything from it.
 
     TorchScript and .pt2 programs are loaded (to list their layers) only with ``trust``;
@@ -27,9 +31,14 @@ def inspect_model(path: str | os.PathLike, *, trust: bool = False,
     return _open(path, trust=trust, activation=activation, max_bytes=max_bytes).info
 
 
-def load_model(path: str | os.PathLike, *, trust: bool = False,
-               activation: str | None = None, in_dim: int | None = None,
-               max_bytes: int = sniff.MAX_MODEL_BYTES) -> LoadedModel:
+def load_model(
+    path: str | os.PathLike,
+    *,
+    trust: bool = False,
+    activation: str | None = None,
+    in_dim: int | None = None,
+    max_bytes: int = sniff.MAX_MODEL_BYTES,
+) -> LoadedModel:
     """The model at ``path`` as a module on the CPU in eval mode, mapping (B, n) inputs to
     (B, m) outputs (errors while it runs become GradvizError).
 
@@ -67,8 +76,10 @@ def _ready(opened: Opened, in_dim: int | None) -> LoadedModel:
         out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
         notes = info.assumptions
         if info.in_dim is None:
-            notes += (f"The input width {width} was given by you (--in-dim); the file does "
-                      "not declare it.",)
+            notes += (
+                f"The input width {width} was given by you (--in-dim); the file does "
+                "not declare it.",
+            )
         info = replace(info, in_dim=width, out_dim=out_dim, assumptions=notes)
     return LoadedModel(module=model, info=info, spec=opened.spec)
 
@@ -88,8 +99,9 @@ def _float_dtype(module):
     return torch.float32
 
 
-def _open(path: str | os.PathLike, *, trust: bool, activation: str | None,
-          max_bytes: int) -> Opened:
+def _open(
+    path: str | os.PathLike, *, trust: bool, activation: str | None, max_bytes: int
+) -> Opened:
     if activation is not None and activation not in ACTIVATIONS:
         raise GradvizError(
             f"Unknown activation {activation!r}; choose one of: {', '.join(ACTIVATIONS)}."
@@ -97,13 +109,15 @@ def _open(path: str | os.PathLike, *, trust: bool, activation: str | None,
     name = os.fspath(path)
     data = sniff.read_model_bytes(name, max_bytes)
     kind = sniff.detect_format(data, name)
-    base = ModelInfo(path=name, format=kind, size_bytes=len(data), runnable=False,
-                     needs_trust=False)
+    base = ModelInfo(
+        path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=False
+    )
     return _read(kind, data, base, trust=trust, activation=activation)
 
 
-def _read(kind: str, data: bytes, base: ModelInfo, *, trust: bool,
-          activation: str | None) -> Opened:
+def _read(
+    kind: str, data: bytes, base: ModelInfo, *, trust: bool, activation: str | None
+) -> Opened:
     from gradviz.core.modelio import programs, readers
 
     if kind == sniff.NUMPY:

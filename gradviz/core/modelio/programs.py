@@ -47,12 +47,12 @@ def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:
         with torch.sparse.check_sparse_tensor_invariants(), warnings.catch_warnings():
             # The file is TorchScript whatever torch thinks of the format's future; the user
             # cannot act on the deprecation notice, so it is not passed on.
-            warnings.filterwarnings("ignore", message=r".*torch\.jit\.load.* is deprecated",
-                                    category=DeprecationWarning)
+            warnings.filterwarnings(
+                "ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning
+            )
             module = torch.jit.load(io.BytesIO(data), map_location="cpu")
     except Exception as exc:
-        raise GradvizError(f"{base.path} is a damaged TorchScript file ({_line(exc)}).") \
-            from None
+        raise GradvizError(f"{base.path} is a damaged TorchScript file ({_line(exc)}).") from None
     tensors = _named_tensors(module)
     check_dense(tensors, base.path)
     layers = []
@@ -60,12 +60,19 @@ def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:
     for name, sub in module.named_modules():
         kind = getattr(sub, "original_name", type(sub).__name__)
         classes.add(kind)
-        own = {k: tuple(t.shape) for k, t in list(sub.named_parameters(recurse=False))
-               + list(sub.named_buffers(recurse=False))}
+        own = {
+            k: tuple(t.shape)
+            for k, t in list(sub.named_parameters(recurse=False))
+            + list(sub.named_buffers(recurse=False))
+        }
         if own:
             layers.append(LayerInfo(name or "(top)", kind, own))
-    info = replace(base, classes=tuple(sorted(classes)), layers=tuple(layers),
-                   nonfinite_weights=nonfinite_names(tensors))
+    info = replace(
+        base,
+        classes=tuple(sorted(classes)),
+        layers=tuple(layers),
+        nonfinite_weights=nonfinite_names(tensors),
+    )
     return Opened(info, build=lambda: module.eval())
 
 
@@ -84,10 +91,18 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     _, out_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_outputs])
     notes = base.assumptions
     if batch is not None:
-        notes += (f"The program was exported for batches of exactly {batch} inputs; other "
-                  "batch sizes fail (export it with a dynamic batch dimension).",)
-    info = replace(base, layers=layers_from_tensors(tensors), in_dim=in_dim, out_dim=out_dim,
-                   nonfinite_weights=nonfinite_names(tensors), assumptions=notes)
+        notes += (
+            f"The program was exported for batches of exactly {batch} inputs; other "
+            "batch sizes fail (export it with a dynamic batch dimension).",
+        )
+    info = replace(
+        base,
+        layers=layers_from_tensors(tensors),
+        in_dim=in_dim,
+        out_dim=out_dim,
+        nonfinite_weights=nonfinite_names(tensors),
+        assumptions=notes,
+    )
     return Opened(info, build=program.module, probe_batch=batch or 2)
 
 

@@ -41,27 +41,39 @@ class Opened:
     probe_batch: int = 2  # batch size of the check run (a .pt2 may accept only one)
 
 
-def open_torch_file(data: bytes, base: ModelInfo, activation: str | None, *,
-                    zip_format: bool) -> Opened:
+def open_torch_file(
+    data: bytes, base: ModelInfo, activation: str | None, *, zip_format: bool
+) -> Opened:
     """A ``torch.save`` file: a state_dict, a checkpoint holding one, or a whole module."""
     obj, classes = read_torch_pickle(data, base.path, zip_format=zip_format)
     base = replace(base, classes=tuple(classes))
     return _open_object(obj, base, activation, nested_in=None)
 
 
-def _open_object(obj: Any, base: ModelInfo, activation: str | None,
-                 nested_in: str | None) -> Opened:
+def _open_object(
+    obj: Any, base: ModelInfo, activation: str | None, nested_in: str | None
+) -> Opened:
     import torch
 
     if is_module(obj):
         return _open_module_tree(obj, base, activation, nested_in)
-    if isinstance(obj, Mapping) and obj and all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
+    if (
+        isinstance(obj, Mapping)
+        and obj
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
     ):
-        notes = [f"The weights were taken from the checkpoint's {nested_in!r} entry."] \
-            if nested_in else []
-        return open_tensors(dict(obj), replace(base, format=fmt.STATE_DICT), activation,
-                            natural_order=False, notes=notes)
+        notes = (
+            [f"The weights were taken from the checkpoint's {nested_in!r} entry."]
+            if nested_in
+            else []
+        )
+        return open_tensors(
+            dict(obj),
+            replace(base, format=fmt.STATE_DICT),
+            activation,
+            natural_order=False,
+            notes=notes,
+        )
     if nested_in is None and isinstance(obj, Mapping):
         for key in CHECKPOINT_KEYS:
             if key in obj:
@@ -72,16 +84,22 @@ def _open_object(obj: Any, base: ModelInfo, activation: str | None,
     )
 
 
-def _open_module_tree(root: Any, base: ModelInfo, activation: str | None,
-                      nested_in: str | None) -> Opened:
+def _open_module_tree(
+    root: Any, base: ModelInfo, activation: str | None, nested_in: str | None
+) -> Opened:
     tree = read_tree(root)
     check_dense(tree.tensors, base.path)
-    info = replace(base, format=fmt.PICKLED_MODULE, layers=tuple(tree.layers),
-                   nonfinite_weights=nonfinite_names(tree.tensors))
+    info = replace(
+        base,
+        format=fmt.PICKLED_MODULE,
+        layers=tuple(tree.layers),
+        nonfinite_weights=nonfinite_names(tree.tensors),
+    )
     if tree.chain is None:
         return Opened(replace(info, runnable=False, not_runnable_reason=tree.reason))
-    notes = [f"The module was taken from the checkpoint's {nested_in!r} entry."] \
-        if nested_in else []
+    notes = (
+        [f"The module was taken from the checkpoint's {nested_in!r} entry."] if nested_in else []
+    )
     items = tree.chain
     if tree.order_assumed:
         notes.append(ORDER_ASSUMED)
@@ -90,18 +108,30 @@ def _open_module_tree(root: Any, base: ModelInfo, activation: str | None,
             linears = [item for item in items if not isinstance(item, str)]
             items = with_activation(linears, act)
             if len(linears) > 1:
-                notes.append(_activation_sentence(act, "The file has no activation modules; "
-                             "a forward method may still apply functions the file does not "
-                             "record, so"))
+                notes.append(
+                    _activation_sentence(
+                        act,
+                        "The file has no activation modules; "
+                        "a forward method may still apply functions the file does not "
+                        "record, so",
+                    )
+                )
     return _chain_opened(items, info, notes)
 
 
-def open_tensors(tensors: dict[str, Any], base: ModelInfo, activation: str | None, *,
-                 natural_order: bool, notes: list[str]) -> Opened:
+def open_tensors(
+    tensors: dict[str, Any],
+    base: ModelInfo,
+    activation: str | None,
+    *,
+    natural_order: bool,
+    notes: list[str],
+) -> Opened:
     """Named tensors (a state_dict or safetensors file): a Linear chain where they are one."""
     check_dense(tensors, base.path)
-    info = replace(base, layers=layers_from_tensors(tensors),
-                   nonfinite_weights=nonfinite_names(tensors))
+    info = replace(
+        base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
+    )
     try:
         linears = linear_items(tensors, natural_order=natural_order)
     except (NotAChain, GradvizError) as exc:  # not a chain, or a broken one: say which
@@ -110,8 +140,9 @@ def open_tensors(tensors: dict[str, Any], base: ModelInfo, activation: str | Non
     if len(linears) > 1:
         notes.append(
             "The layer order was taken from the tensor names (safetensors does not keep the "
-            "saved order)." if natural_order else
-            "The layer order was taken from the order of the tensors in the file."
+            "saved order)."
+            if natural_order
+            else "The layer order was taken from the order of the tensors in the file."
         )
         act = activation or "identity"
         notes.append(_activation_sentence(act, "The file holds weights only, so"))
@@ -133,8 +164,9 @@ def open_safetensors(data: bytes, base: ModelInfo, activation: str | None) -> Op
         tensors = load(data)
     except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
         raise GradvizError(f"{base.path} is not a valid safetensors file ({exc}).") from None
-    return open_tensors(tensors, replace(base, format=fmt.SAFETENSORS), activation,
-                        natural_order=True, notes=[])
+    return open_tensors(
+        tensors, replace(base, format=fmt.SAFETENSORS), activation, natural_order=True, notes=[]
+    )
 
 
 def _open_gradviz(base: ModelInfo) -> Opened:
@@ -143,8 +175,13 @@ def _open_gradviz(base: ModelInfo) -> Opened:
     spec, module = load_network(base.path)
     tensors = dict(module.state_dict())
     info = replace(
-        base, format=fmt.GRADVIZ, runnable=True, layers=layers_from_tensors(tensors),
-        nonfinite_weights=nonfinite_names(tensors), in_dim=spec.in_dim, out_dim=spec.out_dim,
+        base,
+        format=fmt.GRADVIZ,
+        runnable=True,
+        layers=layers_from_tensors(tensors),
+        nonfinite_weights=nonfinite_names(tensors),
+        in_dim=spec.in_dim,
+        out_dim=spec.out_dim,
         spec=str(spec),
     )
     return Opened(info, build=lambda: module.eval(), spec=spec)
@@ -154,16 +191,25 @@ def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
     try:
         spec, linears = spec_from_items(items)
     except GradvizError as exc:
-        return Opened(replace(info, runnable=False, not_runnable_reason=str(exc),
-                              assumptions=tuple(notes)))
-    info = replace(info, runnable=True, in_dim=spec.in_dim, out_dim=spec.out_dim,
-                   spec=str(spec), assumptions=tuple(notes))
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=str(exc), assumptions=tuple(notes))
+        )
+    info = replace(
+        info,
+        runnable=True,
+        in_dim=spec.in_dim,
+        out_dim=spec.out_dim,
+        spec=str(spec),
+        assumptions=tuple(notes),
+    )
     return Opened(info, build=lambda: build_chain(spec, linears), spec=spec)
 
 
 def _activation_sentence(activation: str, lead: str) -> str:
-    return (f"{lead} the activation between linear layers was assumed to be {activation!r} "
-            "(choose another with --activation).")
+    return (
+        f"{lead} the activation between linear layers was assumed to be {activation!r} "
+        "(choose another with --activation)."
+    )
 
 
 def _describe(obj: Any) -> str:

@@ -87,8 +87,15 @@ def zip_entries(data: bytes, name: str) -> list[str]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             return archive.namelist()
-    except (zipfile.BadZipFile, EOFError, ValueError, OSError, struct.error,
-            NotImplementedError, UnicodeDecodeError):
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        ValueError,
+        OSError,
+        struct.error,
+        NotImplementedError,
+        UnicodeDecodeError,
+    ):
         raise GradvizError(
             f"{name} is a damaged or truncated zip archive; save the model again."
         ) from None

@@ -59,11 +59,14 @@ def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any,
         try:
             names = sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data)))
         except Exception as exc:  # a damaged pickle fails here first
-            raise GradvizError(f"{name} is a damaged torch.save file ({_first_line(exc)}).") \
-                from None
+            raise GradvizError(
+                f"{name} is a damaged torch.save file ({_first_line(exc)})."
+            ) from None
     try:
-        with torch.serialization.safe_globals(standins_for(names)), \
-                torch.sparse.check_sparse_tensor_invariants():
+        with (
+            torch.serialization.safe_globals(standins_for(names)),
+            torch.sparse.check_sparse_tensor_invariants(),
+        ):
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise GradvizError(_unpickling_message(name, str(exc))) from None
@@ -75,9 +78,11 @@ def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any,
 def _unpickling_message(name: str, text: str) -> str:
     found = re.search(r"GLOBAL ([\w.]+)", text)
     if found:
-        return (f"{name} is a plain pickle that names {found.group(1)}; gradviz never runs "
-                "code from pickles and reads only tensors from this kind of file (save the "
-                "model with torch.save(model.state_dict(), path)).")
+        return (
+            f"{name} is a plain pickle that names {found.group(1)}; gradviz never runs "
+            "code from pickles and reads only tensors from this kind of file (save the "
+            "model with torch.save(model.state_dict(), path))."
+        )
     if "sparse" in text.lower():
         return f"{name} holds an invalid sparse tensor ({_first_line_text(text)})."
     return f"{name} cannot be read safely: {_first_line_text(text)}"

@@ -24,8 +24,10 @@ def check_dense(tensors: Mapping[str, Any], name: str) -> None:
             )
         if tensor.is_quantized or tensor.is_meta:
             kind = "quantized" if tensor.is_quantized else "a meta tensor without data"
-            raise GradvizError(f"Tensor {key!r} in {name} is {kind}; gradviz reads dense "
-                               "floating-point tensors only.")
+            raise GradvizError(
+                f"Tensor {key!r} in {name} is {kind}; gradviz reads dense "
+                "floating-point tensors only."
+            )
 
 
 def nonfinite_names(tensors: Mapping[str, Any]) -> tuple[str, ...]:
@@ -33,8 +35,10 @@ def nonfinite_names(tensors: Mapping[str, Any]) -> tuple[str, ...]:
     import torch
 
     return tuple(
-        key for key, tensor in tensors.items()
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point()
+        key
+        for key, tensor in tensors.items()
+        if isinstance(tensor, torch.Tensor)
+        and tensor.is_floating_point()
         and not bool(torch.isfinite(tensor).all())
     )
 
