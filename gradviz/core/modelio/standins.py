@@ -79,20 +79,25 @@ def _unpickling_message(name: str, text: str) -> str:
     found = re.search(r"GLOBAL ([\w.]+)", text)
     if found:
         return (
-            f"{name} is a plain pickle that names {found.group(1)}; gradviz never runs "
-            "code from pickles and reads only tensors from this kind of file (save the "
-            "model with torch.save(model.state_dict(), path))."
+            f"{name} names {found.group(1)}, which gradviz will not load: it never runs code "
+            "from model files (save the model with torch.save(model.state_dict(), path))."
         )
-    if "sparse" in text.lower():
+    if _mentions_sparse(text):
         return f"{name} holds an invalid sparse tensor ({_first_line_text(text)})."
-    return f"{name} cannot be read safely: {_first_line_text(text)}"
+    return f"{name} cannot be read safely: {_first_line_text(text)}."
 
 
 def _load_failure_message(name: str, exc: Exception) -> str:
     text = _first_line(exc)
-    if "sparse" in text.lower() or "invariant" in text.lower():
+    if _mentions_sparse(str(exc)):
         return f"{name} holds an invalid sparse tensor ({text})."
     return f"{name} is damaged or truncated and cannot be read ({text})."
+
+
+def _mentions_sparse(text: str) -> bool:
+    # The sparse-invariant checks report indices out of range, bad nnz or a bad layout.
+    text = text.lower()
+    return any(word in text for word in ("sparse", "invariant", "indices", "nnz"))
 
 
 def _first_line(exc: BaseException) -> str:
