@@ -315,3 +315,12 @@ def test_model_info_json_has_the_documented_fields(tmp_path):
         "kind": "linear",
         "shapes": {"weight": [20, 2], "bias": [20]},
     }
+
+
+def test_importing_the_model_loader_does_not_import_torch():
+    # The desktop app imports it on the GUI path, before torch has finished importing.
+    code = "import sys, gradviz.core.modelio; print('torch' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "False"

@@ -96,15 +96,23 @@ def _add_linear(path: str, own: dict[str, Any], tree: ModuleTree) -> None:
 def _add_activation(qualname: str, state: dict, label: str, tree: ModuleTree) -> None:
     name = ACTIVATIONS[qualname]
     # gradviz's activations use torch's defaults; other settings compute something else.
-    if name == "gelu" and state.get("approximate", "none") != "none":
-        _fail(tree, f"{label} is GELU(approximate={state.get('approximate')!r})")
+    if name == "gelu" and not _is_default(state, "approximate", "none"):
+        _fail(tree, f"{label} is GELU with approximate={state.get('approximate')!r}")
         return
-    if name == "softplus" and (state.get("beta", 1) != 1 or state.get("threshold", 20) != 20):
+    if name == "softplus" and not (
+        _is_default(state, "beta", 1) and _is_default(state, "threshold", 20)
+    ):
         _fail(tree, f"{label} is Softplus with non-default beta or threshold")
         return
     tree.has_activation_modules = True
     if tree.chain is not None:
         tree.chain.append(name)
+
+
+def _is_default(state: dict, key: str, default: object) -> bool:
+    value = state.get(key, default)
+    # A pickle can put anything here; only a plain value equal to torch's default counts.
+    return type(value) in (str, int, float) and value == default
 
 
 def _own_tensors(state: dict) -> dict[str, Any]:
