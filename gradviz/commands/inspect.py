@@ -13,14 +13,14 @@ from gradviz.core.modelio import ModelInfo, inspect_model
 
 def run(args) -> int:
     info = inspect_model(args.path, trust=args.trust, activation=args.activation)
-    for line in summary_lines(info):
+    for line in summary_lines(info, trusted=args.trust):
         print(line)
     if args.json:
         print(json.dumps(info.to_dict(), separators=(",", ":")))
     return 0
 
 
-def summary_lines(info: ModelInfo) -> list[str]:
+def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
     """A readable description, one fact per line."""
     width = lambda d: "unknown" if d is None else str(d)  # noqa: E731
     lines = [
@@ -41,7 +41,7 @@ def summary_lines(info: ModelInfo) -> list[str]:
             lines.append(f"    {layer.name}: {layer.kind} ({shapes})")
     if info.nonfinite_weights:
         lines.append(f"  NaN or Inf in: {', '.join(info.nonfinite_weights)}")
-    if info.needs_trust:
+    if info.needs_trust and not trusted:
         lines.append(
             "  this format can run code from the file when loaded; it opens only with --trust"
         )

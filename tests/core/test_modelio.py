@@ -324,3 +324,27 @@ def test_importing_the_model_loader_does_not_import_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+class Swish(torch.nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+
+def test_whole_pickle_with_a_custom_layer_is_described_but_not_runnable(tmp_path):
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), Swish(), torch.nn.Linear(4, 1))
+    path = tmp_path / "swish.pt"
+    torch.save(net, path)
+    info = inspect_model(path)
+    assert not info.runnable and info.parameters == 2 * 4 + 4 + 4 + 1
+    assert f"{__name__}.Swish" in info.classes
+    assert "forward code is not in the file" in info.not_runnable_reason
+
+
+def test_checkpoint_holding_a_whole_module_rebuilds_it(tmp_path):
+    net = make_net_x()
+    path = tmp_path / "checkpoint_module.pt"
+    torch.save({"model": net, "epoch": 2}, path)
+    loaded = load_model(path)
+    assert loaded.info.format == "pickled_module"
+    assert_same_function(loaded.module, net, inputs())

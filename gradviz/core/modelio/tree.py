@@ -52,7 +52,7 @@ def read_tree(root: Any) -> ModuleTree:
 
 
 def _visit(obj: Any, path: str, depth: int, seen: set[int], tree: ModuleTree) -> None:
-    label = path or "the top-level module"
+    label = f"layer {path}" if path else "the top-level module"
     if depth > MAX_DEPTH or id(obj) in seen:
         _fail(tree, f"the module tree at {label} is cyclic or deeper than {MAX_DEPTH} levels")
         return
