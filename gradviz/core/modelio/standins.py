@@ -13,9 +13,14 @@ from __future__ import annotations
 import io
 import pickle
 import re
+import threading
 from typing import Any
 
 from gradviz.core.errors import GradvizError
+
+# torch keeps the allowed names in one process-wide set; loads on two threads (the desktop
+# app loads off the GUI thread) must not add or remove each other's stand-ins mid-load.
+_SAFE_GLOBALS_LOCK = threading.Lock()
 
 
 class InertObject:
@@ -64,6 +69,7 @@ def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any,
             ) from None
     try:
         with (
+            _SAFE_GLOBALS_LOCK,
             torch.serialization.safe_globals(standins_for(names)),
             torch.sparse.check_sparse_tensor_invariants(),
         ):
