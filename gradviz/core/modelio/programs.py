@@ -8,7 +8,9 @@ trusted they run as they are, whatever their architecture.
 from __future__ import annotations
 
 import io
+import json
 import warnings
+import zipfile
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +18,12 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio.info import LayerInfo, ModelInfo
 from gradviz.core.modelio.readers import Opened
-from gradviz.core.modelio.tensors import check_dense, layers_from_tensors, nonfinite_names
+from gradviz.core.modelio.tensors import (
+    check_dense,
+    layers_from_shapes,
+    layers_from_tensors,
+    nonfinite_names,
+)
 
 KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
 
@@ -34,6 +41,8 @@ def open_program(data: bytes, base: ModelInfo, *, trust: bool) -> Opened:
     """Untrusted: a description that says trust is needed. Trusted: the loaded program."""
     base = replace(base, runnable=True, needs_trust=True)
     if not trust:
+        if base.format == fmt.EXPORTED_PROGRAM:
+            base = replace(base, layers=_exported_layers_from_config(data))
         return Opened(base)
     if base.format == fmt.TORCHSCRIPT:
         return _open_torchscript(data, base)
@@ -119,6 +128,24 @@ def _declared_shape(nodes: list) -> tuple[int | None, int | None]:
 
 def _static(size: Any) -> int | None:
     return size if isinstance(size, int) else None  # a SymInt is a dynamic dimension
+
+
+def _exported_layers_from_config(data: bytes) -> tuple[LayerInfo, ...]:
+    """Weight names and shapes from a .pt2's ``model_weights_config.json`` (plain JSON, safe
+    to read without trust); empty where the archive has none or it is not as expected."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entry = next(
+                n for n in archive.namelist() if n.endswith("weights/model_weights_config.json")
+            )
+            config = json.loads(archive.read(entry))["config"]
+        shapes = {
+            name: tuple(int(size["as_int"]) for size in item["tensor_meta"]["sizes"])
+            for name, item in config.items()
+        }
+    except Exception:  # a description is optional; the trusted load reports real damage
+        return ()
+    return layers_from_shapes(shapes)
 
 
 def _named_tensors(module: Any) -> dict[str, Any]:

@@ -60,11 +60,15 @@ def group_by_prefix(tensors: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def layers_from_tensors(tensors: Mapping[str, Any]) -> tuple[LayerInfo, ...]:
     """One LayerInfo per name prefix; ``linear`` where it holds a 2-D weight (+ 1-D bias)."""
+    return layers_from_shapes({k: tuple(int(s) for s in t.shape) for k, t in tensors.items()})
+
+
+def layers_from_shapes(shapes: Mapping[str, tuple[int, ...]]) -> tuple[LayerInfo, ...]:
+    """As ``layers_from_tensors``, from tensor names and shapes alone."""
     layers = []
-    for prefix, group in group_by_prefix(tensors).items():
-        shapes = {leaf: tuple(int(s) for s in t.shape) for leaf, t in group.items()}
-        linear = set(shapes) <= {"weight", "bias"} and len(shapes.get("weight", ())) == 2
-        layers.append(LayerInfo(prefix or "(top)", "linear" if linear else "tensors", shapes))
+    for prefix, group in group_by_prefix(shapes).items():
+        linear = set(group) <= {"weight", "bias"} and len(group.get("weight", ())) == 2
+        layers.append(LayerInfo(prefix or "(top)", "linear" if linear else "tensors", group))
     return tuple(layers)
 
 
