@@ -1,15 +1,20 @@
 """Every model format gradviz reads, written here by torch itself, gives the live module's
 outputs and Jacobians; whole pickles open without trust and without importing their class."""
 
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import detect_format, inspect_model, load_model
+from gradviz.core.networks import Linear, NetworkSpec
 
 # torch 2.13 marks TorchScript as deprecated; these tests still need to write such files.
 jit_deprecated = pytest.mark.filterwarnings(
@@ -349,3 +354,27 @@ def test_checkpoint_holding_a_whole_module_rebuilds_it(tmp_path):
     loaded = load_model(path)
     assert loaded.info.format == "pickled_module"
     assert_same_function(loaded.module, net, inputs())
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    widths=st.lists(st.integers(1, 9), min_size=2, max_size=5),
+    activation=st.sampled_from(["identity", "relu", "tanh", "sigmoid", "gelu", "softplus"]),
+    bias=st.booleans(),
+)
+def test_any_linear_chain_state_dict_rebuilds_the_same_function(widths, activation, bias):
+    layers = NetworkSpec.from_widths(widths, activation).layers
+    if not bias:
+        layers = tuple(
+            Linear(layer.in_features, layer.out_features, bias=False)
+            if isinstance(layer, Linear)
+            else layer
+            for layer in layers
+        )
+    net = NetworkSpec(layers).build(seed=len(widths), dtype=torch.float64).eval()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "chain.pt")
+        torch.save(net.state_dict(), path)
+        loaded = load_model(path, activation=activation)
+    assert loaded.spec == NetworkSpec(layers)
+    assert_same_function(loaded.module, net, inputs(widths[0]))
