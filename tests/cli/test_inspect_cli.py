@@ -93,3 +93,57 @@ def test_inspect_of_a_program_without_trust_says_it_needs_trust(tmp_path):
     trusted = run_gradviz("inspect", str(path), "--json", "--trust")
     data = json.loads(trusted.stdout.strip().splitlines()[-1])
     assert (data["in_dim"], data["out_dim"], data["parameters"]) == (2, 3, 9)
+
+
+def run_in_process(capsys, *argv):
+    from gradviz.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_jacobian_reads_a_whole_pickled_module_without_trust(capsys, tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    path = tmp_path / "whole.pt"
+    torch.save(net, path)
+    code, out, err = run_in_process(
+        capsys, "jacobian", "--model", str(path), "--batch", "4", "--json"
+    )
+    assert code == 0, err
+    data = json.loads(out.strip().splitlines()[-1])
+    assert (data["batch"], data["in_dim"], data["out_dim"]) == (4, 3, 2)
+    assert data["constant_across_batch"] is False  # tanh: J changes with the input
+
+
+@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.save` is deprecated:DeprecationWarning")
+def test_jacobian_runs_torchscript_only_with_trust_and_a_known_width(capsys, tmp_path):
+    path = tmp_path / "script.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), path)
+    code, out, err = run_in_process(capsys, "jacobian", "--model", str(path), "--batch", "4")
+    assert code == 2 and "--trust" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_in_process(
+        capsys, "jacobian", "--model", str(path), "--batch", "4", "--trust"
+    )
+    assert code == 2 and "--in-dim" in err
+    code, out, err = run_in_process(
+        capsys,
+        "jacobian",
+        "--model",
+        str(path),
+        "--batch",
+        "4",
+        "--trust",
+        "--in-dim",
+        "2",
+        "--json",
+    )
+    assert code == 0, err
+    data = json.loads(out.strip().splitlines()[-1])
+    assert (data["in_dim"], data["out_dim"], data["constant_across_batch"]) == (2, 3, True)
+    code, out, err = run_in_process(
+        capsys, "jacobian", "--model", str(path), "--batch", "4", "--trust", "--in-dim", "5"
+    )
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1

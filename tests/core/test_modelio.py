@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.jacobians import compute_jacobians
 from gradviz.core.modelio import detect_format, inspect_model, load_model
-from gradviz.core.networks import Linear, NetworkSpec
+from gradviz.core.networks import Linear, NetworkSpec, save_network
 
 # torch 2.13 marks TorchScript as deprecated; these tests still need to write such files.
 jit_deprecated = pytest.mark.filterwarnings(
@@ -53,11 +54,15 @@ def per_sample_jacobian(model, x):
 
 
 def assert_same_function(loaded, original, x):
+    """Same outputs, and gradviz's Jacobian engine on the loaded model matches autograd on
+    the original, sample by sample."""
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), original(x), rtol=0, atol=1e-12)
-    torch.testing.assert_close(
-        per_sample_jacobian(loaded, x), per_sample_jacobian(original, x), rtol=0, atol=1e-12
-    )
+    expected = per_sample_jacobian(original, x)
+    torch.testing.assert_close(per_sample_jacobian(loaded, x), expected, rtol=0, atol=1e-12)
+    result = compute_jacobians(loaded, x)
+    torch.testing.assert_close(result.jacobians, expected, rtol=0, atol=1e-12)
+    return result
 
 
 def test_net_x_state_dict_gives_the_live_modules_jacobians(tmp_path):
@@ -68,7 +73,8 @@ def test_net_x_state_dict_gives_the_live_modules_jacobians(tmp_path):
     assert loaded.info.format == "state_dict" and not loaded.info.needs_trust
     assert loaded.spec is not None and str(loaded.spec) == "2-20-20-4"
     assert any("'identity'" in s for s in loaded.info.assumptions)
-    assert_same_function(loaded.module, net, inputs())
+    result = assert_same_function(loaded.module, net, inputs())
+    assert result.method == "batchsum"  # a rebuilt chain is per-sample by construction
 
 
 NET_X_SCRIPT = """
@@ -121,7 +127,7 @@ def test_net_x_whole_pickle_from_another_process_opens_without_trust_or_its_clas
     with torch.no_grad():
         torch.testing.assert_close(loaded.module(ref["x"]), ref["y"], rtol=0, atol=1e-12)
     torch.testing.assert_close(
-        per_sample_jacobian(loaded.module, ref["x"]), ref["j"], rtol=0, atol=1e-12
+        compute_jacobians(loaded.module, ref["x"]).jacobians, ref["j"], rtol=0, atol=1e-12
     )
 
 
@@ -378,3 +384,15 @@ def test_any_linear_chain_state_dict_rebuilds_the_same_function(widths, activati
         loaded = load_model(path, activation=activation)
     assert loaded.spec == NetworkSpec(layers)
     assert_same_function(loaded.module, net, inputs(widths[0]))
+
+
+def test_gradviz_model_file_is_read_with_its_spec_and_no_assumptions(tmp_path):
+    spec = NetworkSpec.parse("2-20-20-4:sigmoid")
+    net = spec.build(seed=11, dtype=torch.float64).eval()
+    path = tmp_path / "saved.safetensors"
+    save_network(path, spec, net)
+    info = inspect_model(path)
+    assert (info.format, info.spec, info.assumptions) == ("gradviz", "2-20-20-4:sigmoid", ())
+    loaded = load_model(path, activation="relu")  # the file says sigmoid: no assumption
+    assert loaded.spec == spec
+    assert_same_function(loaded.module, net, inputs())

@@ -99,11 +99,12 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A model ready to run: ``module`` is on the CPU, in eval mode, and maps a (B, in_dim)
-    batch to a (B, out_dim) tensor; errors while running become GradvizError.
+    """A model ready to run on the CPU in eval mode, mapping (B, n) inputs to (B, m) outputs.
 
-    ``spec`` is the rebuilt NetworkSpec where gradviz rebuilt the network from weights (None
-    for trusted TorchScript and .pt2 programs, which run as they are)."""
+    Where gradviz rebuilt the network from weights, ``module`` is the ``nn.Sequential`` of
+    ``spec.build()`` with the file's weights (no code from the file). Trusted TorchScript and
+    .pt2 programs run as they are, wrapped so that a wrong input width, an error inside the
+    program or an output that is not a tensor becomes GradvizError; ``spec`` is None."""
 
     module: torch.nn.Module
     info: ModelInfo

@@ -58,19 +58,27 @@ def load_model(
 
 
 def _ready(opened: Opened, in_dim: int | None) -> LoadedModel:
-    import torch
-
-    from gradviz.core.modelio.guard import CheckedModel, probe_output_width
-
     info = opened.info
     if in_dim is not None and in_dim < 1:
         raise GradvizError(f"The input width must be at least 1, not {in_dim}.")
     if in_dim is not None and info.in_dim is not None and in_dim != info.in_dim:
         raise GradvizError(f"{info.path} takes inputs of width {info.in_dim}, not {in_dim}.")
+    if opened.spec is not None:
+        # gradviz built this nn.Sequential itself from the spec: it runs no code from the
+        # file, and the Jacobian engine recognises it as per-sample by construction.
+        return LoadedModel(module=opened.build(), info=info, spec=opened.spec)
+    return _ready_program(opened, in_dim)
+
+
+def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
+    """A trusted program, wrapped so that its failures become GradvizError, and run once
+    on zeros where its input width is known."""
+    from gradviz.core.modelio.guard import CheckedModel, probe_output_width
+
+    info = opened.info
     width = info.in_dim if info.in_dim is not None else in_dim
     inner = opened.build()
-    if isinstance(inner, torch.nn.Module):
-        _eval_mode(inner)
+    _eval_mode(inner)
     model = CheckedModel(inner, width, os.path.basename(info.path))
     if width is not None:
         out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
@@ -81,10 +89,14 @@ def _ready(opened: Opened, in_dim: int | None) -> LoadedModel:
                 "not declare it.",
             )
         info = replace(info, in_dim=width, out_dim=out_dim, assumptions=notes)
-    return LoadedModel(module=model, info=info, spec=opened.spec)
+    return LoadedModel(module=model, info=info)
 
 
 def _eval_mode(module) -> None:
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        return
     # torch.export's modules may refuse eval(); they run in the mode they were exported in.
     with contextlib.suppress(NotImplementedError):
         module.eval()
