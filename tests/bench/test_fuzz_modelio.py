@@ -14,6 +14,7 @@ from safetensors.torch import save
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import inspect_model, load_model
+from gradviz.core.networks import NetworkSpec, save_network
 
 pytestmark = pytest.mark.bench
 
@@ -34,8 +35,11 @@ def _saved(obj, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def seeds():
+def seeds(tmp_path_factory):
     net = _net()
+    spec = NetworkSpec.parse("2-4-3:tanh")
+    model_file = tmp_path_factory.mktemp("seed") / "model.safetensors"
+    save_network(model_file, spec, spec.build(seed=1))
     programs = {}
     with pytest.warns(DeprecationWarning):
         buffer = io.BytesIO()
@@ -51,6 +55,7 @@ def seeds():
         "legacy_pickle": _saved(net.state_dict(), _use_new_zipfile_serialization=False),
         "plain_pickle": pickle.dumps({"0.weight": [[1.0, 2.0]]}, protocol=2),
         "safetensors": save({k: v.contiguous() for k, v in net.state_dict().items()}),
+        "gradviz": model_file.read_bytes(),
         **programs,
     }
 
@@ -103,6 +108,7 @@ FORMATS = [
     "legacy_pickle",
     "plain_pickle",
     "safetensors",
+    "gradviz",
     "torchscript",
     "pt2",
 ]
