@@ -40,12 +40,13 @@ def load_model(
     max_bytes: int = sniff.MAX_MODEL_BYTES,
 ) -> LoadedModel:
     """The model at ``path`` as a module on the CPU in eval mode, mapping (B, n) inputs to
-    (B, m) outputs (errors while it runs become GradvizError).
+    (B, m) outputs (see LoadedModel for what ``module`` is for each format).
 
     ``trust`` must be true for TorchScript and .pt2 programs (they can run code from the
     file). ``in_dim`` is the input width where the file does not declare one (TorchScript);
-    where it does, a different ``in_dim`` is an error. Where the input width is known, the
-    model is run once on a batch of zeros to check its output and learn ``out_dim``."""
+    where it does, a different ``in_dim`` is an error. A program whose input width is known
+    is run once on a batch of zeros, to check its output and learn ``out_dim``. Raises
+    GradvizError for anything that cannot be loaded, with one sentence saying why."""
     opened = _open(path, trust=trust, activation=activation, max_bytes=max_bytes)
     info = opened.info
     if info.needs_trust and not trust:
