@@ -324,7 +324,7 @@ def test_model_info_json_has_the_documented_fields(tmp_path):
     assert data["parameters"] == 2 * 20 + 20 + 20 * 20 + 20 + 20 * 4 + 4
     assert data["layers"][0] == {
         "name": "fc1",
-        "kind": "linear",
+        "type": "linear",
         "shapes": {"weight": [20, 2], "bias": [20]},
     }
 

@@ -80,13 +80,14 @@ class ModelInfo:
         return sum(layer.parameters for layer in self.layers)
 
     def to_dict(self) -> dict:
-        """JSON-ready: the fields above plus ``parameters``; shapes become lists."""
+        """JSON-ready: the fields above plus ``parameters``; each layer is
+        ``{"name", "type", "shapes"}`` with shapes as lists."""
         data = asdict(self)
         data["classes"] = list(self.classes)
         data["layers"] = [
             {
                 "name": layer.name,
-                "kind": layer.kind,
+                "type": layer.kind,
                 "shapes": {k: list(v) for k, v in layer.shapes.items()},
             }
             for layer in self.layers
