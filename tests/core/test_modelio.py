@@ -136,6 +136,8 @@ def test_net_x_torchscript_runs_with_trust_and_gives_the_live_modules_jacobians(
     net = make_net_x()
     path = tmp_path / "net_x_script.pt"
     torch.jit.save(torch.jit.script(net), path)
+    untrusted = inspect_model(path)
+    assert untrusted.needs_trust and f"__torch__.{__name__}.NetX" in untrusted.classes
     loaded = load_model(path, trust=True, in_dim=2)
     assert loaded.info.format == "torchscript" and loaded.info.needs_trust
     assert (loaded.info.in_dim, loaded.info.out_dim) == (2, 4)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import warnings
 import zipfile
 from dataclasses import replace
@@ -25,6 +26,7 @@ from gradviz.core.modelio.tensors import (
     nonfinite_names,
 )
 
+_CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
 KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
 
 
@@ -43,6 +45,8 @@ def open_program(data: bytes, base: ModelInfo, *, trust: bool) -> Opened:
     if not trust:
         if base.format == fmt.EXPORTED_PROGRAM:
             base = replace(base, layers=_exported_layers_from_config(data))
+        else:
+            base = replace(base, classes=_torchscript_classes_from_code(data))
         return Opened(base)
     if base.format == fmt.TORCHSCRIPT:
         return _open_torchscript(data, base)
@@ -146,6 +150,25 @@ def _exported_layers_from_config(data: bytes) -> tuple[LayerInfo, ...]:
     except Exception:  # a description is optional; the trusted load reports real damage
         return ()
     return layers_from_shapes(shapes)
+
+
+def _torchscript_classes_from_code(data: bytes) -> tuple[str, ...]:
+    """Class names declared in a TorchScript archive's ``code/`` files, read as text (never
+    compiled or run); empty where the archive is not as expected."""
+    names = set()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for entry in archive.namelist():
+                _, _, inner = entry.partition("/code/")
+                if not inner.endswith(".py"):
+                    continue
+                # TorchScript renames repeated classes ___torch_mangle_N; one name is enough.
+                module = re.sub(r"\.___torch_mangle_\d+", "", inner[:-3].replace("/", "."))
+                text = archive.read(entry).decode("utf-8", errors="replace")
+                names.update(f"{module}.{name}" for name in _CLASS_LINE.findall(text))
+    except Exception:  # a description is optional; the trusted load reports real damage
+        return ()
+    return tuple(sorted(names))
 
 
 def _named_tensors(module: Any) -> dict[str, Any]:
