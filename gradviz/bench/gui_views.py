@@ -5,6 +5,9 @@ the FitViews widgets, lets the event loop paint after each one, and returns refr
 second. Snapshots are built before timing starts, so only the views count. Each is a new
 set of arrays (like consecutive frames of one run), so nothing is skipped as unchanged
 except what a real run also leaves unchanged (the target).
+
+This is a measuring helper for the ``gui`` suite, not a suite of its own; by hand:
+``python -m gradviz.bench.gui_views``.
 """
 
 from __future__ import annotations
