@@ -55,9 +55,7 @@ def test_linear_net_gets_the_same_jacobian_verdict_and_a_block_diagonal_full_jac
     assert result.full.shape == (16 * 4, 16 * 2)
 
 
-def test_sigmoid_net_is_not_called_linear_and_its_full_jacobian_is_still_block_diagonal(
-    qtbot, tab
-):
+def test_sigmoid_net_is_not_called_linear_and_its_full_jacobian_is_block_diagonal(qtbot, tab):
     result = explore(qtbot, tab, "2-20-20-4:sigmoid")
     verdict = tab.views["batch"].verdict.text()
     assert "not linear on this batch" in verdict
