@@ -57,13 +57,21 @@ class LabelledHeatmap(HeatmapView):
         values: np.ndarray | None,
         row_names: list[str],
         col_names: list[str],
-        ticks: bool = True,
+        row_ticks: bool | list[str] = True,
+        col_ticks: bool | list[str] = True,
     ) -> None:
-        """Show ``values`` (R, C) with one name per row and column."""
+        """Show ``values`` (R, C) with one name per row and column (for the readout).
+
+        Ticks: True labels entries with their names, a list with those short labels,
+        False leaves pyqtgraph's numeric ticks.
+        """
         self.row_names, self.col_names = list(row_names), list(col_names)
-        left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
-        left.setTicks(index_ticks(self.row_names) if ticks else None)
-        bottom.setTicks(index_ticks(self.col_names) if ticks else None)
+        for side, ticks, names in (
+            ("left", row_ticks, row_names),
+            ("bottom", col_ticks, col_names),
+        ):
+            labels = list(names) if ticks is True else ticks
+            self.plot.getAxis(side).setTicks(index_ticks(labels) if labels else None)
         self.set_matrix(values)
 
     def _readout(self, i: int, j: int) -> str:
@@ -133,7 +141,7 @@ class AllSamplesView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.heatmap = LabelledHeatmap(
-            "df_i/dx_j", x_label="entry (i, j)", y_label="sample b", diverging=True
+            "df_i/dx_j", x_label="entry (output i, input j)", y_label="sample b", diverging=True
         )
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -144,9 +152,9 @@ class AllSamplesView(QWidget):
         matrix = block.reshape(result.batch, len(rows) * len(cols))
         entries = [f"df{i}/dx{j}" for i in rows for j in cols]
         samples = [f"sample {b}" for b in range(result.batch)]
-        self.heatmap.set_labelled(matrix, samples, entries)
-        # Columns are named on hover; ticks would crowd, so the axis shows positions.
-        self.heatmap.plot.getAxis("bottom").setTicks(None)
+        short = [f"{i},{j}" for i in rows for j in cols]
+        numbers = [str(b) for b in range(result.batch)]
+        self.heatmap.set_labelled(matrix, samples, entries, row_ticks=numbers, col_ticks=short)
 
 
 class FullBatchView(QWidget):
@@ -183,7 +191,7 @@ class FullBatchView(QWidget):
         batch, (m, n) = result.batch, result.shape
         rows = [f"sample {b}, f{i}" for b in range(batch) for i in range(m)]
         cols = [f"sample {c}, x{j}" for c in range(batch) for j in range(n)]
-        self.heatmap.set_labelled(result.full, rows, cols, ticks=False)
+        self.heatmap.set_labelled(result.full, rows, cols, row_ticks=False, col_ticks=False)
         self._set_grid(batch, m, n)
         self.summary.setText(full_batch_summary(result.max_off_block, batch, m, n))
 
@@ -358,7 +366,7 @@ class GradientFieldView(QWidget):
         self.heatmap.plot.setLabel("left", f"x{b}")
         xs = [f"x{a} = {format_value(v)}" for v in result.field_xs]
         ys = [f"x{b} = {format_value(v)}" for v in result.field_ys[::-1]]
-        self.heatmap.set_labelled(self.image(), ys, xs, ticks=False)
+        self.heatmap.set_labelled(self.image(), ys, xs, row_ticks=False, col_ticks=False)
         _coordinate_ticks(self.heatmap, result.field_xs, result.field_ys[::-1])
         height, width = result.field.shape[:2]
         self.note.setText(
@@ -444,6 +452,9 @@ class SaliencyView(QWidget):
         name = "d(sum f)/dx_j" if k == 0 else f"df{k - 1}/dx_j"
         self.heatmap.value_label = name
         self.heatmap.colorbar.setLabel("left", name)
-        samples = [f"sample {b}" for b in range(self._result.batch)]
-        self.heatmap.set_labelled(self.saliency(), samples, _names("x", self._cols))
-        self.heatmap.plot.getAxis("left").setTicks(None)
+        batch = self._result.batch
+        samples = [f"sample {b}" for b in range(batch)]
+        numbers = [str(b) for b in range(batch)]
+        self.heatmap.set_labelled(
+            self.saliency(), samples, _names("x", self._cols), row_ticks=numbers
+        )
