@@ -215,10 +215,11 @@ def test_output_and_input_selection_limits_what_the_views_show(qtbot, tab):
 
 
 def test_closing_the_tab_mid_computation_leaves_no_thread_running(qtbot, tab):
-    tab.settings.batch_box.setValue(256)
-    tab.set_spec_text("16-128-128-16:tanh")
+    tab.settings.batch_box.setValue(128)
+    tab.set_spec_text("32-128-128-16:tanh")
     tab.compute()
     assert tab.busy
+    qtbot.waitUntil(lambda: tab._worker.worker.computing, timeout=TIMEOUT_MS)
     tab.close()
     assert not tab.worker_running()
     qtbot.wait(200)
@@ -229,3 +230,10 @@ def test_explorer_import_does_not_import_torch():
     code = "import sys, gradviz.gui.explorer; sys.exit('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
+
+
+def test_full_batch_view_says_why_when_the_batch_is_too_big_to_draw(qtbot, tab):
+    result = explore(qtbot, tab, "2-4-3", batch=300)
+    assert result.full is None and result.max_off_block is None
+    assert "up to 256 samples" in tab.views["full"].summary.text()
+    assert result.batch == 300  # every other view still shows the whole batch

@@ -18,6 +18,11 @@ from gradviz.core.errors import GradvizError
 from gradviz.gui.explorer.jobs import ExplorerJob, ExplorerResult, InputSettings
 
 
+#: The largest full batch Jacobian the explorer builds (entries): beyond it, building it
+#: takes tens of seconds and its picture hundreds of MB, for blocks too small to see.
+MAX_FULL_ENTRIES = 1 << 22
+
+
 class Stopped(Exception):
     """The job was abandoned because the tab is closing or a newer job arrived."""
 
@@ -41,15 +46,21 @@ def run_job(job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False) -
     pieces: dict = {}
 
     _check(should_stop)
-    if batch <= jac_mod.MAX_FULL_BATCH:
-        full = jac_mod.full_batch_jacobian(model, x)
-        pieces["full"] = _numpy(full)
-        pieces["max_off_block"] = jac_mod.max_off_block(full, batch, m, n)
-    else:
+    entries = batch * m * batch * n
+    if batch > jac_mod.MAX_FULL_BATCH:
         pieces["full_note"] = (
             f"The full batch Jacobian is drawn for batches of up to {jac_mod.MAX_FULL_BATCH} "
             f"samples (it has (B·m) x (B·n) entries); this batch has {batch}."
         )
+    elif entries > MAX_FULL_ENTRIES:
+        pieces["full_note"] = (
+            f"The full batch Jacobian would have {entries:,} entries ({batch * m} x "
+            f"{batch * n}); the explorer draws up to {MAX_FULL_ENTRIES:,}: use a smaller batch."
+        )
+    else:
+        full = jac_mod.full_batch_jacobian(model, x)
+        pieces["full"] = _numpy(full)
+        pieces["max_off_block"] = jac_mod.max_off_block(full, batch, m, n)
 
     _check(should_stop)
     pieces.update(_field(model, job, dtype))

@@ -48,6 +48,12 @@ class ExplorerWorker(QObject):
         self._latest = -1
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._computing = threading.Event()
+
+    @property
+    def computing(self) -> bool:
+        """Whether a job is being computed right now (read from any thread)."""
+        return self._computing.is_set()
 
     # ---- any thread ----------------------------------------------------------------------
     def submit(self, generation: int, job: ExplorerJob) -> None:
@@ -80,6 +86,7 @@ class ExplorerWorker(QObject):
                 continue
             generation, job = pending
             self.busyChanged.emit(True)
+            self._computing.set()
             try:
                 result = run_job(job, lambda g=generation: self._abandoned(g))
             except Stopped:
@@ -89,6 +96,7 @@ class ExplorerWorker(QObject):
             else:
                 self.resultReady.emit(generation, result)
             finally:
+                self._computing.clear()
                 with self._lock:
                     idle = self._pending is None
                 if idle:
