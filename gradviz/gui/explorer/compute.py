@@ -17,7 +17,6 @@ import numpy as np
 from gradviz.core.errors import GradvizError
 from gradviz.gui.explorer.jobs import ExplorerJob, ExplorerResult, InputSettings
 
-
 #: The largest full batch Jacobian the explorer builds (entries): beyond it, building it
 #: takes tens of seconds and its picture hundreds of MB, for blocks too small to see.
 MAX_FULL_ENTRIES = 1 << 22
