@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QApplication,
@@ -336,14 +337,7 @@ class ExplorerTab(QWidget):
 
     def _summary(self, result: ExplorerResult) -> str:
         m, n = result.shape
-        verdict = (
-            '<span style="color:#56B4E9">same Jacobian for every input (linear on this batch)'
-            "</span>"
-            if result.constant and result.batch > 1
-            else '<span style="color:#E69F00">Jacobian varies across this batch</span>'
-            if result.batch > 1
-            else "one input"
-        )
+        verdict = _short_verdict(result)
         off = ""
         if result.max_off_block is not None:
             off = f" · max_off_block {result.max_off_block:.3g}"
@@ -380,3 +374,18 @@ class ExplorerTab(QWidget):
     @Slot()
     def _on_selection_changed(self) -> None:
         self._show_result()
+
+
+def _short_verdict(result: ExplorerResult) -> str:
+    """The across-batch verdict in a few words, for the status line."""
+    if result.batch == 1:
+        return "one input"
+    if result.constant:
+        return _coloured("same Jacobian for every input (linear on this batch)", "#56B4E9")
+    if not np.isfinite(result.jacobians).all():
+        return _coloured("Jacobians hold NaN or Inf", "#F0E442")
+    return _coloured("Jacobian varies across this batch", "#E69F00")
+
+
+def _coloured(text: str, colour: str) -> str:
+    return f'<span style="color:{colour}">{text}</span>'

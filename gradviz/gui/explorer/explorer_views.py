@@ -213,7 +213,13 @@ def full_batch_summary(largest: float | None, batch: int, m: int, n: int) -> str
     shape = f"{batch * m} x {batch * n} (B = {batch} blocks of {m} x {n})"
     if largest is None:
         return shape
-    if largest == 0.0:
+    if not np.isfinite(largest):
+        verdict = (
+            f"<b>max_off_block = {format_value(largest)}</b>: the full Jacobian holds "
+            "non-finite entries off the diagonal blocks, so this batch says nothing about "
+            "whether samples interact."
+        )
+    elif largest == 0.0:
         verdict = (
             "<b>max_off_block = 0</b> exactly: no output of one sample depends on another "
             "sample's input, so J is block-diagonal and the per-input Jacobians are its blocks."
