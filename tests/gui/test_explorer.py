@@ -219,7 +219,8 @@ def test_closing_the_tab_mid_computation_leaves_no_thread_running(qtbot, tab):
     tab.set_spec_text("32-128-128-16:tanh")
     tab.compute()
     assert tab.busy
-    qtbot.waitUntil(lambda: tab._worker.worker.computing, timeout=TIMEOUT_MS)
+    worker = tab._worker.worker
+    qtbot.waitUntil(lambda: worker.started_generation == tab.generation, timeout=TIMEOUT_MS)
     tab.close()
     assert not tab.worker_running()
     qtbot.wait(200)

@@ -49,6 +49,8 @@ class ExplorerWorker(QObject):
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._computing = threading.Event()
+        #: Generation of the job most recently taken up (read from any thread).
+        self.started_generation = -1
 
     @property
     def computing(self) -> bool:
@@ -87,6 +89,7 @@ class ExplorerWorker(QObject):
             generation, job = pending
             self.busyChanged.emit(True)
             self._computing.set()
+            self.started_generation = generation
             try:
                 result = run_job(job, lambda g=generation: self._abandoned(g))
             except Stopped:
