@@ -238,3 +238,30 @@ def test_full_batch_view_says_why_when_the_batch_is_too_big_to_draw(qtbot, tab):
     assert result.full is None and result.max_off_block is None
     assert "up to 256 samples" in tab.views["full"].summary.text()
     assert result.batch == 300  # every other view still shows the whole batch
+
+
+def test_mse_histograms_need_a_target_file_and_use_it_when_given(qtbot, tab, tmp_path):
+    import torch
+
+    from gradviz.core.networks import NetworkSpec
+
+    s = tab.settings
+    s.loss_box.setCurrentIndex(s.loss_box.findData("mse"))
+    explore(qtbot, tab, "2-5-3:tanh", batch=8)
+    assert tab.views["histograms"].rows == []
+    assert "needs a target file" in tab.views["histograms"].note.text()
+
+    target = np.linspace(-1, 1, 24).reshape(8, 3)
+    path = tmp_path / "target.npy"
+    np.save(path, target)
+    s.target_field.set_path(str(path))
+    tab.compute()
+    wait_for_result(qtbot, tab)
+    rows = {row.hist.name: row.hist for row in tab.views["histograms"].rows}
+    # Independent reference: the same net, inputs and target through F.mse_loss.
+    model = NetworkSpec.parse("2-5-3:tanh").build(seed=0)
+    x = torch.as_tensor(tab.result.inputs)
+    loss = torch.nn.functional.mse_loss(model(x), torch.as_tensor(target, dtype=torch.float32))
+    grad = torch.autograd.grad(loss, model[2].weight)[0].double().numpy()
+    expected, _ = np.histogram(grad[grad != 0], bins=30)
+    np.testing.assert_array_equal(rows["2.weight"].counts, expected)
