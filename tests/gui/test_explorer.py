@@ -265,3 +265,16 @@ def test_mse_histograms_need_a_target_file_and_use_it_when_given(qtbot, tab, tmp
     grad = torch.autograd.grad(loss, model[2].weight)[0].double().numpy()
     expected, _ = np.histogram(grad[grad != 0], bins=30)
     np.testing.assert_array_equal(rows["2.weight"].counts, expected)
+
+
+def test_a_hidden_explorer_starts_no_thread_until_it_is_shown(qtbot):
+    hidden = ExplorerTab()
+    qtbot.addWidget(hidden)
+    hidden.set_spec_text("2-20-20-4")
+    qtbot.wait(3 * 300)
+    assert hidden.generation == 0 and not hidden.worker_running()
+    hidden.show()
+    wait_for_result(qtbot, hidden)
+    assert hidden.result is not None and hidden.result.label == "2-20-20-4"
+    hidden.shutdown()
+    assert not hidden.worker_running()

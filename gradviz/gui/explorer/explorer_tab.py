@@ -9,9 +9,10 @@ Public API (kept stable for the main window and the model loader)::
     tab.compute()                                    # recompute now (otherwise automatic)
     tab.shutdown()                                   # stop and join the worker (idempotent)
 
-Every edit schedules a recompute (debounced); each request gets a new generation and the
-worker drops older ones, so the newest settings always win. While computing, the views
-keep the last result and a busy bar runs; the tab stays responsive.
+Every edit schedules a recompute (debounced; while the tab is hidden, deferred until it
+is shown, so the worker thread starts only once the explorer is used). Each request gets a
+new generation and the worker drops older ones, so the newest settings always win. While
+computing, the views keep the last result and a busy bar runs; the tab stays responsive.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class ExplorerTab(QWidget):
         self._module_dims: tuple[int, int] = (0, 0)
         self._module_spec: NetworkSpec | None = None
         self._closed = False
+        self._stale = False  # settings changed while hidden: recompute when shown
 
         self.settings = ExplorerSettings()
         self.views = {
@@ -170,7 +172,8 @@ class ExplorerTab(QWidget):
         The tab keeps its own deep copy, so the caller may go on training its module; call
         again to show newer weights. ``label`` names it (e.g. "coordinate network of the
         run", a file name); ``spec``, when known, is shown in the spec field. Typing a new
-        spec afterwards switches the tab back to typed networks. Recomputes at once.
+        spec afterwards switches the tab back to typed networks. Recomputes at once, or
+        when the tab is next shown.
         """
         if in_dim < 1 or out_dim < 1:
             raise GradvizError(
@@ -190,7 +193,10 @@ class ExplorerTab(QWidget):
             ok=True,
         )
         self.settings.set_source(label)
-        self.compute()
+        if self.isVisible():
+            self.compute()
+        else:
+            self._schedule()
 
     def set_spec_text(self, text: str) -> None:
         """Type ``text`` into the spec field: the tab explores that spec (if it parses)."""
@@ -216,6 +222,7 @@ class ExplorerTab(QWidget):
     def compute(self) -> None:
         """Send the current settings to the worker now (a newer request wins)."""
         self._timer.stop()
+        self._stale = False
         if self._closed:
             return
         job = self._make_job()
@@ -277,7 +284,18 @@ class ExplorerTab(QWidget):
         )
 
     def _schedule(self) -> None:
-        if not self._closed:
+        """Recompute after the debounce; while the tab is hidden, once it is shown (so an
+        app whose user never opens the explorer starts no thread for it)."""
+        if self._closed:
+            return
+        if self.isVisible():
+            self._timer.start()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self._stale and not self._closed:
             self._timer.start()
 
     def _set_busy(self, busy: bool) -> None:
