@@ -1,0 +1,1 @@
+"""The desktop app (Qt). Shows Snapshots and sends commands; never runs autograd itself."""
