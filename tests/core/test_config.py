@@ -1,0 +1,52 @@
+import sys
+
+import pytest
+
+from gradviz.core.config import FitConfig
+from gradviz.core.errors import GradvizError
+
+
+def test_defaults_follow_the_classic_example():
+    c = FitConfig()
+    assert (c.target, c.n, c.dim, c.init, c.method, c.optimizer, c.lr, c.steps) == (
+        "gaussian", 10, 3, "random", "safe", "adam", 1e-3, 500,
+    )
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"method": "magic"}, "Unknown method"),
+        ({"n": 0}, "between 2 and"),
+        ({"n": 1}, "between 2 and"),
+        ({"lr": -1.0}, "learning rate"),
+        ({"target": "blob"}, "Unknown target"),
+        ({"dtype": "float16"}, "Unknown dtype"),
+    ],
+)
+def test_bad_settings_are_named_in_the_message(change, words):
+    with pytest.raises(GradvizError, match=words):
+        FitConfig(**change).validated()
+
+
+def test_files_are_accepted_as_target_and_init():
+    FitConfig(target="file:points.csv", init="file:init.npy").validated()
+
+
+def test_experiment_dict_round_trips_and_rejects_unknown_keys():
+    c = FitConfig(method="naive", n=50)
+    assert FitConfig.from_dict(c.to_dict()) == c
+    with pytest.raises(GradvizError, match="Unknown setting"):
+        FitConfig.from_dict({"methd": "naive"})
+
+
+def test_config_module_imports_neither_torch_nor_qt():
+    import subprocess
+
+    code = (
+        "import sys, gradviz.core.config, gradviz.core.networks, gradviz.core.health;"
+        "bad = [m for m in ('torch', 'PySide6') if m in sys.modules];"
+        "print(','.join(bad)); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
