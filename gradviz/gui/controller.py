@@ -483,9 +483,10 @@ class FitController(QObject):
 
     # ---- closing -----------------------------------------------------------------------------
     def _on_close_requested(self) -> bool:
-        if self.state in ("running", "paused") and self.last_snapshot and self.last_snapshot.step:
-            if not self.confirm("Quit gradviz?", "A run is going. Stop it and quit?"):
-                return False
+        started = self.last_snapshot is not None and self.last_snapshot.step > 0
+        going = started and self.state in ("running", "paused")
+        if going and not self.confirm("Quit gradviz?", "A run is going. Stop it and quit?"):
+            return False
         self.shutdown()
         return True
 
