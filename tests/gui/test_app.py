@@ -1,4 +1,6 @@
 """The distance-fit lab driven through its real window, views and runs (offscreen)."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -8,7 +10,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
 from gradviz.core.health import Health
-from tests.gui.fixtures_app import RUN_TIMEOUT_MS, isolated_settings, make_lab, small  # noqa: F401
+from tests.gui.fixtures_app import (  # noqa: F401 - fixtures
+    RUN_TIMEOUT_MS,
+    isolated_settings,
+    make_lab,
+    small,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
