@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -118,6 +119,7 @@ class FitController(QObject):
         self.frames_drawn = 0
         self.steps_per_second = float("nan")
         self._unacknowledged: set[int] = set()
+        self._gui_cpu_mark = time.thread_time()
         self._shut_down = False
         self._restore(config, live)
         self._connect()
@@ -288,10 +290,15 @@ class FitController(QObject):
 
     @Slot()
     def _acknowledge_frames(self) -> None:
+        # GUI-thread CPU time since the last acknowledgement: everything the GUI did for
+        # one frame, painting included (paints may come after this slot), but not the time
+        # it waited for the GIL.
+        now = time.thread_time()
+        gui_seconds, self._gui_cpu_mark = now - self._gui_cpu_mark, now
         for generation in self._unacknowledged:
             handle = self._handles.get(generation)
             if handle is not None:
-                handle.worker.frame_drawn()
+                handle.worker.frame_drawn(gui_seconds)
         self._unacknowledged.clear()
 
     @Slot(str, str)

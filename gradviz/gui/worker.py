@@ -26,6 +26,9 @@ from gradviz.core.errors import GradvizError
 
 log = logging.getLogger(__name__)
 
+#: A frame waits at least this many times as long as the GUI took to draw the last one.
+GUI_SHARE_FACTOR = 4.0
+
 #: How long a paused loop sleeps between looks at its flags (seconds).
 _IDLE_WAIT_S = 0.05
 
@@ -86,9 +89,12 @@ class FitWorker(QObject):
         self._lock = threading.Lock()
         self._pending_lr: float | None = None
         self._frame_interval = 1.0 / max(frame_rate, 0.1)
+        self._gui_interval = 0.0  # adaptive: a slow-drawing GUI gets fewer frames
         self._frame_drawn = threading.Event()  # the GUI drew our last frame
         self._frame_drawn.set()
         self._wake = threading.Event()
+        #: Optimiser steps taken by this worker (read from any thread; for benchmarks).
+        self.steps_taken = 0
 
     # ---- commands (any thread) -------------------------------------------------------
     def request_stop(self) -> None:
@@ -120,8 +126,14 @@ class FitWorker(QObject):
     def set_frame_rate(self, frame_rate: float) -> None:
         self._frame_interval = 1.0 / max(frame_rate, 0.1)
 
-    def frame_drawn(self) -> None:
-        """The GUI has drawn the last snapshot: the next one may be taken."""
+    def frame_drawn(self, gui_seconds: float = 0.0) -> None:
+        """The GUI has drawn the last snapshot, which kept it busy ``gui_seconds``.
+
+        The next frame waits at least ``GUI_SHARE_FACTOR`` times that long, so drawing
+        takes at most about 1/factor of the time and the run keeps the rest (the GIL is
+        shared: every millisecond the GUI spends in Python is one the run waits).
+        """
+        self._gui_interval = gui_seconds * GUI_SHARE_FACTOR
         self._frame_drawn.set()
 
     # ---- the loop (worker thread) --------------------------------------------------------
@@ -152,12 +164,11 @@ class FitWorker(QObject):
             # Capture (matrices, gradients, health) only on steps that will be shown: the
             # first step, a single step, or when a frame is due and the last one is drawn
             # (adaptive pacing: a GUI that falls behind gets fewer frames, the run no delay).
-            due = (
-                time.perf_counter() - last_frame >= self._frame_interval
-                and self._frame_drawn.is_set()
-            )
+            interval = max(self._frame_interval, self._gui_interval)
+            due = time.perf_counter() - last_frame >= interval and self._frame_drawn.is_set()
             capture = single or due or run.completed_steps == 0
             run.step(capture=capture)
+            self.steps_taken += 1
             first_nan = not seen_nonfinite and run.first_nonfinite_grad_step is not None
             seen_nonfinite = seen_nonfinite or first_nan
             if capture or first_nan:  # the first NaN is always shown: the GUI pins it

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLineEdit
-
-from gradviz.core.health import Health
-from tests.gui.fixtures_app import (  # noqa: F401 - fixtures
+from fixtures_app import (  # noqa: F401 - fixtures
     RUN_TIMEOUT_MS,
     isolated_settings,
     make_lab,
     small,
 )
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLineEdit
+
+from gradviz.core.health import Health
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
