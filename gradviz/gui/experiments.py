@@ -36,8 +36,9 @@ def experiment_from_dict(
 ) -> tuple[FitConfig, LiveSettings]:
     if not isinstance(data, dict):
         raise GradvizError(f"{source} must hold a JSON object of settings.")
-    fit_part = data.get("fit", data) if "fit" in data or "display" in data else data
-    display = data.get("display", {}) if "fit" in data or "display" in data else {}
+    sectioned = "fit" in data or "display" in data
+    fit_part = data.get("fit", {}) if sectioned else data
+    display = data.get("display", {}) if sectioned else {}
     if not isinstance(fit_part, dict) or not isinstance(display, dict):
         raise GradvizError(f'In {source}, "fit" and "display" must be JSON objects.')
     config = FitConfig.from_dict(fit_part).validated()

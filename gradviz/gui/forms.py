@@ -238,6 +238,10 @@ class SetupForm(QWidget):
             if config.net:
                 self.param("net_spec").setValue(config.net)
             self._sync_visibility()
+            # "Back to default" (the arrow beside a changed value) returns to this experiment.
+            for group in self.root.children():
+                for child in group.children():
+                    child.setDefault(child.value())
         finally:
             self._updating = False
         self._validate()

@@ -1,0 +1,1 @@
+"""Speed measurements behind `gradviz bench`: one module per suite, each with run()."""
