@@ -1,1 +1,6 @@
-"""Speed measurements behind `gradviz bench`: one module per suite, each with run()."""
+"""Benchmark suites behind ``gradviz bench``.
+
+Each suite is a module ``gradviz.bench.<name>`` with ``run(repeats, quick, emit) -> dict``:
+it measures, prints human-readable lines through ``emit`` and returns JSON-ready results.
+``gradviz.bench.harness`` holds the shared timing and table code.
+"""

@@ -1,7 +1,15 @@
 """Distance-matrix methods: coordinates (N, D) -> DistanceResult, by name.
 
-Each method reproduces one way people build d_ij = ||x_i - x_j|| in PyTorch, including the
-broken ones, so their gradients can be compared.
+Each method reproduces one way people build ``d_ij = ||x_i - x_j||`` in PyTorch, including
+the broken ones, so that their gradients can be compared:
+
+- ``naive``: the Gram formula and ``sqrt`` over the whole matrix (NaN from the zero diagonal);
+- ``masked``: the Gram formula, ``sqrt`` of the off-diagonal entries only (the classic fix);
+- ``clamp``: the Gram formula, ``sqrt(clamp_min(sq, eps))``;
+- ``safe``: exact distances from pairwise differences with a closed-form backward (recommended);
+- ``cdist``: ``torch.cdist`` as people call it.
+
+All methods are device-agnostic and work in float32 and float64.
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from gradviz.core.errors import GradvizError
 
 
 @dataclass(frozen=True)
@@ -24,9 +34,9 @@ class DistanceResult:
 
 
 def gram_squared(x: torch.Tensor) -> torch.Tensor:
-    """Squared distances by the Gram formula, ||x_i||^2 + ||x_j||^2 - 2 x_i.x_j (N, N).
+    """Squared distances by the Gram formula, ||x_i||^2 + ||x_j||^2 - 2 x_i.x_j: (N, D) -> (N, N).
 
-    Cheap, but cancellation makes it inexact for close pairs and can round below zero.
+    Cheap, but cancellation makes it inexact for close pairs, and it can round below zero.
     """
     gram = x @ x.T
     diag = torch.diagonal(gram)
@@ -40,7 +50,10 @@ def naive(x: torch.Tensor) -> DistanceResult:
 
 
 def masked(x: torch.Tensor) -> DistanceResult:
-    """sqrt of the off-diagonal only, selected with a boolean mask; the diagonal stays 0."""
+    """sqrt of the off-diagonal only, selected with a boolean mask; the diagonal stays 0.
+
+    Still NaN wherever the Gram formula rounds an off-diagonal squared distance below zero.
+    """
     sq = gram_squared(x)
     off = ~torch.eye(len(x), dtype=torch.bool, device=x.device)
     d = torch.zeros_like(sq)
@@ -49,6 +62,7 @@ def masked(x: torch.Tensor) -> DistanceResult:
 
 
 def clamp_eps(dtype: torch.dtype) -> float:
+    """The floor that ``clamp`` puts under squared distances, in squared coordinate units."""
     return 1e-12 if dtype == torch.float64 else 1e-8
 
 
@@ -56,22 +70,124 @@ def clamp(x: torch.Tensor) -> DistanceResult:
     """sqrt(clamp_min(sq, eps)), diagonal set to 0: finite, but no gradient for close pairs."""
     sq = gram_squared(x)
     eps = clamp_eps(x.dtype)
-    d = torch.sqrt(torch.clamp_min(sq, eps))
-    d = d * (1 - torch.eye(len(x), dtype=x.dtype, device=x.device))
+    off_diagonal = 1 - torch.eye(len(x), dtype=x.dtype, device=x.device)
+    d = torch.sqrt(torch.clamp_min(sq, eps)) * off_diagonal
     return DistanceResult(d, sq, sq < eps)
 
 
+class ExactDistances(torch.autograd.Function):
+    """Exact pairwise distances (N, D) -> (N, N), with a closed-form backward.
+
+    Forward: ``torch.cdist`` in the mode that sums squared coordinate differences, so close
+    pairs keep full relative precision (no Gram-formula cancellation). Also returns the
+    coincident mask ``d == 0`` (N, N) bool, which includes the diagonal.
+
+    Backward: with ``W = dL/dd / d`` (0 where points coincide, the minimum-norm subgradient
+    of ``|t|`` at 0), ``dL/dx_i = sum_j (W_ij + W_ji) (x_i - x_j)``, i.e.
+    ``x * rowsum(S) - S @ x`` with ``S = W + W^T``: matrix products with (N, D+1), no
+    (N, N, D) tensor.
+    """
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+        return d, d == 0
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        (x,) = inputs
+        d, coincident = output
+        ctx.mark_non_differentiable(coincident)
+        ctx.save_for_backward(x, d, coincident)
+
+    @staticmethod
+    def backward(ctx, grad_d: torch.Tensor, _grad_coincident: torch.Tensor | None):
+        x, d, coincident = ctx.saved_tensors
+        if x.numel() == 0:
+            return torch.zeros_like(x)
+        if torch.is_grad_enabled():
+            # A double backward differentiates this too: keep 1/d off the coincident
+            # entries, where 0 * inf would give NaN.
+            w = (grad_d / d.masked_fill(coincident, 1)).masked_fill(coincident, 0)
+        else:
+            w = grad_d / d
+            w.diagonal().zero_()
+            # Usually only the diagonal coincides: counting is cheaper than a masked fill.
+            if int(torch.count_nonzero(coincident)) > len(x):
+                w.masked_fill_(coincident, 0)
+        return _pair_gradient(x, grad_d, w)
+
+
+#: Float32 products are exact enough while R * max|W| <= this * max|dL/dd| (R: the spread of
+#: the centred coordinates): then no pair is closer than R / 1000 with a gradient that matters,
+#: and cancellation costs at most ~1e3 float32 roundings (~1e-4 relative).
+_FLOAT32_CANCELLATION_LIMIT = 1e3
+
+#: Entries of W converted to float64 at a time: 512 KB blocks stay in cache.
+_BLOCK_ENTRIES = 1 << 16
+
+
+def _pair_gradient(x: torch.Tensor, grad_d: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dL/dx from dL/dd: (N, D), (N, N), (N, N) -> (N, D) in the dtype of x.
+
+    ``w`` is ``W = grad_d / d``, 0 where points coincide. The gradient
+    ``sum_j (W_ij + W_ji) (x_i - x_j)`` is computed as ``x * rowsum(S) - S @ x`` with
+    ``S = W + W^T``. That form cancels terms of size |S_ij| |x_j| against each other; for
+    a pair 1e-4 apart at coordinate scale 100 it loses all float32 precision. In that case
+    (and only then: it costs ~2x) the products of a float32 input accumulate in float64, a
+    row block of W at a time. x is centred first: translation does not change distances,
+    and it shrinks |x_j|.
+    """
+    centred = x - x.mean(dim=0)
+    if x.dtype == torch.float64 or not _float32_cancels(w, grad_d, centred):
+        return _gradient_products(centred, w, rows=len(x))
+    x64 = x.to(torch.float64)
+    rows = max(1, _BLOCK_ENTRIES // len(x))
+    return _gradient_products(x64 - x64.mean(dim=0), w, rows).to(x.dtype)
+
+
+def _float32_cancels(w: torch.Tensor, grad_d: torch.Tensor, centred: torch.Tensor) -> bool:
+    """Whether float32 products would lose precision to cancellation (see the limit above)."""
+    w_min, w_max = torch.aminmax(w)
+    g_min, g_max = torch.aminmax(grad_d)
+    spread = centred.abs().max()
+    w_abs = torch.maximum(-w_min, w_max)
+    g_abs = torch.maximum(-g_min, g_max)
+    # A NaN anywhere compares False and takes the careful path.
+    return not bool(spread * w_abs <= _FLOAT32_CANCELLATION_LIMIT * g_abs)
+
+
+def _gradient_products(centred: torch.Tensor, w: torch.Tensor, rows: int) -> torch.Tensor:
+    """``centred * rowsum(S) - S @ centred`` with ``S = W + W^T``, in the dtype of ``centred``.
+
+    centred: (N, D); w: (N, N), converted ``rows`` rows at a time. Two matrix products of
+    ``[centred, 1]^T`` (D+1, N) with each block (the wide orientation BLAS runs fastest);
+    W^T is never formed.
+    """
+    n = len(centred)
+    ones = torch.ones(n, 1, dtype=centred.dtype, device=centred.device)
+    xa = torch.cat([centred, ones], dim=1).T.contiguous()  # (D+1, N); ones give row sums
+    p = torch.zeros_like(xa)  # (D+1, N): [(S @ centred)^T, rowsum(S)]
+    for start in range(0, n, rows):
+        r = slice(start, start + rows)
+        block = w[r].to(centred.dtype)  # (b, N); no copy when the dtypes agree
+        p += xa[:, r] @ block  # (W^T @ [x, 1])^T
+        p[:, r] += xa @ block.T  # (W @ [x, 1])^T, columns r
+    return centred * p[-1, :, None] - p[:-1].T
+
+
 def safe(x: torch.Tensor) -> DistanceResult:
-    """Exact distances from pairwise differences; zero (sub)gradient where points coincide."""
-    diff = x[:, None, :] - x[None, :, :]
-    sq = (diff * diff).sum(-1)
-    coincident = sq == 0
-    d = torch.where(coincident, 0.0, torch.sqrt(torch.where(coincident, 1.0, sq)))
+    """Exact distances, never NaN or Inf; zero distance and zero gradient where points coincide.
+
+    ``squared`` is None (its health is read with respect to the distances); ``blocked`` is
+    the coincident pairs, diagonal included.
+    """
+    d, coincident = ExactDistances.apply(x)
     return DistanceResult(d, None, coincident)
 
 
 def cdist(x: torch.Tensor) -> DistanceResult:
-    """torch.cdist as users call it (Gram formula for large N)."""
+    """torch.cdist as users call it (its default mode uses the Gram formula for large N)."""
     return DistanceResult(torch.cdist(x, x), None, None)
 
 
@@ -86,4 +202,10 @@ METHODS: dict[str, Callable[[torch.Tensor], DistanceResult]] = {
 
 def pairwise_distances(x: torch.Tensor, method: str = "safe") -> DistanceResult:
     """The distance matrix of ``x`` (N, D) by the named method (see config.DISTANCE_METHODS)."""
-    return METHODS[method](x)
+    try:
+        build = METHODS[method]
+    except KeyError:
+        raise GradvizError(
+            f"Unknown distance method {method!r}; choose one of: {', '.join(METHODS)}."
+        ) from None
+    return build(x)

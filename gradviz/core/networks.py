@@ -9,12 +9,17 @@ sigmoid after each of the two hidden layers. JSON form::
 
     {"version": 1, "layers": [{"type": "linear", "in": 2, "out": 20, "bias": true},
                               {"type": "tanh"}, {"type": "linear", "in": 20, "out": 4}]}
+
+gradviz's model file is a ``.safetensors`` file: the tensors are the module's state_dict and
+the metadata holds the spec's JSON under ``gradviz.spec``. Nothing in it is pickled, so
+loading a file from anywhere runs no code from it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from gradviz.core.config import ACTIVATIONS
@@ -25,6 +30,8 @@ if TYPE_CHECKING:
 
 SPEC_VERSION = 1
 MAX_WIDTH = 100_000
+#: The safetensors metadata key that holds the NetworkSpec JSON in gradviz's model file.
+SPEC_METADATA_KEY = "gradviz.spec"
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ class NetworkSpec:
         linears = [layer for layer in self.layers if isinstance(layer, Linear)]
         if not linears:
             raise GradvizError("A network needs at least one Linear layer.")
-        for a, b in zip(linears, linears[1:]):
+        for a, b in zip(linears, linears[1:], strict=False):
             if a.out_features != b.in_features:
                 raise GradvizError(
                     f"Layer widths do not chain: a layer of output width {a.out_features} "
@@ -97,7 +104,7 @@ class NetworkSpec:
         if activation not in ACTIVATIONS:
             raise GradvizError(_unknown_activation(activation))
         layers: list[Layer] = []
-        for k, (a, b) in enumerate(zip(widths, widths[1:])):
+        for k, (a, b) in enumerate(zip(widths, widths[1:], strict=False)):
             if k > 0 and activation != "identity":
                 layers.append(Activation(activation))
             layers.append(Linear(a, b))
@@ -118,8 +125,12 @@ class NetworkSpec:
         for layer in self.layers:
             if isinstance(layer, Linear):
                 layers.append(
-                    {"type": "linear", "in": layer.in_features, "out": layer.out_features,
-                     "bias": layer.bias}
+                    {
+                        "type": "linear",
+                        "in": layer.in_features,
+                        "out": layer.out_features,
+                        "bias": layer.bias,
+                    }
                 )
             else:
                 layers.append({"type": layer.name})
@@ -133,8 +144,10 @@ class NetworkSpec:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise GradvizError(f"The network JSON is not valid JSON: {exc.msg} "
-                               f"at line {exc.lineno}, column {exc.colno}.") from None
+            raise GradvizError(
+                f"The network JSON is not valid JSON: {exc.msg} "
+                f"at line {exc.lineno}, column {exc.colno}."
+            ) from None
         return cls.from_dict(data)
 
     @classmethod
@@ -150,6 +163,16 @@ class NetworkSpec:
 
     def __str__(self) -> str:
         return self.to_text() or self.to_json()
+
+    def state_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The state_dict names and shapes of ``build()``'s module, without building it."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        for k, layer in enumerate(self.layers):
+            if isinstance(layer, Linear):
+                shapes[f"{k}.weight"] = (layer.out_features, layer.in_features)
+                if layer.bias:
+                    shapes[f"{k}.bias"] = (layer.out_features,)
+        return shapes
 
     # ---- torch -----------------------------------------------------------------------------
     def build(self, seed: int = 0, dtype: torch.dtype | None = None) -> torch.nn.Sequential:
@@ -192,16 +215,22 @@ def _layer_from_dict(k: int, item: object) -> Layer:
         raise GradvizError(f'Layer {k} of the network JSON must be an object with a "type".')
     kind = item["type"]
     if kind == "linear":
-        try:
-            return Linear(int(item["in"]), int(item["out"]), bool(item.get("bias", True)))
-        except (KeyError, TypeError, ValueError):
+        widths = [item.get("in"), item.get("out")]
+        if not all(type(w) is int and 1 <= w <= MAX_WIDTH for w in widths):
             raise GradvizError(
-                f'Layer {k} (linear) needs whole-number "in" and "out" widths.'
-            ) from None
+                f'Layer {k} (linear) needs whole-number "in" and "out" widths from 1 to '
+                f"{MAX_WIDTH:,}; it has in={widths[0]!r}, out={widths[1]!r}."
+            )
+        bias = item.get("bias", True)
+        if not isinstance(bias, bool):
+            raise GradvizError(f'Layer {k} (linear) has "bias": {bias!r}; use true or false.')
+        return Linear(widths[0], widths[1], bias)
     if kind in ACTIVATIONS:
         return Activation(kind)
-    raise GradvizError(f"Layer {k} has unknown type {kind!r}; use linear or an activation "
-                       f"({', '.join(ACTIVATIONS)}).")
+    raise GradvizError(
+        f"Layer {k} has unknown type {kind!r}; use linear or an activation "
+        f"({', '.join(ACTIVATIONS)})."
+    )
 
 
 def _unknown_activation(name: str) -> str:
@@ -221,3 +250,98 @@ def _module_for(layer: Layer):
         "gelu": nn.GELU,
         "softplus": nn.Softplus,
     }[layer.name]()
+
+
+# ---- gradviz's model file ------------------------------------------------------------------
+def save_network(path: str | Path, spec: NetworkSpec, module: torch.nn.Module) -> None:
+    """Write ``module``'s state_dict to ``path`` as safetensors, with ``spec`` in the metadata.
+
+    The module must be the one ``spec`` describes (same parameter names and shapes, floating
+    point); otherwise GradvizError. Tensors are copied to the CPU; the module is not changed.
+    """
+    from safetensors.torch import save_file
+
+    state = {name: t.detach() for name, t in module.state_dict().items()}
+    _check_state(spec, state, f"The module to save as {str(path)!r}")
+    tensors = {name: t.to("cpu", copy=True).contiguous() for name, t in state.items()}
+    try:
+        save_file(tensors, str(path), metadata={SPEC_METADATA_KEY: spec.to_json()})
+    except OSError as exc:
+        raise GradvizError(
+            f"Could not write the model file {str(path)!r}: {exc.strerror}."
+        ) from None
+
+
+def load_network(path: str | Path) -> tuple[NetworkSpec, torch.nn.Sequential]:
+    """Read gradviz's model file: the spec from its metadata, the module with its weights.
+
+    The module is built from the spec in the tensors' dtype and loaded strictly: missing,
+    extra or misshapen tensors, absent or bad metadata, non-float tensors and unreadable
+    files all raise GradvizError naming the problem.
+    """
+    metadata, state = _read_safetensors(Path(path))
+    where = f"The model file {str(path)!r}"
+    text = (metadata or {}).get(SPEC_METADATA_KEY)
+    if text is None:
+        raise GradvizError(
+            f"{where} has no {SPEC_METADATA_KEY!r} metadata, so it is not a gradviz model "
+            "file; save models with gradviz (save_network) to get one."
+        )
+    try:
+        spec = NetworkSpec.from_json(text)
+    except GradvizError as exc:
+        raise GradvizError(
+            f"{where} holds a bad network spec in {SPEC_METADATA_KEY!r}: {exc}"
+        ) from None
+    _check_state(spec, state, where)
+    dtypes = {t.dtype for t in state.values()}
+    if len(dtypes) > 1:
+        names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+        raise GradvizError(f"{where} mixes tensor dtypes ({names}); a model has one dtype.")
+    module = spec.build(seed=0, dtype=dtypes.pop() if dtypes else None)
+    module.load_state_dict(state, strict=True)
+    return spec, module
+
+
+def _read_safetensors(path: Path) -> tuple[dict[str, str] | None, dict[str, torch.Tensor]]:
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        raise GradvizError(f"The model file {str(path)!r} does not exist or is not a file.")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata()
+            state = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise GradvizError(
+            f"Could not read {str(path)!r} as a safetensors model file ({exc}); "
+            "gradviz's model files are written by save_network."
+        ) from None
+    return metadata, state
+
+
+def _check_state(spec: NetworkSpec, state: dict[str, torch.Tensor], where: str) -> None:
+    """Raise GradvizError unless ``state`` has exactly the names and shapes ``spec`` needs,
+    all floating point."""
+    expected = spec.state_shapes()
+    missing = [name for name in expected if name not in state]
+    extra = [name for name in state if name not in expected]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra)}")
+        raise GradvizError(f"{where} does not match its network spec {spec}: {'; '.join(parts)}.")
+    for name, shape in expected.items():
+        got = tuple(state[name].shape)
+        if got != shape:
+            raise GradvizError(
+                f"{where}: tensor {name!r} has shape {list(got)} but the spec {spec} "
+                f"needs {list(shape)}."
+            )
+        if not state[name].is_floating_point():
+            raise GradvizError(
+                f"{where}: tensor {name!r} is {str(state[name].dtype).removeprefix('torch.')}; "
+                "weights must be floating point."
+            )

@@ -1,0 +1,154 @@
+"""`gradviz fit`: run the distance-matrix fit headless and report how it went.
+
+A run that ends in NaN is a result (exit 0); bad settings or files are errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from gradviz.core.config import FitConfig
+from gradviz.core.errors import GradvizError
+
+
+def run(args) -> int:
+    config = FitConfig(
+        target=args.target,
+        n=args.n,
+        dim=args.dim,
+        init=args.init,
+        method=args.method,
+        net=args.net,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        steps=args.steps,
+        seed=args.seed,
+        device=args.device,
+        dtype=args.dtype,
+        threads=args.threads,
+        stop_on_nan=args.stop_on_nan,
+    ).validated()
+    out = _checked_out_path(args.out)
+
+    from gradviz.core.fit import DistanceFitRun  # torch loads here, after the cheap checks
+
+    fit = DistanceFitRun(config)
+    progress = _Progress(sys.stderr, config.steps) if sys.stderr.isatty() else None
+    fit.run(callback=progress.update if progress else None)
+    if progress:
+        progress.finish(fit)
+
+    coords, distances, final_loss = fit.evaluate()
+    summary = {
+        "method": config.method,
+        "steps": fit.completed_steps,
+        "initial_loss": fit.initial_loss,
+        "final_loss": final_loss,
+        "first_nonfinite_loss_step": fit.first_nonfinite_loss_step,
+        "first_nonfinite_grad_step": fit.first_nonfinite_grad_step,
+        "steps_per_second": fit.steps_per_second,
+        "device": str(fit.device),
+        "reference_loss": fit.reference_loss,
+    }
+    if out is not None:
+        _save_run(out, fit, coords, distances)
+    if args.json:
+        print(json.dumps(_json_safe(summary), allow_nan=False))
+    else:
+        print(_describe(summary, fit.stopped_on_nan, out))
+    return 0
+
+
+def _checked_out_path(out: str | None) -> Path | None:
+    """Fail before a long run, not after it, when --out cannot be written."""
+    if out is None:
+        return None
+    path = Path(out)
+    if path.suffix.lower() != ".npz":
+        raise GradvizError(f"--out {out!r} must end in .npz (it is a numpy archive).")
+    if path.is_dir():
+        raise GradvizError(f"--out {out!r} is a directory; give a file name ending in .npz.")
+    if not path.parent.is_dir():
+        raise GradvizError(
+            f"The folder of --out {out!r} does not exist; create {str(path.parent)!r} first."
+        )
+    return path
+
+
+def _save_run(path: Path, fit, coords: np.ndarray, distances: np.ndarray) -> None:
+    try:
+        np.savez(
+            path,
+            loss=fit.loss_history,
+            coords=coords,
+            target_coords=fit.target_points,
+            distances=distances,
+            target_distances=fit.target_distances.cpu().numpy(),
+        )
+    except OSError as exc:
+        raise GradvizError(f"Cannot write {path} ({exc.strerror or exc}).") from None
+
+
+def _json_safe(summary: dict) -> dict:
+    """JSON has no NaN or Infinity: non-finite numbers become null."""
+    return {
+        key: None if isinstance(value, float) and not math.isfinite(value) else value
+        for key, value in summary.items()
+    }
+
+
+def _describe(summary: dict, stopped_on_nan: bool, out: Path | None) -> str:
+    def step_or_never(value: int | None) -> str:
+        return "never" if value is None else f"step {value}"
+
+    lines = [
+        f"method {summary['method']} on {summary['device']}: {summary['steps']} steps, "
+        f"{summary['steps_per_second']:.1f} steps/s (first step not counted)",
+        f"loss: initial {summary['initial_loss']:.6g}, final {summary['final_loss']:.6g}, "
+        f"best reachable (classical MDS) {summary['reference_loss']:.3g}",
+        f"first non-finite gradient: {step_or_never(summary['first_nonfinite_grad_step'])}; "
+        f"first non-finite loss: {step_or_never(summary['first_nonfinite_loss_step'])}",
+    ]
+    if stopped_on_nan:
+        lines.append("stopped on NaN: the coordinates are the last finite ones")
+    if out is not None:
+        lines.append(f"saved {out}")
+    return "\n".join(lines)
+
+
+class _Progress:
+    """A one-line progress bar on a terminal, redrawn at most 10 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream = stream
+        self.total = max(total, 1)
+        self.last_draw = 0.0
+
+    def update(self, fit) -> None:
+        now = time.monotonic()
+        if now - self.last_draw >= 0.1:  # finish() draws the last state
+            self.last_draw = now
+            self._draw(fit)
+
+    def finish(self, fit) -> None:
+        self._draw(fit)
+        self.stream.write("\n")
+        self.stream.flush()
+
+    def _draw(self, fit) -> None:
+        done = fit.completed_steps
+        filled = round(self.WIDTH * done / self.total)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        history = fit.loss_history
+        loss = f"{history[-1]:.4g}" if len(history) else "-"
+        self.stream.write(f"\r[{bar}] {done}/{self.total}  loss {loss}")
+        self.stream.flush()

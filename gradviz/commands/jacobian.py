@@ -1,0 +1,169 @@
+"""`gradviz jacobian`: per-input Jacobians of a network over a batch, headless.
+
+Prints a short summary; with ``--json`` the last line of stdout is one JSON object:
+``batch``, ``in_dim``, ``out_dim``, ``method`` (the one that ran), ``reason``, ``seconds`` (the
+Jacobian computation alone, the first in this process), ``constant_across_batch``, ``dtype``,
+``device`` and, with ``--full``, ``max_off_block``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.networks import NetworkSpec
+
+MAX_FULL_BATCH = 256  # gradviz.core.jacobians.MAX_FULL_BATCH, checked before torch is imported
+
+
+def run(args) -> int:
+    spec_or_none, source = _model_source(args)
+    points = _inputs(args)
+    if args.full and points is not None and len(points) > MAX_FULL_BATCH:
+        raise GradvizError(_full_too_big(len(points)))
+    if args.full and points is None and args.batch > MAX_FULL_BATCH:
+        raise GradvizError(_full_too_big(args.batch))
+
+    import time
+
+    import torch
+
+    from gradviz.core import jacobians
+    from gradviz.core.devices import resolve_device
+    from gradviz.core.networks import load_network
+
+    device = resolve_device(args.device)
+    dtype = getattr(torch, args.dtype)
+    if spec_or_none is not None:
+        spec, model = spec_or_none, spec_or_none.build(seed=args.seed, dtype=dtype)
+    else:
+        spec, model = load_network(source)
+        model = model.to(dtype)
+    model = model.to(device)
+
+    if points is None:
+        generator = torch.Generator().manual_seed(args.seed)
+        inputs = torch.randn(args.batch, spec.in_dim, generator=generator, dtype=dtype)
+    else:
+        if points.shape[1] != spec.in_dim:
+            raise GradvizError(
+                f"The inputs have {points.shape[1]} columns but the model takes {spec.in_dim} "
+                "inputs; give one row per sample with one column per model input."
+            )
+        inputs = torch.from_numpy(points).to(dtype)
+    inputs = inputs.to(device)
+
+    _sync(device)
+    start = time.perf_counter()
+    result = jacobians.compute_jacobians(model, inputs, args.method)
+    _sync(device)
+    seconds = time.perf_counter() - start
+
+    jac = result.jacobians
+    batch, m, n = jac.shape
+    stats = jacobians.batch_statistics(jac)
+    summary = {
+        "batch": batch,
+        "in_dim": n,
+        "out_dim": m,
+        "method": result.method,
+        "reason": result.reason,
+        "seconds": seconds,
+        "constant_across_batch": stats.constant_across_batch,
+        "dtype": args.dtype,
+        "device": str(device),
+    }
+    if args.full:
+        full = jacobians.full_batch_jacobian(model, inputs)
+        summary["max_off_block"] = jacobians.max_off_block(full, batch, m, n)
+    if args.out:
+        _save_npy(args.out, jac.detach().cpu().numpy().astype(np.float32))
+
+    print(f"network: {spec}  ({spec.parameter_count:,} parameters, {args.dtype}, {device})")
+    print(f"J: ({batch}, {m}, {n}) by {result.method} in {seconds * 1e3:.2f} ms: {result.reason}")
+    print(f"constant across this batch: {'yes' if stats.constant_across_batch else 'no'}")
+    if args.full:
+        print(f"largest entry outside the diagonal blocks: {summary['max_off_block']:.3g}")
+    if args.out:
+        print(f"wrote J ({batch}, {m}, {n}) float32 to {args.out}")
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    return 0
+
+
+def _model_source(args) -> tuple[NetworkSpec | None, str | None]:
+    """(spec, None) for --net, (None, path) for --model."""
+    if args.model is not None:
+        return None, args.model
+    spec = NetworkSpec.parse(args.net)
+    if args.activation is not None and ":" not in args.net and not args.net.strip().startswith("{"):
+        widths = [spec.in_dim] + [lin.out_features for lin in spec.linears]
+        spec = NetworkSpec.from_widths(widths, args.activation)
+    return spec, None
+
+
+def _full_too_big(batch: int) -> str:
+    return (
+        f"--full builds the (B*m, B*n) batch Jacobian, which is limited to B <= "
+        f"{MAX_FULL_BATCH}; this batch has B = {batch}: use a smaller batch or drop --full."
+    )
+
+
+def _inputs(args) -> np.ndarray | None:
+    """The --inputs rows as (B, n) float64, or None for a random --batch."""
+    if args.inputs is None:
+        if args.batch < 1:
+            raise GradvizError(f"--batch must be at least 1, not {args.batch}.")
+        return None
+    if not args.inputs.startswith("file:"):
+        raise GradvizError(f"--inputs takes file:PATH (a CSV or NPY file), not {args.inputs!r}.")
+    return load_rows(Path(args.inputs[len("file:") :]))
+
+
+def load_rows(path: Path) -> np.ndarray:
+    """A CSV or NPY file of numbers as (B, n) float64, B >= 1; pickles are never loaded."""
+    if not path.is_file():
+        raise GradvizError(f"The input file {str(path)!r} does not exist.")
+    if path.stat().st_size == 0 or (
+        path.suffix.lower() != ".npy" and not path.read_bytes().strip()
+    ):
+        raise GradvizError(f"The input file {str(path)!r} is empty; it needs at least one row.")
+    try:
+        if path.suffix.lower() == ".npy":
+            data = np.load(path, allow_pickle=False)
+        else:
+            data = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
+    except (ValueError, EOFError, OSError, UnicodeDecodeError) as exc:
+        raise GradvizError(
+            f"Could not read numbers from {str(path)!r} ({str(exc).splitlines()[0]}); "
+            "give a CSV of numbers or a numeric .npy array."
+        ) from None
+    if data.dtype.kind not in "fiu":
+        raise GradvizError(f"{str(path)!r} holds {data.dtype} values; inputs must be numbers.")
+    if data.ndim == 1:
+        data = data[None, :]
+    if data.ndim != 2 or data.shape[0] == 0 or data.shape[1] == 0:
+        raise GradvizError(
+            f"{str(path)!r} must hold a table of shape (B, n) with at least one row and one "
+            f"column; it has shape {data.shape}."
+        )
+    return data.astype(np.float64)
+
+
+def _save_npy(path: str, array: np.ndarray) -> None:
+    """Write exactly to ``path`` (np.save given a name would append .npy to other names)."""
+    try:
+        with open(path, "wb") as handle:
+            np.save(handle, array, allow_pickle=False)
+    except OSError as exc:
+        raise GradvizError(f"Could not write {path!r}: {exc.strerror}.") from None
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)

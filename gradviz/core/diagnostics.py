@@ -1,0 +1,85 @@
+"""Gradient health: which gradients flow, vanish, are blocked on purpose, or blow up.
+
+The torch functions here run on the tensors' own device and return uint8 Health codes
+(see gradviz.core.health), with the same semantics as the numpy ``health.classify``: the
+codes are ordered by alarm, an entry under the method's blocked mask is BLOCKED unless its
+gradient is more alarming (a NaN behind a mask is still a NaN).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradviz.core.distances import DistanceResult
+from gradviz.core.health import Health
+
+
+def classify_tensor(values: torch.Tensor, blocked: torch.Tensor | None = None) -> torch.Tensor:
+    """Health code of every entry of ``values`` (any shape): uint8, same shape and device.
+
+    Torch twin of ``health.classify``: FINITE, ZERO where exactly 0, BLOCKED where
+    ``blocked`` (bool, same shape) is true, then -Inf, +Inf and NaN override in that order.
+    """
+    codes = torch.zeros(values.shape, dtype=torch.uint8, device=values.device)
+    codes.masked_fill_(values == 0, int(Health.ZERO))
+    if blocked is not None:
+        codes.masked_fill_(blocked.to(torch.bool), int(Health.BLOCKED))
+    codes.masked_fill_(values == float("-inf"), int(Health.NEG_INF))
+    codes.masked_fill_(values == float("inf"), int(Health.POS_INF))
+    codes.masked_fill_(torch.isnan(values), int(Health.NAN))
+    return codes
+
+
+def entry_health(entry_grads: torch.Tensor, result: DistanceResult) -> torch.Tensor:
+    """(N, N) uint8 health of each distance-matrix entry.
+
+    ``entry_grads`` is dLoss/d(pre-sqrt squared distance) where the method has one, else
+    dLoss/d(distance); the method's blocked mask marks where it stops the gradient.
+    """
+    return classify_tensor(entry_grads, result.blocked)
+
+
+def coord_health(coord_grads: torch.Tensor) -> torch.Tensor:
+    """(N, D) uint8 health of each coordinate's gradient dLoss/dx_id."""
+    return classify_tensor(coord_grads)
+
+
+def worst_code(values: torch.Tensor | None) -> int:
+    """The most alarming Health code among ``values``; ZERO for a missing gradient (None)."""
+    if values is None:
+        return int(Health.ZERO)
+    if values.numel() == 0:
+        return int(Health.FINITE)
+    return int(classify_tensor(values.detach()).max())
+
+
+def parameter_health(named_parameters) -> tuple[tuple[str, int], ...]:
+    """(name, worst Health code of its .grad) for each parameter, in order.
+
+    ``named_parameters`` is an iterable of (name, tensor), e.g. ``module.named_parameters()``.
+    A parameter that received no gradient (grad None) counts as ZERO. One host sync in all.
+    """
+    items = list(named_parameters)
+    if not items:
+        return ()
+    worst = []
+    for _, p in items:
+        if p.grad is None:
+            worst.append(torch.tensor(int(Health.ZERO), dtype=torch.uint8, device=p.device))
+        elif p.grad.numel() == 0:
+            worst.append(torch.tensor(int(Health.FINITE), dtype=torch.uint8, device=p.device))
+        else:
+            worst.append(classify_tensor(p.grad.detach()).max())
+    codes = torch.stack([w.to(items[0][1].device) for w in worst]).tolist()
+    return tuple((name, int(code)) for (name, _), code in zip(items, codes, strict=True))
+
+
+def all_finite(tensors, device: torch.device) -> torch.Tensor:
+    """A 0-d bool tensor on ``device``: every tensor in ``tensors`` (None skipped) is finite.
+
+    Stays on the device (no host sync), so the caller decides when to read it.
+    """
+    flags = [torch.isfinite(t).all() for t in tensors if t is not None]
+    if not flags:
+        return torch.ones((), dtype=torch.bool, device=device)
+    return torch.stack(flags).all() if len(flags) > 1 else flags[0]

@@ -1,0 +1,414 @@
+"""The distance-fit run: move N points in D dimensions until their distance matrix matches a
+target's, with a chosen distance method, and watch where the gradients go wrong.
+
+One class, ``DistanceFitRun``, serves the CLI, the GUI and the benchmarks. A step is the
+classic training loop (zero_grad, forward, MSE, backward, optimizer step) plus one cheap
+finiteness check. Everything the views need (matrices, gradient health, Jacobians) is
+gathered only for steps run with ``capture=True`` and handed out as a frozen Snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gradviz.core import diagnostics, mds
+from gradviz.core.config import FitConfig
+from gradviz.core.devices import resolve_device
+from gradviz.core.distances import DistanceResult, pairwise_distances
+from gradviz.core.errors import GradvizError
+from gradviz.core.jacobians import compute_jacobians
+from gradviz.core.networks import NetworkSpec
+from gradviz.core.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
+from gradviz.core.snapshot import Snapshot
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+# Independent random streams derived from the one user seed, so that e.g. a gaussian target
+# and a random init never coincide.
+_INIT_STREAM, _FEATURE_STREAM = 1, 2  # the target uses the seed itself
+
+_EXACT = "donot_use_mm_for_euclid_dist"  # torch.cdist from differences, not the Gram formula
+
+
+@dataclass
+class _Capture:
+    """Device tensors of one evaluated forward/backward, kept for the next Snapshot."""
+
+    attempt: int  # index of the evaluation (the step index when taken during a step)
+    loss: float
+    coords: torch.Tensor  # (N, D)
+    distances: torch.Tensor  # (N, N)
+    squared: torch.Tensor | None  # (N, N)
+    entry_grads: torch.Tensor  # (N, N)
+    entry_health: torch.Tensor  # (N, N) uint8
+    coord_grads: torch.Tensor  # (N, D)
+    coord_health: torch.Tensor  # (N, D) uint8
+    param_health: tuple[tuple[str, int], ...]
+    jacobians: torch.Tensor | None  # (N, D, F)
+
+
+class DistanceFitRun:
+    """A distance-matrix fit built from a FitConfig (see config.FitConfig for the settings).
+
+    Attributes read by callers: ``completed_steps``, ``done``, ``stopped_on_nan``,
+    ``first_nonfinite_grad_step``, ``first_nonfinite_loss_step``, ``device``, ``n_points``,
+    ``dim``; ``stop_on_nan`` may also be set between steps. Raises GradvizError for bad
+    settings or point files.
+    """
+
+    def __init__(self, config: FitConfig, generation: int = 0) -> None:
+        self.config = config = config.validated()
+        check_seed(config.seed)
+        self.generation = generation
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+        self.device = resolve_device(config.device)
+        self.dtype = DTYPES[config.dtype]
+        if self.device.type == "mps" and self.dtype == torch.float64:
+            raise GradvizError("MPS devices have no float64; use --dtype float32 or --device cpu.")
+        self.spec = NetworkSpec.parse(config.net) if config.net else None
+
+        self.target_points, init_points = _point_sets(config, with_net=self.spec is not None)
+        self.n_points, self.dim = self.target_points.shape
+        self.target_distances = _exact_distance_matrix(self.target_points, self.dtype, self.device)
+
+        self.model: torch.nn.Module | None = None
+        self.features: torch.Tensor | None = None
+        self.coords_param: torch.nn.Parameter | None = None
+        if self.spec is not None:
+            self._build_network()
+            named = list(self.model.named_parameters())
+        else:
+            start = torch.as_tensor(init_points, dtype=self.dtype)
+            self.coords_param = torch.nn.Parameter(start.to(self.device))
+            named = [("coords", self.coords_param)]
+        self._named_params = named
+        self._params = [p for _, p in named]
+        self.optimizer = _make_optimizer(config.optimizer, self._params, config.lr)
+
+        self.completed_steps = 0
+        self.done = config.steps == 0
+        self.stop_on_nan = config.stop_on_nan  # may be switched while the run goes on
+        self.stopped_on_nan = False
+        self.first_nonfinite_grad_step: int | None = None
+        self.first_nonfinite_loss_step: int | None = None
+        # Losses of completed steps in a buffer that doubles when full: a snapshot copies
+        # it in one memcpy instead of converting a long Python list at every frame.
+        self._losses = np.empty(max(1, min(config.steps, 1024)), dtype=np.float64)
+        self._attempts = 0  # forward/backward passes run by step() or for a snapshot
+        self._step_zero_loss: float | None = None
+        self._timed_seconds = 0.0  # time inside step() for steps after the first
+        self._timed_steps = 0
+        self._capture: _Capture | None = None
+        self._reference_loss: float | None = None
+        self._target_distances_np: np.ndarray | None = None
+
+    # ---- settings that may change while running ---------------------------------------------
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate; it takes effect at the next step."""
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise GradvizError(f"The learning rate must be a positive number, got {lr}.")
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(lr)
+
+    # ---- stepping ----------------------------------------------------------------------------
+    def step(self, capture: bool = False) -> float:
+        """Run one optimizer step; return the loss computed in it (before its update).
+
+        With ``capture`` the step also keeps its matrices, gradients, health codes and
+        Jacobians for the next ``snapshot()``. With stop-on-NaN, a step whose loss or
+        gradients are not finite does not update the parameters and ends the run.
+        """
+        if self.done:
+            raise GradvizError("The run has finished; start a new run to take more steps.")
+        index = self.completed_steps
+        started = time.perf_counter()
+        self.optimizer.zero_grad()
+        loss, coords, result = self._forward_backward(capture)
+        # The one host sync of a step: the loss value and whether every gradient is finite.
+        grads_ok = diagnostics.all_finite([p.grad for p in self._params], self.device)
+        loss_value, ok = torch.stack([loss.detach(), grads_ok.to(loss.dtype)]).tolist()
+        grads_finite = ok == 1.0
+        if index == 0:
+            self._step_zero_loss = loss_value
+        if not math.isfinite(loss_value) and self.first_nonfinite_loss_step is None:
+            self.first_nonfinite_loss_step = index
+        if not grads_finite and self.first_nonfinite_grad_step is None:
+            self.first_nonfinite_grad_step = index
+        if capture:
+            self._capture = self._gather(loss_value, coords, result)
+        self._attempts += 1
+        if self.stop_on_nan and not (grads_finite and math.isfinite(loss_value)):
+            # Keep the last finite parameters: this step's update would spoil them.
+            self.stopped_on_nan = True
+            self.done = True
+            return loss_value
+        self.optimizer.step()
+        if self.completed_steps == len(self._losses):
+            self._losses = np.concatenate([self._losses, np.empty_like(self._losses)])
+        self._losses[self.completed_steps] = loss_value
+        self.completed_steps += 1
+        if index > 0:
+            self._timed_seconds += time.perf_counter() - started
+            self._timed_steps += 1
+        if self.completed_steps >= self.config.steps:
+            self.done = True
+        return loss_value
+
+    def run(self, callback: Callable[[DistanceFitRun], object] | None = None) -> None:
+        """Step until done; ``callback(run)`` after each step (e.g. a progress bar)."""
+        while not self.done:
+            self.step()
+            if callback is not None:
+                callback(self)
+
+    # ---- results -------------------------------------------------------------------------------
+    @property
+    def loss_history(self) -> np.ndarray:
+        """(completed_steps,) float64: the loss computed in each completed step."""
+        return self._losses[: self.completed_steps].copy()
+
+    @property
+    def initial_loss(self) -> float:
+        """The loss computed in step 0 (of the initial state, whether or not step 0 ran)."""
+        if self._step_zero_loss is not None:
+            return self._step_zero_loss
+        return self.final_loss()
+
+    @property
+    def steps_per_second(self) -> float:
+        """Optimizer steps per second, leaving out the first (warm-up) step; NaN before
+        two steps have run."""
+        if self._timed_steps == 0 or self._timed_seconds <= 0:
+            return float("nan")
+        return self._timed_steps / self._timed_seconds
+
+    @property
+    def reference_loss(self) -> float:
+        """Loss of the classical-MDS embedding of the target: the best reachable loss for a
+        Euclidean target (exactly zero when the target lives in D dimensions, as a point
+        set of this run does). Float64, computed once on first use."""
+        if self._reference_loss is None:
+            self._reference_loss = mds.reference_loss(self.target_points, self.dim)
+        return self._reference_loss
+
+    @torch.no_grad()
+    def current_coords(self) -> torch.Tensor:
+        """(N, D) coordinates of the current parameters (after the last update)."""
+        return self._coords().detach()
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Coordinates (N, D), distances (N, N) and loss of the current parameters, in the
+        run's dtype (numpy copies)."""
+        coords = self._coords()
+        distances = pairwise_distances(coords, self.config.method).distances
+        loss = F.mse_loss(distances, self.target_distances)
+        return _to_numpy(coords), _to_numpy(distances), float(loss)
+
+    def final_loss(self) -> float:
+        """The loss re-evaluated at the current parameters (after the last update)."""
+        return self.evaluate()[2]
+
+    def target_distances_numpy(self) -> np.ndarray:
+        """(N, N) float32 target distances for display (a read-only copy, made once and
+        shared by every Snapshot, which is safe because nobody can write to it)."""
+        if self._target_distances_np is None:
+            array = _f32(self.target_distances)
+            array.flags.writeable = False
+            self._target_distances_np = array
+        return self._target_distances_np
+
+    def snapshot(self, generation: int | None = None) -> Snapshot:
+        """A frozen picture of the run after ``completed_steps`` optimizer steps.
+
+        Its coordinates, matrices, loss, gradients and Jacobians all come from one
+        forward/backward: that of the latest step when it ran with ``capture=True`` (so the
+        picture shows the gradients that step k used, at the coordinates before its update:
+        the naive method's NaN is seen where it is born, on finite coordinates), else a
+        fresh one of the current parameters, which does not count as a step.
+        """
+        capture = self._capture
+        if capture is None or capture.attempt != self._attempts - 1:
+            capture = self._fresh_capture()
+        target_d = self.target_distances_numpy()
+        distances = _f32(capture.distances)
+        return Snapshot(
+            generation=self.generation if generation is None else generation,
+            step=self.completed_steps,
+            loss=capture.loss,
+            loss_history=self.loss_history,
+            reference_loss=self.reference_loss,
+            coords=_f32(capture.coords),
+            target_coords=self.target_points.astype(np.float32),
+            distances=distances,
+            target_distances=target_d,
+            error=distances - target_d,
+            squared=None if capture.squared is None else _f32(capture.squared),
+            entry_grads=_f32(capture.entry_grads),
+            entry_health=_to_numpy(capture.entry_health),
+            coord_grads=_f32(capture.coord_grads),
+            coord_health=_to_numpy(capture.coord_health),
+            param_health=capture.param_health,
+            jacobians=None if capture.jacobians is None else _f32(capture.jacobians),
+            first_nonfinite_grad_step=self.first_nonfinite_grad_step,
+            first_nonfinite_loss_step=self.first_nonfinite_loss_step,
+            steps_per_second=self.steps_per_second,
+            device=str(self.device),
+            method=self.config.method,
+            done=self.done,
+        )
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _build_network(self) -> None:
+        spec = self.spec
+        if spec.out_dim != self.dim:
+            raise GradvizError(
+                f"The network's output width is {spec.out_dim} but the points have D = "
+                f"{self.dim}; end the network spec with -{self.dim}."
+            )
+        self.model = spec.build(seed=self.config.seed, dtype=self.dtype).to(self.device)
+        rng = np.random.default_rng([self.config.seed, _FEATURE_STREAM])
+        features = rng.standard_normal((self.n_points, spec.in_dim))
+        self.features = torch.as_tensor(features, dtype=self.dtype, device=self.device)
+
+    def _coords(self) -> torch.Tensor:
+        if self.model is not None:
+            return self.model(self.features)
+        return self.coords_param
+
+    def _forward_backward(self, capture: bool) -> tuple[torch.Tensor, torch.Tensor, DistanceResult]:
+        coords = self._coords()
+        if capture and not coords.is_leaf:
+            coords.retain_grad()
+        result = pairwise_distances(coords, self.config.method)
+        if capture:
+            for node in (result.squared, result.distances):
+                if node is not None and node.requires_grad:
+                    node.retain_grad()
+        loss = F.mse_loss(result.distances, self.target_distances)
+        loss.backward()
+        return loss, coords, result
+
+    def _gather(self, loss_value: float, coords: torch.Tensor, result: DistanceResult) -> _Capture:
+        """Copy what a Snapshot shows out of the live graph (before the optimizer moves it)."""
+        squared = result.squared
+        entry_grads = squared.grad if squared is not None else None
+        if entry_grads is None:  # no pre-sqrt node in the graph: the distance gradient
+            entry_grads = result.distances.grad
+        if entry_grads is None:
+            entry_grads = torch.zeros_like(result.distances)
+        entry_grads = entry_grads.detach().clone()
+        coord_grads = coords.grad
+        if coord_grads is None:
+            coord_grads = torch.zeros_like(coords)
+        coord_grads = coord_grads.detach().clone()
+        return _Capture(
+            attempt=self._attempts,
+            loss=loss_value,
+            coords=coords.detach().clone(),
+            distances=result.distances.detach().clone(),
+            squared=None if squared is None else squared.detach().clone(),
+            entry_grads=entry_grads,
+            entry_health=diagnostics.entry_health(entry_grads, result),
+            coord_grads=coord_grads,
+            coord_health=diagnostics.coord_health(coord_grads),
+            param_health=diagnostics.parameter_health(self._named_params),
+            jacobians=self._jacobians(),
+        )
+
+    def _fresh_capture(self) -> _Capture:
+        """Forward/backward of the current parameters without an optimizer step."""
+        self.optimizer.zero_grad()
+        loss, coords, result = self._forward_backward(capture=True)
+        capture = self._gather(float(loss.detach()), coords, result)
+        self.optimizer.zero_grad()  # leave no gradients behind: this was not a step
+        self._attempts += 1
+        self._capture = capture
+        return capture
+
+    def _jacobians(self) -> torch.Tensor | None:
+        if self.model is None:
+            return None
+        # Points do not interact in these networks, so "auto" takes one backward pass per
+        # output coordinate (no torch.func start-up); it leaves the parameters' .grad alone.
+        return compute_jacobians(self.model, self.features, method="auto").jacobians.detach()
+
+
+def _point_sets(config: FitConfig, with_net: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Target and initial points (float64), with N and D taken from a file where one is given."""
+    if with_net and config.init != "random":
+        raise GradvizError(
+            "--init does not apply with --net (the network produces the coordinates); "
+            "leave --init at random or drop --net."
+        )
+    target = _load_if_file(config.target)
+    init = _load_if_file(config.init)
+    n, dim = config.n, config.dim
+    for points in (target, init):
+        if points is not None:
+            n, dim = points.shape
+            break
+    if target is None:
+        target = generate(config.target, n, dim, config.seed)
+    if with_net:
+        return target, None
+    if init is None:
+        init_seed = int(np.random.SeedSequence([config.seed, _INIT_STREAM]).generate_state(1)[0])
+        name = "gaussian" if config.init == "random" else config.init
+        init = generate(name, n, dim, init_seed)
+    if init.shape != target.shape:
+        raise GradvizError(
+            f"The initial points have shape {init.shape} but the target has {target.shape}; "
+            "use point sets with the same number of points and dimensions."
+        )
+    return target, init
+
+
+def _load_if_file(spec: str) -> np.ndarray | None:
+    return resolve_points(spec, 0, 0) if spec.startswith(FILE_PREFIX) else None
+
+
+def _exact_distance_matrix(
+    points: np.ndarray, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """(N, N) exact distances of float64 points, rounded once to ``dtype``, on ``device``.
+
+    Computed in float64 from coordinate differences (torch.cdist without the Gram-formula
+    shortcut), in row blocks so the float64 intermediate stays small.
+    """
+    compute = device if device.type != "mps" else torch.device("cpu")  # MPS has no float64
+    x = torch.as_tensor(points, dtype=torch.float64).to(compute)
+    n = x.shape[0]
+    out = torch.empty((n, n), dtype=dtype, device=device)
+    block = 1024
+    for start in range(0, n, block):
+        rows = torch.cdist(x[start : start + block], x, compute_mode=_EXACT)
+        out[start : start + block] = rows.to(device=device, dtype=dtype)
+    return out
+
+
+def _make_optimizer(name: str, params: list[torch.nn.Parameter], lr: float):
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    return torch.optim.SGD(params, lr=lr)
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A numpy copy on the host (``Tensor.numpy()`` alone would share the tensor's memory)."""
+    return t.detach().to(device="cpu", copy=True).numpy()
+
+
+def _f32(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(device="cpu", dtype=torch.float32, copy=True).numpy()

@@ -1,0 +1,42 @@
+"""The benchmark harness: interleaving, thread count, ratios and tables (fast, default run)."""
+
+import torch
+
+from gradviz.bench.harness import Timing, format_table, median_ratio, time_interleaved
+
+
+def test_cases_are_timed_round_robin_after_their_warm_up():
+    order = []
+    cases = {name: (lambda name=name: order.append(name)) for name in "ABC"}
+    timings = time_interleaved(cases, repeats=3, warmup=2, min_seconds=0, max_calls=1)
+    warm_up = ["A", "A", "B", "B", "C", "C"]
+    assert order == warm_up + ["A", "B", "C"] * 3
+    assert [t.calls for t in timings.values()] == [1, 1, 1]
+    assert all(len(t.seconds) == 3 for t in timings.values())
+
+
+def test_measurement_runs_on_one_thread_and_restores_the_thread_count():
+    before = torch.get_num_threads()
+    seen = []
+    time_interleaved(
+        {"a": lambda: seen.append(torch.get_num_threads())}, repeats=2, min_seconds=0, max_calls=1
+    )
+    assert set(seen) == {1}
+    assert torch.get_num_threads() == before
+
+
+def test_median_ratio_compares_repeats_that_ran_side_by_side():
+    fast = Timing("fast", 1, (1.0, 2.0, 1.0))
+    slow = Timing("slow", 1, (4.0, 8.0, 40.0))  # the last repeat was disturbed
+    assert median_ratio(fast, slow) == 4.0
+    assert fast.median == 1.0 and fast.per_second == 1.0
+
+
+def test_table_aligns_names_left_and_figures_right():
+    lines = format_table(["method", "N=10"], [["safe", 1234.5], ["masked", 7.0]])
+    assert lines == [
+        "method   N=10",
+        "------  -----",
+        "safe    1,234",
+        "masked   7.00",
+    ]
