@@ -140,12 +140,8 @@ class ScreenshotDirector(QObject):
 
     @Slot()
     def _capture(self) -> None:
-        self.controller.pause()
-        QTimer.singleShot(300, self._save)  # let the last frame arrive and paint
-
-    @Slot()
-    def _save(self) -> None:
-        image = self.controller.window.grab()
+        image = self.controller.window.grab()  # the live window, run still going
+        self.controller.stop()
         if image.save(self.path):
             print(f"saved {self.path} ({image.width()}x{image.height()})")
             self.exit_code = 0

@@ -257,6 +257,7 @@ class FitController(QObject):
         worker.finished.connect(self._on_worker_finished)
         handle = WorkerHandle(worker)
         self.handle = handle
+        self._gui_cpu_mark = time.thread_time()
         self._handles[self.generation] = handle
         handle.start()
         self._set_state("paused" if paused else "running")
@@ -325,8 +326,8 @@ class FitController(QObject):
     def _on_torch_ready(self, devices: list[tuple[str, str]]) -> None:
         self.torch_ready = True
         self.form.set_devices(devices)
+        self.reset()  # step 0 of the experiment, paused: ready for Start
         self.torchReady.emit()
-        self.reset()
 
     @Slot(str, str)
     def _on_torch_failed(self, sentence: str, details: str) -> None:
@@ -490,6 +491,8 @@ class FitController(QObject):
 
     # ---- closing -----------------------------------------------------------------------------
     def _on_close_requested(self) -> bool:
+        if self._shut_down:
+            return True  # already stopped (e.g. --screenshot): nothing to ask
         started = self.last_snapshot is not None and self.last_snapshot.step > 0
         going = started and self.state in ("running", "paused")
         if going and not self.confirm("Quit gradviz?", "A run is going. Stop it and quit?"):

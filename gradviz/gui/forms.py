@@ -242,6 +242,10 @@ class SetupForm(QWidget):
             for group in self.root.children():
                 for child in group.children():
                     child.setDefault(child.value())
+                    child.setToDefault()  # marks the value unmodified (greys the arrow)
+                    for item in child.items:
+                        if hasattr(item, "updateDefaultBtn"):
+                            item.updateDefaultBtn()
         finally:
             self._updating = False
         self._validate()

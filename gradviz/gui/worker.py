@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 #: A frame waits at least this many times as long as the GUI took to draw the last one.
 GUI_SHARE_FACTOR = 4.0
 
+#: However slow the GUI, a running fit shows at least one frame a second.
+MAX_FRAME_INTERVAL_S = 1.0
+
 #: How long a paused loop sleeps between looks at its flags (seconds).
 _IDLE_WAIT_S = 0.05
 
@@ -133,7 +136,7 @@ class FitWorker(QObject):
         takes at most about 1/factor of the time and the run keeps the rest (the GIL is
         shared: every millisecond the GUI spends in Python is one the run waits).
         """
-        self._gui_interval = gui_seconds * GUI_SHARE_FACTOR
+        self._gui_interval = min(gui_seconds * GUI_SHARE_FACTOR, MAX_FRAME_INTERVAL_S)
         self._frame_drawn.set()
 
     # ---- the loop (worker thread) --------------------------------------------------------
@@ -153,9 +156,13 @@ class FitWorker(QObject):
         self._emit(run)
         last_frame = time.perf_counter()
         seen_nonfinite = run.first_nonfinite_grad_step is not None
+        shown_step = run.completed_steps
         while not self._stop.is_set() and not _is_done(run):
             single = self._take_step_request()
             if not single and not self._running.is_set():
+                if shown_step != run.completed_steps:
+                    self._emit(run, measured=False)  # just paused: show where the run stands
+                    shown_step = run.completed_steps
                 self._meter.restart(run.completed_steps)
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
@@ -173,12 +180,14 @@ class FitWorker(QObject):
             seen_nonfinite = seen_nonfinite or first_nan
             if capture or first_nan:  # the first NaN is always shown: the GUI pins it
                 self._emit(run)
+                shown_step = run.completed_steps
                 last_frame = time.perf_counter()
         self._emit(run)
 
-    def _emit(self, run: Any) -> None:
+    def _emit(self, run: Any, measured: bool = True) -> None:
+        """Send a snapshot with the steps/s of the last stretch of running (NaN: unknown)."""
         self._frame_drawn.clear()
-        rate = self._meter.rate(run.completed_steps)
+        rate = self._meter.rate(run.completed_steps) if measured else float("nan")
         self.snapshotReady.emit(run.snapshot(self.generation), rate)
 
     def _take_step_request(self) -> bool:

@@ -10,7 +10,7 @@ import sys
 import threading
 
 import pytest
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from gradviz.gui.views.fit_views import FitViews
@@ -57,8 +57,13 @@ class _Screen(QObject):
     @Slot(object, float)
     def on_frame(self, snapshot, _index: float) -> None:
         self.views.show_snapshot(snapshot)
-        self.window.repaint()  # paint now: every frame goes through the paint overrides
         self.frames += 1
+        # Release the next frame only after the event loop has painted this one, as the app
+        # does: every frame goes through the views' paint overrides.
+        QTimer.singleShot(0, self.release)
+
+    @Slot()
+    def release(self) -> None:
         self.emitter.drawn.set()
 
     @Slot()
@@ -72,7 +77,7 @@ def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtb
     grid = QGridLayout(window)
     for k, widget in enumerate(views.widgets.values()):
         grid.addWidget(widget, k // 4, k % 4)
-    window.resize(900, 500)
+    window.resize(720, 420)
     qtbot.addWidget(window)
     window.show()
     # The matrices, gradients and health codes change every frame; the loss history and the
