@@ -215,3 +215,20 @@ def test_settings_are_remembered_in_the_isolated_settings_file(qtbot, make_lab, 
     again = make_lab(None)
     assert again.form.config().method == "clamp"
     assert again.form.config().lr == pytest.approx(0.123)
+
+
+def test_an_exception_escaping_a_slot_becomes_a_dialog_not_a_crash(qtbot, make_lab):
+    from gradviz.gui.app import ExceptionHook
+
+    lab = make_lab(small("safe"))
+    hook = ExceptionHook(lab)
+    try:
+        raise ValueError("a bug in a slot")
+    except ValueError as exc:
+        hook._on_exception(type(exc), exc, exc.__traceback__)
+    assert lab.error_dialog.isVisible()
+    assert "ValueError: a bug in a slot" in lab.error_dialog.sentence
+    assert "Traceback" in lab.error_dialog.details
+    lab.error_dialog.close()
+    lab.step_once()  # still usable
+    _run_until(qtbot, lab, lambda s: s.step == 1)
