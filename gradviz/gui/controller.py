@@ -253,6 +253,7 @@ class FitController(QObject):
             run_factory=self.run_factory,
         )
         worker.snapshotReady.connect(self._on_snapshot)
+        worker.firstNanPinned.connect(self._on_first_nan_pinned)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
         handle = WorkerHandle(worker)
@@ -301,6 +302,16 @@ class FitController(QObject):
             if handle is not None:
                 handle.worker.frame_drawn(gui_seconds)
         self._unacknowledged.clear()
+
+    @Slot(object)
+    def _on_first_nan_pinned(self, snapshot: Snapshot) -> None:
+        """The exact first-NaN snapshot (replayed): it replaces the approximate pin."""
+        if snapshot.generation != self.generation:
+            return
+        self.pinned_nan = snapshot
+        if self.viewing_pinned:
+            self.views.show_snapshot(snapshot)
+        self._update_actions()
 
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:

@@ -12,6 +12,7 @@ sentence, so the GUI always learns about it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -69,6 +70,7 @@ class FitWorker(QObject):
     """
 
     snapshotReady = Signal(object, float)  # Snapshot, wall-clock steps/s of this worker
+    firstNanPinned = Signal(object)  # Snapshot of the exact first non-finite step
     failed = Signal(str, str)  # plain sentence, details (traceback)
     finished = Signal(int)  # generation
 
@@ -182,7 +184,20 @@ class FitWorker(QObject):
                 self._emit(run)
                 shown_step = run.completed_steps
                 last_frame = time.perf_counter()
+            if first_nan and not capture:
+                self._pin_exact_first_nan()
         self._emit(run)
+
+    def _pin_exact_first_nan(self) -> None:
+        """The first NaN came in a step that was not captured, so the snapshot just sent
+        shows the state after that step's update. Replay the (seeded) run to that step,
+        stopping on NaN, and send the exact snapshot of its gradients to be pinned."""
+        from gradviz.core.anomaly import replay_to_first_nonfinite
+
+        pinned = replay_to_first_nonfinite(self.config, should_stop=self._stop.is_set)
+        if pinned is not None:
+            snapshot = dataclasses.replace(pinned.snapshot, generation=self.generation)
+            self.firstNanPinned.emit(snapshot)
 
     def _emit(self, run: Any, measured: bool = True) -> None:
         """Send a snapshot with the steps/s of the last stretch of running (NaN: unknown)."""

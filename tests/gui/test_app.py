@@ -232,3 +232,28 @@ def test_an_exception_escaping_a_slot_becomes_a_dialog_not_a_crash(qtbot, make_l
     lab.error_dialog.close()
     lab.step_once()  # still usable
     _run_until(qtbot, lab, lambda s: s.step == 1)
+
+
+def test_a_first_nan_between_frames_is_pinned_exactly_by_replay(qtbot, make_lab):
+    # SGD with a huge learning rate overflows to a non-finite gradient after some steps; at
+    # half a frame a second that step is not captured, so the worker replays the run to pin
+    # it exactly (the snapshot of its gradients, before its update spoiled the coordinates).
+    from gradviz.core.fit import DistanceFitRun
+
+    lab = make_lab(small("masked", optimizer="sgd", lr=100.0))
+    lab.form.param("frame_rate").setValue(0.5)
+    reference = DistanceFitRun(lab.form.config().with_changes(stop_on_nan=True))
+    while not reference.done:
+        reference.step()
+    assert reference.stopped_on_nan and reference.completed_steps > 1
+    expected = reference.snapshot()
+    lab.start()
+    qtbot.waitUntil(
+        lambda: lab.pinned_nan is not None and lab.pinned_nan.step == expected.step,
+        timeout=RUN_TIMEOUT_MS,
+    )
+    pinned = lab.pinned_nan
+    assert pinned.generation == lab.generation
+    assert np.isfinite(pinned.coords).all()  # the state before the spoiling update
+    assert (pinned.entry_health == expected.entry_health).all()
+    assert (pinned.entry_health >= Health.NEG_INF).any()
