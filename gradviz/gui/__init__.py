@@ -1,1 +1,1 @@
-"""The desktop app (Qt). Shows Snapshots and sends commands; never runs autograd itself."""
+"""The desktop app (Qt). Nothing here is imported by gradviz.core."""
