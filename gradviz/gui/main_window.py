@@ -205,9 +205,10 @@ class MainWindow(QMainWindow):
         d = self.docks
         horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
         rest = max(self.width() - 340, 600)
-        for row in (TOP_ROW, BOTTOM_ROW):
+        for row, weights in ((TOP_ROW, (1, 1, 1)), (BOTTOM_ROW, (0.9, 1, 1.1))):
             docks = [d["setup"]] + [d[n] for n in row]
-            self.resizeDocks(docks, [330] + [rest // len(row)] * len(row), horizontal)
+            widths = [int(rest * w / sum(weights)) for w in weights]
+            self.resizeDocks(docks, [330, *widths], horizontal)
         self.resizeDocks([d[TOP_ROW[0]], d[BOTTOM_ROW[0]]], [480, 400], vertical)
         if "pair" in d:
             self.resizeDocks([d["setup"], d["pair"]], [560, 200], vertical)
