@@ -61,10 +61,7 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     app = QApplication.instance() or QApplication(argv or [sys.argv[0]])
     app.setApplicationName("gradviz")
     app.setOrganizationName("gradviz")
-    app.setStyle("Fusion")
-    import pyqtgraph as pg
-
-    pg.setConfigOptions(antialias=True)
+    app.setStyle("Fusion")  # the same look on every platform; the views set their own colours
     return app  # type: ignore[return-value]
 
 

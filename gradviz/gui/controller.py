@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal, Slot
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from gradviz.core.config import FitConfig
@@ -146,6 +147,7 @@ class FitController(QObject):
         a["open"].triggered.connect(self._on_open_triggered)
         a["save"].triggered.connect(self._on_save_triggered)
         a["quit"].triggered.connect(self.window.close)
+        a["copy_command"].triggered.connect(self.copy_command)
         a["reset_layout"].triggered.connect(self._on_reset_layout)
         a["about"].triggered.connect(self._on_about)
         self.window.recentChosen.connect(self.open_experiment)
@@ -424,6 +426,19 @@ class FitController(QObject):
             self.show_error(str(exc), "")
             return
         self.window.set_recent_files(settings_store.add_recent_file(self.settings, path))
+
+    @Slot()
+    def copy_command(self) -> None:
+        """Put the ``gradviz fit`` line that repeats the form's setup on the clipboard."""
+        from gradviz.core.reproduce import fit_command_line
+
+        try:
+            line = fit_command_line(self.form.config())
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return
+        QGuiApplication.clipboard().setText(line)
+        self.window.statusBar().showMessage(f"Copied: {line}", 8000)
 
     def _on_reset_layout(self) -> None:
         self.window.restoreState(self.window.default_state)

@@ -82,6 +82,10 @@ class MainWindow(QMainWindow):
         self._action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
         self._action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
         self._action("quit", "&Quit", "Ctrl+Q")
+        self._action(
+            "copy_command", "&Copy as command", "Ctrl+Shift+C",
+            "Copy the gradviz fit command line that repeats this setup headless",
+        )  # fmt: skip
         for name, text, key, tip in _RUN_ACTIONS:
             self._action(name, text, key, tip)
         self.actions["pause"].setCheckable(True)
@@ -105,6 +109,8 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.actions["save"])
         file_menu.addSeparator()
         file_menu.addAction(self.actions["quit"])
+        edit_menu = bar.addMenu("&Edit")
+        edit_menu.addAction(self.actions["copy_command"])
         run_menu = bar.addMenu("&Run")
         for name, *_ in _RUN_ACTIONS:
             run_menu.addAction(self.actions[name])

@@ -28,7 +28,7 @@ from gradviz.core.errors import GradvizError
 log = logging.getLogger(__name__)
 
 #: A frame waits at least this many times as long as the GUI took to draw the last one.
-GUI_SHARE_FACTOR = 4.0
+GUI_SHARE_FACTOR = 6.0
 
 #: However slow the GUI, a running fit shows at least one frame a second.
 MAX_FRAME_INTERVAL_S = 1.0

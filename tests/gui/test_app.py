@@ -257,3 +257,13 @@ def test_a_first_nan_between_frames_is_pinned_exactly_by_replay(qtbot, make_lab)
     assert np.isfinite(pinned.coords).all()  # the state before the spoiling update
     assert (pinned.entry_health == expected.entry_health).all()
     assert (pinned.entry_health >= Health.NEG_INF).any()
+
+
+def test_copy_as_command_puts_the_matching_fit_line_on_the_clipboard(make_lab):
+    from PySide6.QtGui import QGuiApplication
+
+    lab = make_lab(small("naive", n=30))
+    lab.window.actions["copy_command"].trigger()
+    line = QGuiApplication.clipboard().text()
+    assert line.startswith("gradviz fit ")
+    assert "--method naive" in line and "--n 30" in line and "--target helix" in line
