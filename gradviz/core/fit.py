@@ -300,14 +300,12 @@ class DistanceFitRun:
 
     def _loss_and_finite_grads(self, loss: torch.Tensor) -> tuple[float, bool]:
         """The loss value and whether every gradient is finite: the one host read of a step."""
-        grads = [p.grad for p in self._params if p.grad is not None]
+        ok = diagnostics.all_finite([p.grad for p in self._params], self.device)
         if self.device.type == "cpu":
-            # Already in host memory: numpy reads it in place, a few microseconds that the
-            # half-dozen small torch ops of the device path would multiply at small N.
-            finite = all(bool(np.isfinite(g.numpy()).all()) for g in grads)
-            return loss.item(), finite
+            # Host memory: two plain reads cost nothing, where stacking them into one
+            # transfer adds a few small torch ops (about 3% of a step at N = 10).
+            return loss.item(), bool(ok)
         # On an accelerator both values come back in one transfer (one sync).
-        ok = diagnostics.all_finite(grads, self.device)
         loss_value, ok_value = torch.stack([loss.detach(), ok.to(loss.dtype)]).tolist()
         return loss_value, ok_value == 1.0
 
