@@ -33,24 +33,36 @@ def run(args) -> int:
 
     from gradviz.core import jacobians
     from gradviz.core.devices import resolve_device
-    from gradviz.core.networks import load_network
+    from gradviz.core.modelio import load_model
 
     device = resolve_device(args.device)
     dtype = getattr(torch, args.dtype)
     if spec_or_none is not None:
         spec, model = spec_or_none, spec_or_none.build(seed=args.seed, dtype=dtype)
+        in_dim, label, parameters = spec.in_dim, str(spec), spec.parameter_count
     else:
-        spec, model = load_network(source)
-        model = model.to(dtype)
+        # Every runnable format; TorchScript and .pt2 only with --trust.
+        loaded = load_model(
+            source, trust=args.trust, activation=args.activation, in_dim=args.in_dim
+        )
+        spec, model = loaded.spec, loaded.module.to(dtype)
+        in_dim = loaded.info.in_dim or (points.shape[1] if points is not None else None)
+        label = str(spec) if spec is not None else f"{loaded.info.format} program {source}"
+        parameters = loaded.info.parameters
+        if in_dim is None:
+            raise GradvizError(
+                f"{source} does not declare its input width; give it with --in-dim N or "
+                "give the inputs with --inputs file:PATH."
+            )
     model = model.to(device)
 
     if points is None:
         generator = torch.Generator().manual_seed(args.seed)
-        inputs = torch.randn(args.batch, spec.in_dim, generator=generator, dtype=dtype)
+        inputs = torch.randn(args.batch, in_dim, generator=generator, dtype=dtype)
     else:
-        if points.shape[1] != spec.in_dim:
+        if points.shape[1] != in_dim:
             raise GradvizError(
-                f"The inputs have {points.shape[1]} columns but the model takes {spec.in_dim} "
+                f"The inputs have {points.shape[1]} columns but the model takes {in_dim} "
                 "inputs; give one row per sample with one column per model input."
             )
         inputs = torch.from_numpy(points).to(dtype)
@@ -82,7 +94,7 @@ def run(args) -> int:
     if args.out:
         _save_npy(args.out, jac.detach().cpu().numpy().astype(np.float32))
 
-    print(f"network: {spec}  ({spec.parameter_count:,} parameters, {args.dtype}, {device})")
+    print(f"network: {label}  ({parameters:,} parameters, {args.dtype}, {device})")
     print(f"J: ({batch}, {m}, {n}) by {result.method} in {seconds * 1e3:.2f} ms: {result.reason}")
     print(f"constant across this batch: {'yes' if stats.constant_across_batch else 'no'}")
     if args.full:

@@ -1,0 +1,146 @@
+"""Rebuild a chain of Linear layers and activations (a NetworkSpec) from named tensors.
+
+A chain is what gradviz runs without trust: it knows exactly what such a network computes
+once the weights, the layer order and the activations are known. Weights alone do not say
+which activation sat between the layers; callers pass it and say so in the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio.tensors import group_by_prefix, natural_key
+from gradviz.core.networks import Activation, Linear, NetworkSpec
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class LinearWeights:
+    """One Linear layer as found in a file: ``weight`` (out, in), ``bias`` (out,) or None."""
+
+    name: str
+    weight: Any
+    bias: Any = None
+
+
+# An item of a chain: a Linear layer's weights or an activation name.
+ChainItem = LinearWeights | str
+
+
+class NotAChain(Exception):
+    """The tensors are not a chain of Linear layers; the message is one sentence."""
+
+
+def linear_items(tensors: Mapping[str, Any], *, natural_order: bool) -> list[LinearWeights]:
+    """The Linear layers in ``tensors`` (``<prefix>.weight`` (out, in), optional
+    ``<prefix>.bias`` (out,)), in file order or, with ``natural_order``, sorted by name.
+
+    NotAChain if any group of tensors is something else; GradvizError if a layer is broken
+    (a bias without a weight, a bias whose length does not match the weight)."""
+    groups = group_by_prefix(tensors)
+    if not groups:
+        raise NotAChain("The file holds no tensors.")
+    names = sorted(groups, key=natural_key) if natural_order else list(groups)
+    for prefix in names:  # first: is this a chain at all?
+        _check_linear_shaped(prefix, groups[prefix])
+    return [_linear(prefix, groups[prefix]) for prefix in names]
+
+
+def spec_from_items(items: list[ChainItem]) -> tuple[NetworkSpec, list[LinearWeights]]:
+    """The NetworkSpec of a chain and its Linear weights in order.
+
+    GradvizError naming the tensors where consecutive widths do not match."""
+    layers: list[Linear | Activation] = []
+    linears: list[LinearWeights] = []
+    for item in items:
+        if isinstance(item, str):
+            if item != "identity":
+                layers.append(Activation(item))
+            continue
+        out_width, in_width = (int(s) for s in item.weight.shape)
+        if linears:
+            prev = linears[-1]
+            if int(prev.weight.shape[0]) != in_width:
+                raise GradvizError(
+                    f"Shapes do not chain: {_key(prev.name, 'weight')} "
+                    f"{tuple(prev.weight.shape)} gives width {int(prev.weight.shape[0])} but "
+                    f"{_key(item.name, 'weight')} {tuple(item.weight.shape)} expects width "
+                    f"{in_width}."
+                )
+        layers.append(Linear(in_width, out_width, item.bias is not None))
+        linears.append(item)
+    return NetworkSpec(tuple(layers)), linears
+
+
+def with_activation(linears: list[LinearWeights], activation: str) -> list[ChainItem]:
+    """Linear layers with ``activation`` between consecutive ones (not after the last)."""
+    items: list[ChainItem] = []
+    for k, item in enumerate(linears):
+        if k > 0:
+            items.append(activation)
+        items.append(item)
+    return items
+
+
+def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
+    """``spec.build()`` with the file's weights loaded strictly (every key, every shape).
+
+    Float16/bfloat16 weights become float32 (autograd on CPU in half precision is not what
+    a user inspecting gradients wants); float32 and float64 stay as they are."""
+    import torch
+
+    dtype = linears[0].weight.dtype
+    if dtype not in (torch.float32, torch.float64):
+        dtype = torch.float32
+    module = spec.build(seed=0, dtype=dtype)
+    state = {}
+    positions = [k for k, layer in enumerate(spec.layers) if isinstance(layer, Linear)]
+    for position, item in zip(positions, linears):
+        state[f"{position}.weight"] = item.weight.to(dtype)
+        if item.bias is not None:
+            state[f"{position}.bias"] = item.bias.to(dtype)
+    module.load_state_dict(state, strict=True)
+    return module.eval()
+
+
+def _check_linear_shaped(prefix: str, group: dict[str, Any]) -> None:
+    weight = group.get("weight")
+    extra = sorted(set(group) - {"weight", "bias"})
+    if extra or (weight is not None and weight.dim() != 2):
+        what = ", ".join(_key(prefix, leaf) for leaf in (extra or ["weight"]))
+        raise NotAChain(
+            f"gradviz rebuilds only chains of Linear layers and activations, and "
+            f"{prefix or 'the top level'} ({what}) is not a Linear layer; such a model runs "
+            "only as trusted TorchScript or .pt2."
+        )
+
+
+def _linear(prefix: str, group: dict[str, Any]) -> LinearWeights:
+    weight, bias = group.get("weight"), group.get("bias")
+    if weight is None:
+        raise GradvizError(
+            f"{_key(prefix, 'bias')} has no matching {_key(prefix, 'weight')}; "
+            "the file is missing that weight."
+        )
+    for leaf, tensor in (("weight", weight), ("bias", bias)):
+        if tensor is not None and str(tensor.dtype).removeprefix("torch.") not in FLOAT_DTYPES:
+            raise GradvizError(
+                f"{_key(prefix, leaf)} is {tensor.dtype}; gradviz needs floating-point weights."
+            )
+    if bias is not None and (bias.dim() != 1 or int(bias.shape[0]) != int(weight.shape[0])):
+        raise GradvizError(
+            f"{_key(prefix, 'bias')} has shape {tuple(bias.shape)} but "
+            f"{_key(prefix, 'weight')} {tuple(weight.shape)} needs a bias of shape "
+            f"({int(weight.shape[0])},)."
+        )
+    if 0 in weight.shape:
+        raise GradvizError(f"{_key(prefix, 'weight')} has an empty shape {tuple(weight.shape)}.")
+    return LinearWeights(prefix, weight, bias)
+
+
+def _key(prefix: str, leaf: str) -> str:
+    return f"{prefix}.{leaf}" if prefix else leaf

@@ -1,0 +1,112 @@
+"""What gradviz learned about a model file, and a model ready to run.
+
+``ModelInfo`` is plain data (no torch objects) so the CLI can print it as JSON and the desktop
+app can show it on the GUI thread. ``LoadedModel`` adds the live module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from gradviz.core.networks import NetworkSpec
+
+# Format names, as reported in ``ModelInfo.format`` and in ``gradviz inspect --json``.
+GRADVIZ = "gradviz"  # safetensors with the NetworkSpec JSON under ``gradviz.spec``
+SAFETENSORS = "safetensors"  # safetensors without gradviz metadata
+STATE_DICT = "state_dict"  # torch.save of a dict of tensors (possibly nested in a checkpoint)
+PICKLED_MODULE = "pickled_module"  # torch.save(model): a whole module, read without its code
+TORCHSCRIPT = "torchscript"  # torch.jit.save
+EXPORTED_PROGRAM = "pt2"  # torch.export.save
+FORMATS = (GRADVIZ, SAFETENSORS, STATE_DICT, PICKLED_MODULE, TORCHSCRIPT, EXPORTED_PROGRAM)
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """One layer (or group of tensors sharing a name prefix) as the file describes it.
+
+    ``kind`` is the class name where the file names one (``Linear``, ``Conv2d``), else a
+    guess from the tensor names (``linear`` for a 2-D weight with an optional bias) or
+    ``tensors``. ``shapes`` maps each tensor's own name (``weight``, ``bias``) to its shape.
+    """
+
+    name: str
+    kind: str
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def parameters(self) -> int:
+        total = 0
+        for shape in self.shapes.values():
+            count = 1
+            for size in shape:
+                count *= size
+            total += count
+        return total
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A description of a model file, made without running anything from it.
+
+    ``runnable``: gradviz can build a module from it (after trust, where ``needs_trust``).
+    ``classes``: classes and functions the file names (fully qualified), none of them imported.
+    ``in_dim`` / ``out_dim``: input and output widths, None where the file does not say.
+    ``nonfinite_weights``: names of tensors holding NaN or Inf (the model still loads).
+    ``assumptions``: sentences stating what gradviz assumed to rebuild the model.
+    ``not_runnable_reason``: one sentence when ``runnable`` is false, else None.
+    """
+
+    path: str
+    format: str
+    size_bytes: int
+    runnable: bool
+    needs_trust: bool
+    classes: tuple[str, ...] = ()
+    layers: tuple[LayerInfo, ...] = ()
+    in_dim: int | None = None
+    out_dim: int | None = None
+    nonfinite_weights: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    not_runnable_reason: str | None = None
+    spec: str | None = None  # the rebuilt NetworkSpec (text or JSON form), where there is one
+
+    @property
+    def parameters(self) -> int:
+        """Number of values in the layers' tensors (parameters and buffers)."""
+        return sum(layer.parameters for layer in self.layers)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the fields above plus ``parameters``; each layer is
+        ``{"name", "type", "shapes"}`` with shapes as lists."""
+        data = asdict(self)
+        data["classes"] = list(self.classes)
+        data["layers"] = [
+            {
+                "name": layer.name,
+                "type": layer.kind,
+                "shapes": {k: list(v) for k, v in layer.shapes.items()},
+            }
+            for layer in self.layers
+        ]
+        data["nonfinite_weights"] = list(self.nonfinite_weights)
+        data["assumptions"] = list(self.assumptions)
+        data["parameters"] = self.parameters
+        return data
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready to run on the CPU in eval mode, mapping (B, n) inputs to (B, m) outputs.
+
+    Where gradviz rebuilt the network from weights, ``module`` is the ``nn.Sequential`` of
+    ``spec.build()`` with the file's weights (no code from the file). Trusted TorchScript and
+    .pt2 programs run as they are, wrapped so that a wrong input width, an error inside the
+    program or an output that is not a tensor becomes GradvizError; ``spec`` is None."""
+
+    module: torch.nn.Module
+    info: ModelInfo
+    spec: NetworkSpec | None = None

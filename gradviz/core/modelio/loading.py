@@ -1,0 +1,146 @@
+"""The two entry points: ``inspect_model`` (describe a file, run nothing) and ``load_model``
+(a module ready to run). The CLI and the desktop app use exactly these."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import replace
+
+from gradviz.core.config import ACTIVATIONS
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio import sniff
+from gradviz.core.modelio.info import LoadedModel, ModelInfo
+from gradviz.core.modelio.readers import Opened
+
+
+def inspect_model(
+    path: str | os.PathLike,
+    *,
+    trust: bool = False,
+    activation: str | None = None,
+    max_bytes: int = sniff.MAX_MODEL_BYTES,
+) -> ModelInfo:
+    """Describe the model file at ``path`` without running anything from it.
+
+    TorchScript and .pt2 programs are loaded (to list their layers) only with ``trust``;
+    untrusted, they are described with ``needs_trust=True``. ``activation`` is the one to
+    assume where the file holds weights only (default ``identity``). Raises GradvizError for
+    anything that is not a readable model file."""
+    return _open(path, trust=trust, activation=activation, max_bytes=max_bytes).info
+
+
+def load_model(
+    path: str | os.PathLike,
+    *,
+    trust: bool = False,
+    activation: str | None = None,
+    in_dim: int | None = None,
+    max_bytes: int = sniff.MAX_MODEL_BYTES,
+) -> LoadedModel:
+    """The model at ``path`` as a module on the CPU in eval mode, mapping (B, n) inputs to
+    (B, m) outputs (see LoadedModel for what ``module`` is for each format).
+
+    ``trust`` must be true for TorchScript and .pt2 programs (they can run code from the
+    file). ``in_dim`` is the input width where the file does not declare one (TorchScript);
+    where it does, a different ``in_dim`` is an error. A program whose input width is known
+    is run once on a batch of zeros, to check its output and learn ``out_dim``. Raises
+    GradvizError for anything that cannot be loaded, with one sentence saying why."""
+    opened = _open(path, trust=trust, activation=activation, max_bytes=max_bytes)
+    info = opened.info
+    if info.needs_trust and not trust:
+        from gradviz.core.modelio.programs import refusal
+
+        raise GradvizError(refusal(info))
+    if not info.runnable or opened.build is None:
+        raise GradvizError(info.not_runnable_reason or f"{info.path} cannot be run.")
+    return _ready(opened, in_dim)
+
+
+def _ready(opened: Opened, in_dim: int | None) -> LoadedModel:
+    info = opened.info
+    if in_dim is not None and in_dim < 1:
+        raise GradvizError(f"The input width must be at least 1, not {in_dim}.")
+    if in_dim is not None and info.in_dim is not None and in_dim != info.in_dim:
+        raise GradvizError(f"{info.path} takes inputs of width {info.in_dim}, not {in_dim}.")
+    if opened.spec is not None:
+        # gradviz built this nn.Sequential itself from the spec: it runs no code from the
+        # file, and the Jacobian engine recognises it as per-sample by construction.
+        return LoadedModel(module=opened.build(), info=info, spec=opened.spec)
+    return _ready_program(opened, in_dim)
+
+
+def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
+    """A trusted program, wrapped so that its failures become GradvizError, and run once
+    on zeros where its input width is known."""
+    from gradviz.core.modelio.guard import CheckedModel, probe_output_width
+
+    info = opened.info
+    width = info.in_dim if info.in_dim is not None else in_dim
+    inner = opened.build()
+    _eval_mode(inner)
+    model = CheckedModel(inner, width, os.path.basename(info.path))
+    if width is not None:
+        out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
+        notes = info.assumptions
+        if info.in_dim is None:
+            notes += (
+                f"The input width {width} was given by you (--in-dim); the file does "
+                "not declare it.",
+            )
+        info = replace(info, in_dim=width, out_dim=out_dim, assumptions=notes)
+    return LoadedModel(module=model, info=info)
+
+
+def _eval_mode(module) -> None:
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        return
+    # torch.export's modules may refuse eval(); they run in the mode they were exported in.
+    with contextlib.suppress(NotImplementedError):
+        module.eval()
+
+
+def _float_dtype(module):
+    import torch
+
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.float32
+
+
+def _open(
+    path: str | os.PathLike, *, trust: bool, activation: str | None, max_bytes: int
+) -> Opened:
+    if activation is not None and activation not in ACTIVATIONS:
+        raise GradvizError(
+            f"Unknown activation {activation!r}; choose one of: {', '.join(ACTIVATIONS)}."
+        )
+    name = os.fspath(path)
+    data = sniff.read_model_bytes(name, max_bytes)
+    kind = sniff.detect_format(data, name)
+    base = ModelInfo(
+        path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=False
+    )
+    return _read(kind, data, base, trust=trust, activation=activation)
+
+
+def _read(
+    kind: str, data: bytes, base: ModelInfo, *, trust: bool, activation: str | None
+) -> Opened:
+    from gradviz.core.modelio import programs, readers
+
+    if kind == sniff.NUMPY:
+        raise GradvizError(
+            f"{base.path} is a NumPy array file, not a model (it can be used as inputs: "
+            "--inputs file:PATH)."
+        )
+    if kind in (sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM):
+        program_format = fmt.TORCHSCRIPT if kind == sniff.TORCHSCRIPT else fmt.EXPORTED_PROGRAM
+        return programs.open_program(data, replace(base, format=program_format), trust=trust)
+    if kind == sniff.SAFETENSORS:
+        return readers.open_safetensors(data, base, activation)
+    return readers.open_torch_file(data, base, activation, zip_format=kind == sniff.TORCH_ZIP)

@@ -1,0 +1,180 @@
+"""TorchScript (``torch.jit.save``) and torch.export (``.pt2``) programs.
+
+Loading either can run code stored in the file (torch's documentation says so for both; a
+``.pt2`` may carry pickled weights), so gradviz opens them only with explicit trust. Once
+trusted they run as they are, whatever their architecture.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import warnings
+import zipfile
+from dataclasses import replace
+from typing import Any
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio.info import LayerInfo, ModelInfo
+from gradviz.core.modelio.readers import Opened
+from gradviz.core.modelio.tensors import (
+    check_dense,
+    layers_from_shapes,
+    layers_from_tensors,
+    nonfinite_names,
+)
+
+_CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
+KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
+
+
+def refusal(info: ModelInfo) -> str:
+    """Why an untrusted program is not opened, naming --trust."""
+    return (
+        f"{info.path} is a {KIND_NAMES[info.format]} program, and loading one can run code "
+        "stored in the file; open it only if you trust where it came from, with --trust "
+        "(trust=True)."
+    )
+
+
+def open_program(data: bytes, base: ModelInfo, *, trust: bool) -> Opened:
+    """Untrusted: a description that says trust is needed. Trusted: the loaded program."""
+    base = replace(base, runnable=True, needs_trust=True)
+    if not trust:
+        if base.format == fmt.EXPORTED_PROGRAM:
+            base = replace(base, layers=_exported_layers_from_config(data))
+        else:
+            base = replace(base, classes=_torchscript_classes_from_code(data))
+        return Opened(base)
+    if base.format == fmt.TORCHSCRIPT:
+        return _open_torchscript(data, base)
+    return _open_exported(data, base)
+
+
+def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:
+    import torch
+
+    try:
+        with torch.sparse.check_sparse_tensor_invariants(), warnings.catch_warnings():
+            # The file is TorchScript whatever torch thinks of the format's future; the user
+            # cannot act on the deprecation notice, so it is not passed on.
+            warnings.filterwarnings(
+                "ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning
+            )
+            module = torch.jit.load(io.BytesIO(data), map_location="cpu")
+    except Exception as exc:
+        raise GradvizError(f"{base.path} is a damaged TorchScript file ({_line(exc)}).") from None
+    tensors = _named_tensors(module)
+    check_dense(tensors, base.path)
+    layers = []
+    classes = set()
+    for name, sub in module.named_modules():
+        kind = getattr(sub, "original_name", type(sub).__name__)
+        classes.add(kind)
+        own = {
+            k: tuple(t.shape)
+            for k, t in list(sub.named_parameters(recurse=False))
+            + list(sub.named_buffers(recurse=False))
+        }
+        if own:
+            layers.append(LayerInfo(name or "(top)", kind, own))
+    info = replace(
+        base,
+        classes=tuple(sorted(classes)),
+        layers=tuple(layers),
+        nonfinite_weights=nonfinite_names(tensors),
+    )
+    return Opened(info, build=lambda: module.eval())
+
+
+def _open_exported(data: bytes, base: ModelInfo) -> Opened:
+    import torch
+
+    try:
+        with torch.sparse.check_sparse_tensor_invariants():
+            program = torch.export.load(io.BytesIO(data))
+    except Exception as exc:
+        raise GradvizError(f"{base.path} is a damaged .pt2 program ({_line(exc)}).") from None
+    tensors = {k: v for k, v in program.state_dict.items() if isinstance(v, torch.Tensor)}
+    check_dense(tensors, base.path)
+    nodes = {node.name: node for node in program.graph.nodes}
+    batch, in_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_inputs])
+    _, out_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_outputs])
+    notes = base.assumptions
+    if batch is not None:
+        notes += (
+            f"The program was exported for batches of exactly {batch} inputs; other "
+            "batch sizes fail (export it with a dynamic batch dimension).",
+        )
+    info = replace(
+        base,
+        layers=layers_from_tensors(tensors),
+        in_dim=in_dim,
+        out_dim=out_dim,
+        nonfinite_weights=nonfinite_names(tensors),
+        assumptions=notes,
+    )
+    return Opened(info, build=program.module, probe_batch=batch or 2)
+
+
+def _declared_shape(nodes: list) -> tuple[int | None, int | None]:
+    """(batch, width) of a program's single (B, n) input or output, each None where the
+    program does not declare it as a fixed number."""
+    if len(nodes) != 1 or nodes[0] is None:
+        return None, None
+    shape = getattr(nodes[0].meta.get("val"), "shape", None)
+    if shape is None or len(shape) != 2:
+        return None, None
+    return _static(shape[0]), _static(shape[1])
+
+
+def _static(size: Any) -> int | None:
+    return size if isinstance(size, int) else None  # a SymInt is a dynamic dimension
+
+
+def _exported_layers_from_config(data: bytes) -> tuple[LayerInfo, ...]:
+    """Weight names and shapes from a .pt2's ``model_weights_config.json`` (plain JSON, safe
+    to read without trust); empty where the archive has none or it is not as expected."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entry = next(
+                n for n in archive.namelist() if n.endswith("weights/model_weights_config.json")
+            )
+            config = json.loads(archive.read(entry))["config"]
+        shapes = {
+            name: tuple(int(size["as_int"]) for size in item["tensor_meta"]["sizes"])
+            for name, item in config.items()
+        }
+    except Exception:  # a description is optional; the trusted load reports real damage
+        return ()
+    return layers_from_shapes(shapes)
+
+
+def _torchscript_classes_from_code(data: bytes) -> tuple[str, ...]:
+    """Class names declared in a TorchScript archive's ``code/`` files, read as text (never
+    compiled or run); empty where the archive is not as expected."""
+    names = set()
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for entry in archive.namelist():
+                _, _, inner = entry.partition("/code/")
+                if not inner.endswith(".py"):
+                    continue
+                # TorchScript renames repeated classes ___torch_mangle_N; one name is enough.
+                module = re.sub(r"\.___torch_mangle_\d+", "", inner[:-3].replace("/", "."))
+                text = archive.read(entry).decode("utf-8", errors="replace")
+                names.update(f"{module}.{name}" for name in _CLASS_LINE.findall(text))
+    except Exception:  # a description is optional; the trusted load reports real damage
+        return ()
+    return tuple(sorted(names))
+
+
+def _named_tensors(module: Any) -> dict[str, Any]:
+    return dict(list(module.named_parameters()) + list(module.named_buffers()))
+
+
+def _line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__).rstrip(".")[:300]

@@ -1,0 +1,221 @@
+"""Readers for the formats gradviz rebuilds without trust: torch.save files (state_dicts,
+checkpoints, whole pickled modules), safetensors and gradviz's own model file.
+
+Each reader returns an ``Opened``: the ModelInfo, and where the model is runnable a function
+that builds the module. Nothing from the file is run or imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio.chain import (
+    NotAChain,
+    build_chain,
+    linear_items,
+    spec_from_items,
+    with_activation,
+)
+from gradviz.core.modelio.info import ModelInfo
+from gradviz.core.modelio.safetensors_header import read_header
+from gradviz.core.modelio.standins import InertObject, read_torch_pickle
+from gradviz.core.modelio.tensors import check_dense, layers_from_tensors, nonfinite_names
+from gradviz.core.modelio.tree import is_module, read_tree
+from gradviz.core.networks import NetworkSpec
+
+CHECKPOINT_KEYS = ("state_dict", "model_state_dict", "model")
+ORDER_ASSUMED = "The forward order was assumed from the order of the submodules."
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A file read without running it: its description and, if runnable, a module builder."""
+
+    info: ModelInfo
+    build: Callable[[], Any] | None = None
+    spec: NetworkSpec | None = None
+    probe_batch: int = 2  # batch size of the check run (a .pt2 may accept only one)
+
+
+def open_torch_file(
+    data: bytes, base: ModelInfo, activation: str | None, *, zip_format: bool
+) -> Opened:
+    """A ``torch.save`` file: a state_dict, a checkpoint holding one, or a whole module."""
+    obj, classes = read_torch_pickle(data, base.path, zip_format=zip_format)
+    base = replace(base, classes=tuple(classes))
+    return _open_object(obj, base, activation, nested_in=None)
+
+
+def _open_object(
+    obj: Any, base: ModelInfo, activation: str | None, nested_in: str | None
+) -> Opened:
+    import torch
+
+    if is_module(obj):
+        return _open_module_tree(obj, base, activation, nested_in)
+    if (
+        isinstance(obj, Mapping)
+        and obj
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
+    ):
+        notes = (
+            [f"The weights were taken from the checkpoint's {nested_in!r} entry."]
+            if nested_in
+            else []
+        )
+        return open_tensors(
+            dict(obj),
+            replace(base, format=fmt.STATE_DICT),
+            activation,
+            natural_order=False,
+            notes=notes,
+        )
+    if nested_in is None and isinstance(obj, Mapping):
+        for key in CHECKPOINT_KEYS:
+            if key in obj:
+                return _open_object(obj[key], base, activation, nested_in=key)
+    raise GradvizError(
+        f"{base.path} holds {_describe(obj)}, not a state_dict or a module"
+        f"{' in its ' + repr(nested_in) + ' entry' if nested_in else ''}."
+    )
+
+
+def _open_module_tree(
+    root: Any, base: ModelInfo, activation: str | None, nested_in: str | None
+) -> Opened:
+    tree = read_tree(root)
+    check_dense(tree.tensors, base.path)
+    info = replace(
+        base,
+        format=fmt.PICKLED_MODULE,
+        layers=tuple(tree.layers),
+        nonfinite_weights=nonfinite_names(tree.tensors),
+    )
+    if tree.chain is None:
+        return Opened(replace(info, runnable=False, not_runnable_reason=tree.reason))
+    notes = (
+        [f"The module was taken from the checkpoint's {nested_in!r} entry."] if nested_in else []
+    )
+    items = tree.chain
+    if tree.order_assumed:
+        notes.append(ORDER_ASSUMED)
+        if not tree.has_activation_modules:
+            act = activation or "identity"
+            linears = [item for item in items if not isinstance(item, str)]
+            items = with_activation(linears, act)
+            if len(linears) > 1:
+                notes.append(
+                    _activation_sentence(
+                        act,
+                        "The file has no activation modules; "
+                        "a forward method may still apply functions the file does not "
+                        "record, so",
+                    )
+                )
+    return _chain_opened(items, info, notes)
+
+
+def open_tensors(
+    tensors: dict[str, Any],
+    base: ModelInfo,
+    activation: str | None,
+    *,
+    natural_order: bool,
+    notes: list[str],
+) -> Opened:
+    """Named tensors (a state_dict or safetensors file): a Linear chain where they are one."""
+    check_dense(tensors, base.path)
+    info = replace(
+        base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
+    )
+    try:
+        linears = linear_items(tensors, natural_order=natural_order)
+    except (NotAChain, GradvizError) as exc:  # not a chain, or a broken one: say which
+        return Opened(replace(info, runnable=False, not_runnable_reason=str(exc)))
+    notes = list(notes)
+    if len(linears) > 1:
+        notes.append(
+            "The layer order was taken from the tensor names (safetensors does not keep the "
+            "saved order)."
+            if natural_order
+            else "The layer order was taken from the order of the tensors in the file."
+        )
+        act = activation or "identity"
+        notes.append(_activation_sentence(act, "The file holds weights only, so"))
+    else:
+        act = "identity"
+    return _chain_opened(with_activation(linears, act), info, notes)
+
+
+def open_safetensors(data: bytes, base: ModelInfo, activation: str | None) -> Opened:
+    """safetensors: gradviz's model file when it carries ``gradviz.spec``, else named
+    tensors rebuilt as a chain where they are one."""
+    _, metadata = read_header(data, base.path)
+    if "gradviz.spec" in metadata:
+        return _open_gradviz(base)
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        tensors = load(data)
+    except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
+        raise GradvizError(f"{base.path} is not a valid safetensors file ({exc}).") from None
+    return open_tensors(
+        tensors, replace(base, format=fmt.SAFETENSORS), activation, natural_order=True, notes=[]
+    )
+
+
+def _open_gradviz(base: ModelInfo) -> Opened:
+    from gradviz.core.networks import load_network
+
+    spec, module = load_network(base.path)
+    tensors = dict(module.state_dict())
+    info = replace(
+        base,
+        format=fmt.GRADVIZ,
+        runnable=True,
+        layers=layers_from_tensors(tensors),
+        nonfinite_weights=nonfinite_names(tensors),
+        in_dim=spec.in_dim,
+        out_dim=spec.out_dim,
+        spec=str(spec),
+    )
+    return Opened(info, build=lambda: module.eval(), spec=spec)
+
+
+def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
+    try:
+        spec, linears = spec_from_items(items)
+    except GradvizError as exc:
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=str(exc), assumptions=tuple(notes))
+        )
+    info = replace(
+        info,
+        runnable=True,
+        in_dim=spec.in_dim,
+        out_dim=spec.out_dim,
+        spec=str(spec),
+        assumptions=tuple(notes),
+    )
+    return Opened(info, build=lambda: build_chain(spec, linears), spec=spec)
+
+
+def _activation_sentence(activation: str, lead: str) -> str:
+    return (
+        f"{lead} the activation between linear layers was assumed to be {activation!r} "
+        "(choose another with --activation)."
+    )
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, InertObject):
+        return f"an object made by {obj.qualname}"
+    if isinstance(obj, Mapping):
+        keys = ", ".join(repr(k) for k in list(obj)[:5])
+        return f"a dict with keys {keys}" if keys else "an empty dict"
+    return f"a {type(obj).__name__}"

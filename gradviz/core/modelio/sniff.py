@@ -1,0 +1,125 @@
+"""Which kind of model file this is, decided by its bytes, never by its extension.
+
+``read_model_bytes`` checks that the path is a readable regular file under the size limit and
+reads it once (every later step reads these bytes, so the file cannot change between the
+check and the load). ``detect_format`` looks at the bytes:
+
+- a zip archive holding ``constants.pkl``: TorchScript (``torch.jit.save``);
+- a zip archive holding ``archive_format`` or ``models/*.json``: a torch.export program (.pt2);
+- a zip archive holding ``data.pkl``: ``torch.save`` (a state_dict, a checkpoint or a whole
+  module; which one is known only after reading it);
+- an 8-byte little-endian header length followed by ``{``: safetensors;
+- ``\\x93NUMPY``: a NumPy array; a pickle protocol opcode: a plain (or legacy torch) pickle.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zipfile
+
+from gradviz.core.errors import GradvizError
+
+MAX_MODEL_BYTES = 1 << 30  # 1 GiB: ~250 million float32 values, far above the nets gradviz runs
+
+# Kinds returned by detect_format (TORCH_ZIP is refined to a format after reading it).
+TORCH_ZIP = "torch_zip"
+TORCHSCRIPT = "torchscript"
+EXPORTED_PROGRAM = "pt2"
+SAFETENSORS = "safetensors"
+NUMPY = "numpy"
+PICKLE = "pickle"
+
+NUMPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+SAFETENSORS_MAX_HEADER = 100_000_000  # the safetensors library's own limit
+
+
+def read_model_bytes(path: str | os.PathLike, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
+    """The file's bytes, after checking that it exists, is a regular readable file and is at
+    most ``max_bytes`` long (default 1 GiB)."""
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        raise GradvizError(f"{name} does not exist.")
+    if os.path.isdir(name):
+        raise GradvizError(f"{name} is a directory; give the path of a model file.")
+    if not os.path.isfile(name):
+        raise GradvizError(f"{name} is not a regular file; give the path of a model file.")
+    if not os.access(name, os.R_OK):
+        raise GradvizError(f"{name} cannot be read (no read permission).")
+    size = os.path.getsize(name)
+    if size > max_bytes:
+        raise GradvizError(
+            f"{name} is {size / 2**20:,.0f} MiB, over gradviz's model size limit of "
+            f"{max_bytes / 2**20:,.0f} MiB."
+        )
+    try:
+        with open(name, "rb") as file:
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise GradvizError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    if len(data) > max_bytes:  # grew after the size check
+        raise GradvizError(f"{name} is over gradviz's model size limit of {max_bytes:,} bytes.")
+    if not data:
+        raise GradvizError(f"{name} is empty (0 bytes); it holds no model.")
+    return data
+
+
+def detect_format(data: bytes, name: str = "the file") -> str:
+    """The kind of file ``data`` holds (one of the kinds above), or GradvizError."""
+    if data.startswith(ZIP_MAGIC):
+        return _zip_kind(data, name)
+    if data.startswith(NUMPY_MAGIC):
+        return NUMPY
+    if _looks_like_safetensors(data):
+        return SAFETENSORS
+    if len(data) >= 2 and data[0] == 0x80 and 2 <= data[1] <= 5:
+        return PICKLE
+    raise GradvizError(
+        f"{name} is not a model file gradviz knows: it is neither a PyTorch file (torch.save, "
+        "TorchScript, .pt2) nor safetensors."
+    )
+
+
+def zip_entries(data: bytes, name: str) -> list[str]:
+    """Entry names of a zip archive, or GradvizError if it is truncated or damaged."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return archive.namelist()
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        ValueError,
+        OSError,
+        struct.error,
+        NotImplementedError,
+        UnicodeDecodeError,
+    ):
+        raise GradvizError(
+            f"{name} is a damaged or truncated zip archive; save the model again."
+        ) from None
+
+
+def _zip_kind(data: bytes, name: str) -> str:
+    entries = zip_entries(data, name)
+    # torch archives put everything under one top-level folder named after the file.
+    inner = {entry.split("/", 1)[1] if "/" in entry else entry for entry in entries}
+    if "constants.pkl" in inner:
+        return TORCHSCRIPT
+    if "archive_format" in inner or any(
+        entry.startswith("models/") and entry.endswith(".json") for entry in inner
+    ):
+        return EXPORTED_PROGRAM
+    if "data.pkl" in inner:
+        return TORCH_ZIP
+    raise GradvizError(
+        f"{name} is a zip archive but not a PyTorch file (no data.pkl, constants.pkl or .pt2 "
+        "layout inside)."
+    )
+
+
+def _looks_like_safetensors(data: bytes) -> bool:
+    # 8-byte little-endian header length, then a JSON object. Lengths are checked later,
+    # where a wrong one gets its own message.
+    return len(data) >= 9 and data[8:9] == b"{"

@@ -1,0 +1,77 @@
+"""Checks on the tensors read from a file: dense floating point, finite or flagged."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio.info import LayerInfo
+
+
+def check_dense(tensors: Mapping[str, Any], name: str) -> None:
+    """GradvizError unless every tensor is dense (strided, not quantized)."""
+    import torch
+
+    for key, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        if tensor.layout != torch.strided:
+            raise GradvizError(
+                f"Tensor {key!r} in {name} is sparse ({tensor.layout}); gradviz reads dense "
+                "tensors only."
+            )
+        if tensor.is_quantized or tensor.is_meta:
+            kind = "quantized" if tensor.is_quantized else "a meta tensor without data"
+            raise GradvizError(
+                f"Tensor {key!r} in {name} is {kind}; gradviz reads dense "
+                "floating-point tensors only."
+            )
+
+
+def nonfinite_names(tensors: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of floating-point tensors holding NaN or Inf, in file order."""
+    import torch
+
+    return tuple(
+        key
+        for key, tensor in tensors.items()
+        if isinstance(tensor, torch.Tensor)
+        and tensor.is_floating_point()
+        and not bool(torch.isfinite(tensor).all())
+    )
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``fc1.weight`` -> (``fc1``, ``weight``); ``weight`` -> (``""``, ``weight``)."""
+    prefix, _, leaf = key.rpartition(".")
+    return prefix, leaf
+
+
+def group_by_prefix(tensors: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Tensors grouped by everything before the last dot, groups in first-seen order."""
+    groups: dict[str, dict[str, Any]] = {}
+    for key, tensor in tensors.items():
+        prefix, leaf = split_key(key)
+        groups.setdefault(prefix, {})[leaf] = tensor
+    return groups
+
+
+def layers_from_tensors(tensors: Mapping[str, Any]) -> tuple[LayerInfo, ...]:
+    """One LayerInfo per name prefix; ``linear`` where it holds a 2-D weight (+ 1-D bias)."""
+    return layers_from_shapes({k: tuple(int(s) for s in t.shape) for k, t in tensors.items()})
+
+
+def layers_from_shapes(shapes: Mapping[str, tuple[int, ...]]) -> tuple[LayerInfo, ...]:
+    """As ``layers_from_tensors``, from tensor names and shapes alone."""
+    layers = []
+    for prefix, group in group_by_prefix(shapes).items():
+        linear = set(group) <= {"weight", "bias"} and len(group.get("weight", ())) == 2
+        layers.append(LayerInfo(prefix or "(top)", "linear" if linear else "tensors", group))
+    return tuple(layers)
+
+
+def natural_key(text: str) -> list:
+    """Sort key that puts ``layers.2`` before ``layers.10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]

@@ -1,0 +1,1 @@
+"""The desktop app (Qt). Nothing here is imported by gradviz.core."""

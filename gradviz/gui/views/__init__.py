@@ -1,0 +1,1 @@
+"""Live views of the distance-fit lab: pyqtgraph widgets that show Snapshots."""

@@ -1,0 +1,205 @@
+"""The loss curve: log scale, non-finite steps marked, classical-MDS reference line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Slot
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from gradviz.core.health import Health
+from gradviz.gui.views import palette
+from gradviz.gui.views.panel import status_label
+
+_NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
+
+
+def nonfinite_runs(history: np.ndarray) -> np.ndarray:
+    """``(R, 2)`` int array of [first, last] 0-based indices of each run of non-finite losses."""
+    bad = ~np.isfinite(np.asarray(history, dtype=np.float64))
+    if not bad.any():
+        return np.zeros((0, 2), dtype=np.int64)
+    edges = np.diff(np.concatenate(([0], bad.view(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1) - 1
+    return np.stack([starts, ends], axis=1)
+
+
+class LossView(QWidget):
+    """Loss per step on a log axis.
+
+    Only finite, positive losses reach the log axis. Steps whose loss is NaN or Inf are drawn
+    as a yellow rug along the top of the plot, and a dashed line marks the first one. The
+    classical-MDS loss (the best reachable loss, when known) is a horizontal line.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._length = -1
+        self._reference: float | None = None
+        self._history: np.ndarray = np.zeros(0)
+        self._range_fresh = True  # the next history sets the range from scratch
+
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.ci.setContentsMargins(2, 2, 2, 2)
+        self.plot: pg.PlotItem = self.graphics.addPlot()
+        self.plot.setLogMode(x=False, y=True)
+        # The range grows in steps instead of following every frame: a new range redraws
+        # the axes, which is the most expensive part of a frame here.
+        self.plot.disableAutoRange()
+        self.plot.hideButtons()
+        self._follow = True  # False once the user zooms or pans; a double-click resets
+        self.plot.getViewBox().sigRangeChangedManually.connect(self._on_user_zoomed)
+        self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
+        self.plot.showGrid(x=True, y=True, alpha=0.25)
+        self.plot.setLabel("bottom", "step")
+        self.plot.setLabel("left", "loss")
+        self.plot.setMenuEnabled(False)
+        legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
+        legend.setZValue(50)  # above the points and curves it names
+        self.curve = self.plot.plot(pen=pg.mkPen("#56B4E9", width=2), name="loss")
+        self.curve.setClipToView(True)
+        self.curve.setDownsampling(auto=True, method="peak")
+        self.rug = pg.PlotCurveItem(
+            pen=pg.mkPen(_NONFINITE_COLOUR, width=8, cap=Qt.PenCapStyle.FlatCap),
+            connect="pairs",
+        )
+        self.plot.addItem(self.rug)
+        self.first_bad_line = pg.InfiniteLine(
+            angle=90,
+            pen=pg.mkPen(_NONFINITE_COLOUR, width=1, style=Qt.PenStyle.DashLine),
+            label="first non-finite",
+            labelOpts={"position": 0.15, "color": _NONFINITE_COLOUR},
+        )
+        self.first_bad_line.setVisible(False)
+        self.plot.addItem(self.first_bad_line, ignoreBounds=True)
+        self.reference_line = pg.InfiniteLine(
+            angle=0,
+            pen=pg.mkPen("#E69F00", width=1.5, style=Qt.PenStyle.DashLine),
+            label="classical MDS",
+            labelOpts={"position": 0.08, "color": "#E69F00", "anchors": [(0, 1), (0, 1)]},
+        )
+        self.reference_line.setVisible(False)
+        self.plot.addItem(self.reference_line, ignoreBounds=True)
+        self.summary = status_label("no run yet")
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
+        layout.addWidget(self.graphics, stretch=1)
+        layout.addWidget(self.summary)
+
+    def set_history(self, history: np.ndarray, reference: float | None = None) -> None:
+        """Show ``(S,)`` losses of steps 1..S (any values: NaN/Inf marked, never logged)."""
+        history = np.asarray(history, dtype=np.float64)
+        if len(history) == self._length and reference == self._reference:
+            return  # nothing new since the last frame
+        self._length = len(history)
+        self._reference = reference
+        self._history = history
+        steps = np.arange(1, len(history) + 1, dtype=np.float64)
+        finite = np.isfinite(history)
+        drawable = finite & (history > 0)
+        self.curve.setData(steps[drawable], history[drawable])
+        if self._follow:
+            self._extend_range(len(history), history[drawable], reference)
+        self._draw_nonfinite(steps, history, drawable)
+        self._draw_reference(reference)
+        self.summary.setText(self._summary_text(history, finite, reference))
+
+    def _extend_range(self, steps: int, drawn: np.ndarray, reference: float | None) -> None:
+        """Grow the view so that every step and every drawn loss fits, with room to spare.
+
+        x grows to 1.5 times the steps when they run past the right edge; y (log10 units)
+        grows by a quarter decade beyond the lowest/highest loss or reference.
+        """
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange()
+        fresh = self._range_fresh
+        new_x = (0.0, max(10.0, 1.5 * steps)) if fresh or steps > x1 else (x0, x1)
+        logs = np.log10(drawn) if len(drawn) else np.zeros(0)
+        if reference is not None and math.isfinite(reference) and reference > 0:
+            logs = np.append(logs, math.log10(reference))
+        new_y = (y0, y1)
+        if len(logs):
+            lo, hi = float(logs.min()), float(logs.max())
+            if fresh or lo < y0 or hi > y1:
+                new_y = (
+                    (min(lo, y0) if not fresh else lo) - 0.25,
+                    (max(hi, y1) if not fresh else hi) + 0.25,
+                )
+        if fresh or new_x != (x0, x1) or new_y != (y0, y1):
+            self.plot.setRange(xRange=new_x, yRange=new_y, padding=0)
+            self._range_fresh = False
+
+    @Slot(object)
+    def _on_user_zoomed(self, _mask) -> None:
+        self._follow = False
+
+    @Slot(object)
+    def _on_mouse_clicked(self, event) -> None:
+        if event.double():
+            self._follow = True
+            self._range_fresh = True
+            if len(self._history):
+                finite = self._history[np.isfinite(self._history) & (self._history > 0)]
+                self._extend_range(len(self._history), finite, self._reference)
+
+    def clear(self) -> None:
+        self._range_fresh = True
+        self._follow = True
+        self._length = -1
+        self._reference = None
+        self._history = np.zeros(0)
+        self.curve.setData([], [])
+        self.rug.setData([], [])
+        self.first_bad_line.setVisible(False)
+        self.reference_line.setVisible(False)
+        self.summary.setText("no run yet")
+
+    def nonfinite_steps(self) -> np.ndarray:
+        """1-based steps whose loss is shown as non-finite."""
+        return np.flatnonzero(~np.isfinite(self._history)) + 1
+
+    def _draw_nonfinite(self, steps: np.ndarray, history: np.ndarray, drawable: np.ndarray):
+        runs = nonfinite_runs(history)
+        if not len(runs):
+            self.rug.setData([], [])
+            self.first_bad_line.setVisible(False)
+            return
+        # The rug sits just above the highest finite loss (in log10 view units).
+        top = math.log10(history[drawable].max()) + 0.1 if drawable.any() else 0.0
+        x = np.empty(2 * len(runs))
+        x[0::2] = runs[:, 0] + 0.5  # step numbers are index + 1
+        x[1::2] = runs[:, 1] + 1.5
+        self.rug.setData(x, np.full(len(x), top))
+        self.first_bad_line.setValue(float(runs[0, 0] + 1))
+        self.first_bad_line.label.setFormat(f"first non-finite: step {runs[0, 0] + 1}")
+        self.first_bad_line.setVisible(True)
+
+    def _draw_reference(self, reference: float | None) -> None:
+        if reference is not None and math.isfinite(reference) and reference > 0:
+            self.reference_line.setValue(math.log10(reference))
+            self.reference_line.setVisible(True)
+        else:
+            self.reference_line.setVisible(False)
+
+    @staticmethod
+    def _summary_text(history: np.ndarray, finite: np.ndarray, reference: float | None) -> str:
+        parts = []
+        if len(history):
+            parts.append(f"step {len(history)}: loss = {history[-1]:.4g}")
+        else:
+            parts.append("step 0")
+        if reference is not None:
+            parts.append(f'<span style="color:#E69F00">classical MDS = {reference:.4g}</span>')
+        bad = int(len(history) - np.count_nonzero(finite))
+        if bad:
+            first = int(np.argmin(finite)) + 1
+            parts.append(
+                f'<span style="color:{_NONFINITE_COLOUR}">{bad:,} non-finite '
+                f"(first at step {first})</span>"
+            )
+        return " &nbsp;|&nbsp; ".join(parts)
