@@ -8,17 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QAbstractSpinBox,
-    QComboBox,
     QDockWidget,
     QLabel,
-    QLineEdit,
     QMainWindow,
-    QPlainTextEdit,
-    QTextEdit,
     QToolBar,
     QToolButton,
     QWidget,
@@ -232,31 +227,3 @@ class MainWindow(QMainWindow):
             event.accept()
         else:
             event.ignore()
-
-
-_TEXT_ENTRY = (QLineEdit, QAbstractSpinBox, QTextEdit, QPlainTextEdit)
-
-
-def is_text_entry(widget: QWidget | None) -> bool:
-    """Whether keys typed into ``widget`` are text (so single-key shortcuts must not fire)."""
-    if widget is None:
-        return False
-    if isinstance(widget, QComboBox):
-        return widget.isEditable()
-    return isinstance(widget, _TEXT_ENTRY)
-
-
-class TypingGuard(QObject):
-    """Lets text fields keep plain keys (Space, S, R) that are also window shortcuts.
-
-    Installed on the application: when the focused widget takes text, a ShortcutOverride
-    for an unmodified key is accepted, which makes Qt deliver the key to the field.
-    """
-
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
-        if event.type() == QEvent.Type.ShortcutOverride and isinstance(obj, QWidget):
-            mods = event.modifiers() & ~Qt.KeyboardModifier.ShiftModifier
-            if mods == Qt.KeyboardModifier.NoModifier and is_text_entry(obj) and event.text():
-                event.accept()
-                return True
-        return False

@@ -205,6 +205,15 @@ def test_single_key_shortcuts_step_and_reset_but_not_while_typing(qtbot, make_la
     qtbot.wait(100)
     assert lab.generation == generation and lab.state == "paused"
     assert "width 1" in lab.form.problem_text.lower()  # validated as typed
+    # A number field keeps the keys too (its editor rejects letters; no step is taken).
+    spin = next(iter(lab.form.param("seed").items)).widget
+    spin.show()
+    spin.setFocus()
+    qtbot.keyClicks(spin, "s")
+    qtbot.keyClick(spin, Qt.Key.Key_Space)
+    qtbot.wait(100)
+    assert lab.state == "paused" and lab.generation == generation
+    assert lab.last_snapshot.step == 1
 
 
 def test_settings_are_remembered_in_the_isolated_settings_file(qtbot, make_lab, isolated_settings):
