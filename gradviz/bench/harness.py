@@ -31,7 +31,8 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call of one case, one entry per repeat (each the mean over ``calls``)."""
+    """Seconds per call of one case, one entry per repeat (each the mean, median or minimum
+    of that repeat's ``calls`` back-to-back calls)."""
 
     name: str
     calls: int
@@ -48,13 +49,36 @@ class Timing:
         return 1.0 / self.median if self.median > 0 else math.inf
 
 
+@dataclass(frozen=True)
+class Case:
+    """A callable to time with settings of its own; a field left None takes the value given
+    to ``time_interleaved``.
+
+    ``calls`` fixes the back-to-back calls per repeat (no calibration call: for cases whose
+    size was planned to fit a budget); ``warmup`` is the number of untimed calls first;
+    ``statistic`` is how a repeat sums up its calls (see STATISTICS).
+    """
+
+    call: Callable[[], object]
+    calls: int | None = None
+    warmup: int | None = None
+    statistic: str | None = None
+
+
+#: How a repeat sums up its back-to-back calls: "mean" times them together (least timer
+#: overhead); "median" and "min" time each call, so that one scheduler hiccup on a shared
+#: machine does not decide a millisecond figure ("min": the fastest the machine runs it).
+STATISTICS: tuple[str, ...] = ("mean", "median", "min")
+
+
 def _sync() -> None:
     # CUDA work is asynchronous: wait for it so that a repeat measures what it ran.
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
-def _time_calls(fn: Callable[[], object], calls: int) -> float:
+def time_calls(fn: Callable[[], object], calls: int = 1) -> float:
+    """Mean seconds per call of ``calls`` back-to-back calls of ``fn`` (CUDA work included)."""
     _sync()
     start = time.perf_counter()
     for _ in range(calls):
@@ -63,37 +87,72 @@ def _time_calls(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def _time_repeat(fn: Callable[[], object], calls: int, statistic: str) -> float:
+    if statistic == "mean":
+        return time_calls(fn, calls)
+    each = [time_calls(fn) for _ in range(calls)]
+    return statistics.median(each) if statistic == "median" else min(each)
+
+
 def time_interleaved(
-    cases: dict[str, Callable[[], object]],
+    cases: dict[str, Callable[[], object] | Case],
     repeats: int = 3,
     *,
     warmup: int = 1,
     min_seconds: float = 0.2,
     max_calls: int = 1000,
     threads: int | None = 1,
+    statistic: str = "mean",
 ) -> dict[str, Timing]:
-    """Time each case (a callable without arguments) as interleaved repeats.
+    """Time each case (a callable without arguments, or a Case) as interleaved repeats.
 
     Each case is first called ``warmup`` times (at least once); the last warm-up call sets
     how many calls one repeat makes, so that a repeat lasts about ``min_seconds`` (at least
-    one call, at most ``max_calls``). Then the repeats run round-robin over the cases. The
-    measurement runs with ``threads`` torch threads (1 by default; None leaves it alone).
-    Returns a Timing per case, in the order given.
+    one call, at most ``max_calls``). A Case with fixed ``calls`` skips that calibration and
+    makes exactly ``warmup`` untimed calls. Then the repeats run round-robin over the cases;
+    a repeat records the ``statistic`` ("mean", "median" or "min") of its calls' seconds.
+    The measurement runs with ``threads`` torch threads (1 by default; None leaves it
+    alone). Returns a Timing per case, in the order given.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    plans = {name: _as_case(case, warmup, statistic) for name, case in cases.items()}
     with torch_threads(threads):
-        calls = {}
-        for name, fn in cases.items():
-            for _ in range(max(0, warmup - 1)):
-                fn()
-            once = _time_calls(fn, 1)
-            calls[name] = int(min(max_calls, max(1, math.ceil(min_seconds / max(once, 1e-9)))))
+        calls = {
+            name: _calls_per_repeat(case, min_seconds, max_calls) for name, case in plans.items()
+        }
         seconds: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(repeats):
-            for name, fn in cases.items():
-                seconds[name].append(_time_calls(fn, calls[name]))
+            for name, case in plans.items():
+                seconds[name].append(_time_repeat(case.call, calls[name], case.statistic))
     return {name: Timing(name, calls[name], tuple(seconds[name])) for name in cases}
+
+
+def _as_case(case: Callable[[], object] | Case, warmup: int, statistic: str) -> Case:
+    """A Case with every setting filled in from the run's defaults."""
+    if not isinstance(case, Case):
+        case = Case(case)
+    filled = Case(
+        case.call,
+        case.calls,
+        warmup if case.warmup is None else case.warmup,
+        statistic if case.statistic is None else case.statistic,
+    )
+    if filled.statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {STATISTICS}, got {filled.statistic!r}")
+    return filled
+
+
+def _calls_per_repeat(case: Case, min_seconds: float, max_calls: int) -> int:
+    """Run the case's warm-up; the calls one repeat makes (calibrated unless fixed)."""
+    if case.calls is not None:
+        for _ in range(case.warmup):
+            case.call()
+        return case.calls
+    for _ in range(max(0, case.warmup - 1)):
+        case.call()
+    once = time_calls(case.call)
+    return int(min(max_calls, max(1, math.ceil(min_seconds / max(once, 1e-9)))))
 
 
 def median_ratio(fast: Timing, slow: Timing) -> float:

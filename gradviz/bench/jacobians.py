@@ -23,13 +23,13 @@ import statistics
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from gradviz.bench.harness import Case, time_calls, time_interleaved, torch_threads
 from gradviz.core import jacobians as jm
 from gradviz.core.networks import NetworkSpec
 
@@ -40,9 +40,11 @@ METHODS: tuple[str, ...] = ("auto", "batchsum", "jacrev", "jacfwd", "loop")
 #: Methods that run on a smaller batch where the whole one would take minutes (the loop has
 #: its own plan); their cost is linear in B, so the time scales exactly.
 CAPPED: tuple[str, ...] = ("jacfwd",)
-#: A repeat of a fast case times this many seconds of calls and records their median, so one
-#: scheduler hiccup on a shared machine does not decide a millisecond figure.
+#: A repeat of a fast case times this many seconds of calls (at most MAX_INNER_CALLS) and
+#: records their median, so one scheduler hiccup on a shared machine does not decide a
+#: millisecond figure.
 INNER_SECONDS = 0.05
+MAX_INNER_CALLS = 50
 MATMUL_CALLS = 5
 TARGETS = {"steady_vs_loop": 200.0, "first_call_vs_loop": 100.0, "floor_factor": 2.0}
 RATIO_BATCH = 1024
@@ -50,28 +52,25 @@ FLOOR_BATCH = 16384
 
 
 @dataclass
-class _Case:
+class _Plan:
     """One (net, batch, method) measurement plan: what runs per repeat and how it scales."""
 
     net: str
     batch: int
     method: str
-    call: Callable[[], object]
+    case: Case  # what one repeat times (harness.Case)
     scale: Callable[[float], float]  # measured seconds -> estimated seconds for the whole batch
     note: str
-    times: list[float]
-    inner: int = 1  # calls per repeat for fast cases; the repeat records their median
+
+    @property
+    def name(self) -> str:
+        return f"{self.net} B={self.batch} {self.method}"
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Measure every method; return figures and target verdicts (targets need quick=False)."""
-    repeats = max(3, repeats)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _run(repeats, quick, emit)
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1):
+        return _run(max(3, repeats), quick, emit)
 
 
 def _run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
@@ -89,17 +88,24 @@ def _run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         for method in METHODS
     ]
     a, b = torch.randn(FLOOR_BATCH, 256), torch.randn(256, 256)
-    matmul_times: list[float] = []
-    for _ in range(repeats):
-        # Best of a few calls: the floor should be the fastest the matmul runs here, so a
-        # slow spell on a shared machine cannot make the target easier.
-        matmul_times.append(min(_time(lambda: a @ b) for _ in range(MATMUL_CALLS)))
-        for case in cases:
-            inner = statistics.median(_time(case.call) for _ in range(case.inner))
-            case.times.append(case.scale(inner))
-    gflops = 2 * FLOOR_BATCH * 256 * 256 / statistics.median(matmul_times) / 1e9
+    # Best of a few calls: the floor should be the fastest the matmul runs here, so a slow
+    # spell on a shared machine cannot make the target easier.
+    matmul = Case(lambda: a @ b, calls=MATMUL_CALLS, warmup=0, statistic="min")
+    timings = time_interleaved(
+        {"matmul": matmul, **{c.name: c.case for c in cases}},
+        repeats,
+        warmup=2,  # one untimed call, then the calibration call
+        min_seconds=INNER_SECONDS,
+        max_calls=MAX_INNER_CALLS,
+        statistic="median",
+    )
+    gflops = 2 * FLOOR_BATCH * 256 * 256 / timings["matmul"].median / 1e9
 
-    table = {(c.net, c.batch, c.method): statistics.median(c.times) for c in cases}
+    # Scaling is applied per repeat, then the median taken across repeats.
+    table = {
+        (c.net, c.batch, c.method): statistics.median(c.scale(s) for s in timings[c.name].seconds)
+        for c in cases
+    }
     _emit_table(emit, cases, table, batches)
     results = [
         {
@@ -210,10 +216,9 @@ def first_call_seconds(net: str, batch: int) -> float:
     return float(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-# ---- planning and timing ------------------------------------------------------------------
-def _plan(name: str, model: torch.nn.Module, batch: int, method: str, budget: float) -> _Case:
-    """Decide how much of the work to time so one measurement stays near ``budget`` seconds,
-    and warm the method up."""
+# ---- planning -----------------------------------------------------------------------------
+def _plan(name: str, model: torch.nn.Module, batch: int, method: str, budget: float) -> _Plan:
+    """Decide how much of the work to time so one measurement stays near ``budget`` seconds."""
     x = torch.randn(batch, model[0].in_features, generator=torch.Generator().manual_seed(batch))
     if method == "loop":
         return _plan_loop(name, model, x, budget)
@@ -221,30 +226,27 @@ def _plan(name: str, model: torch.nn.Module, batch: int, method: str, budget: fl
     if method in CAPPED:
         small = x[: min(batch, 64)]
         jm.compute_jacobians(model, small, method)  # warm-up (first-call costs stay out)
-        per_sample = _time(lambda: jm.compute_jacobians(model, small, method)) / len(small)
+        per_sample = time_calls(lambda: jm.compute_jacobians(model, small, method)) / len(small)
         while part > 64 and per_sample * part > budget:
             part //= 2
     sub = x[:part]
-    jm.compute_jacobians(model, sub, method)  # warm-up at the size that is timed
-    once = _time(lambda: jm.compute_jacobians(model, sub, method))
     note = "" if part == batch else f"timed on {part} samples, scaled x{batch // part}"
-    return _Case(
+    # The harness warms the call up at the size that is timed and calibrates its calls.
+    return _Plan(
         name,
         batch,
         method,
-        lambda: jm.compute_jacobians(model, sub, method),
+        Case(lambda: jm.compute_jacobians(model, sub, method)),
         lambda s, f=batch / part: s * f,
         note,
-        [],
-        inner=_inner_calls(once),
     )
 
 
-def _plan_loop(name: str, model: torch.nn.Module, x: torch.Tensor, budget: float) -> _Case:
+def _plan_loop(name: str, model: torch.nn.Module, x: torch.Tensor, budget: float) -> _Plan:
     """The loop's cost is one forward plus k * m backward passes of the whole batch: time the
     forward and the first k samples, and scale the per-sample part to all B."""
     batch = len(x)
-    one = _time(lambda: jm._loop(model, x, samples=1))
+    one = time_calls(lambda: jm._loop(model, x, samples=1))
     forward = _time_forward(model, x)
     per_sample = max(one - forward, 1e-6)
     k = int(min(batch, max(1, budget / per_sample)))
@@ -255,25 +257,17 @@ def _plan_loop(name: str, model: torch.nn.Module, x: torch.Tensor, budget: float
         return forward + (seconds - forward) * batch / k
 
     note = "" if k == batch else f"first {k} samples, scaled to {batch}"
-    return _Case(name, batch, "loop", lambda: jm._loop(model, x, samples=k), scale, note, [])
-
-
-def _inner_calls(seconds_per_call: float) -> int:
-    return int(min(50, max(1, INNER_SECONDS / max(seconds_per_call, 1e-6))))
+    # One call per repeat (already about ``budget`` long) and no warm-up beyond the one above.
+    case = Case(lambda: jm._loop(model, x, samples=k), calls=1, warmup=0)
+    return _Plan(name, batch, "loop", case, scale, note)
 
 
 def _time_forward(model: torch.nn.Module, x: torch.Tensor) -> float:
     leaf = x.detach().requires_grad_(True)
-    return statistics.median(_time(lambda: model(leaf)) for _ in range(3))
+    return statistics.median(time_calls(lambda: model(leaf)) for _ in range(3))
 
 
-def _time(call: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
-
-
-def _emit_table(emit, cases: list[_Case], table: dict, batches: tuple[int, ...]) -> None:
+def _emit_table(emit, cases: list[_Plan], table: dict, batches: tuple[int, ...]) -> None:
     notes = {(c.net, c.batch, c.method): c.note for c in cases}
     emit(f"{'net':<20}{'B':>7}  " + "".join(f"{m:>12}" for m in METHODS) + "  (ms)")
     for name in NETS:

@@ -1,12 +1,17 @@
-"""`gradviz gui`: the desktop app."""
+"""`gradviz gui` (also plain `gradviz` and `python main.py`): the desktop app."""
 
 from __future__ import annotations
 
+from gradviz.core.errors import GradvizError
+
 
 def run(args) -> int:
-    # The desktop app arrives with the GUI package; until then say so plainly.
-    from gradviz.cli import build_parser
+    screenshot = getattr(args, "screenshot", None)
+    run_for = float(getattr(args, "run_for", 3.0))
+    if run_for < 0:
+        raise GradvizError(f"--run-for must be zero or more seconds, got {run_for}.")
+    from gradviz.gui.app import main
 
-    print("gradviz: the desktop app is not available in this version yet; use a subcommand.")
-    build_parser().print_help()
-    return 0
+    return main(
+        experiment=getattr(args, "experiment", None), screenshot=screenshot, run_for=run_for
+    )

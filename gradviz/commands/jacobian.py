@@ -9,12 +9,12 @@ Jacobian computation alone, the first in this process), ``constant_across_batch`
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.networks import NetworkSpec
+from gradviz.core.pointsets import FILE_PREFIX, load_points
 
 MAX_FULL_BATCH = 256  # gradviz.core.jacobians.MAX_FULL_BATCH, checked before torch is imported
 
@@ -130,39 +130,11 @@ def _inputs(args) -> np.ndarray | None:
         if args.batch < 1:
             raise GradvizError(f"--batch must be at least 1, not {args.batch}.")
         return None
-    if not args.inputs.startswith("file:"):
+    path = args.inputs[len(FILE_PREFIX) :]
+    if not args.inputs.startswith(FILE_PREFIX) or not path:
         raise GradvizError(f"--inputs takes file:PATH (a CSV or NPY file), not {args.inputs!r}.")
-    return load_rows(Path(args.inputs[len("file:") :]))
-
-
-def load_rows(path: Path) -> np.ndarray:
-    """A CSV or NPY file of numbers as (B, n) float64, B >= 1; pickles are never loaded."""
-    if not path.is_file():
-        raise GradvizError(f"The input file {str(path)!r} does not exist.")
-    if path.stat().st_size == 0 or (
-        path.suffix.lower() != ".npy" and not path.read_bytes().strip()
-    ):
-        raise GradvizError(f"The input file {str(path)!r} is empty; it needs at least one row.")
-    try:
-        if path.suffix.lower() == ".npy":
-            data = np.load(path, allow_pickle=False)
-        else:
-            data = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
-    except (ValueError, EOFError, OSError, UnicodeDecodeError) as exc:
-        raise GradvizError(
-            f"Could not read numbers from {str(path)!r} ({str(exc).splitlines()[0]}); "
-            "give a CSV of numbers or a numeric .npy array."
-        ) from None
-    if data.dtype.kind not in "fiu":
-        raise GradvizError(f"{str(path)!r} holds {data.dtype} values; inputs must be numbers.")
-    if data.ndim == 1:
-        data = data[None, :]
-    if data.ndim != 2 or data.shape[0] == 0 or data.shape[1] == 0:
-        raise GradvizError(
-            f"{str(path)!r} must hold a table of shape (B, n) with at least one row and one "
-            f"column; it has shape {data.shape}."
-        )
-    return data.astype(np.float64)
+    # One sample per row; a single sample is a batch too.
+    return load_points(path, min_points=1)
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:

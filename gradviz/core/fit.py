@@ -136,10 +136,7 @@ class DistanceFitRun:
         started = time.perf_counter()
         self.optimizer.zero_grad()
         loss, coords, result = self._forward_backward(capture)
-        # The one host sync of a step: the loss value and whether every gradient is finite.
-        grads_ok = diagnostics.all_finite([p.grad for p in self._params], self.device)
-        loss_value, ok = torch.stack([loss.detach(), grads_ok.to(loss.dtype)]).tolist()
-        grads_finite = ok == 1.0
+        loss_value, grads_finite = self._loss_and_finite_grads(loss)
         if index == 0:
             self._step_zero_loss = loss_value
         if not math.isfinite(loss_value) and self.first_nonfinite_loss_step is None:
@@ -300,6 +297,17 @@ class DistanceFitRun:
         loss = F.mse_loss(result.distances, self.target_distances)
         loss.backward()
         return loss, coords, result
+
+    def _loss_and_finite_grads(self, loss: torch.Tensor) -> tuple[float, bool]:
+        """The loss value and whether every gradient is finite: the one host read of a step."""
+        ok = diagnostics.all_finite([p.grad for p in self._params], self.device)
+        if self.device.type == "cpu":
+            # Host memory: two plain reads cost nothing, where stacking them into one
+            # transfer adds a few small torch ops (about 3% of a step at N = 10).
+            return loss.item(), bool(ok)
+        # On an accelerator both values come back in one transfer (one sync).
+        loss_value, ok_value = torch.stack([loss.detach(), ok.to(loss.dtype)]).tolist()
+        return loss_value, ok_value == 1.0
 
     def _gather(self, loss_value: float, coords: torch.Tensor, result: DistanceResult) -> _Capture:
         """Copy what a Snapshot shows out of the live graph (before the optimizer moves it)."""

@@ -202,12 +202,18 @@ def _blocks(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     batch, m = y.shape
     n = x.shape[1]
     jac = x.new_empty(batch, m, n)
-    per_chunk = max(1, min(batch, _VJP_CHUNK_ELEMENTS // (batch * m * (m + n))))
+    per_chunk = _samples_per_vjp_chunk(batch, m, n)
     for start in range(0, batch, per_chunk):
         samples = torch.arange(start, min(start + per_chunk, batch), device=x.device)
         grads = _one_hot_vjps(y, x, samples)  # (len, m, B, n)
         jac[samples] = grads[torch.arange(len(samples), device=x.device), :, samples]
     return jac, y.detach()
+
+
+def _samples_per_vjp_chunk(batch: int, m: int, n: int) -> int:
+    """Samples per batched vector-Jacobian product: a chunk of k samples holds one-hot
+    cotangents (k*m, B, m) and gradients (k*m, B, n), kept near _VJP_CHUNK_ELEMENTS."""
+    return max(1, min(batch, _VJP_CHUNK_ELEMENTS // (batch * m * (m + n))))
 
 
 def _one_hot_vjps(y: torch.Tensor, x: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:
@@ -314,7 +320,7 @@ def full_batch_jacobian(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
         x = x.detach().requires_grad_(True)
         y = _forward(model, x)
         m = y.shape[1]
-        per_chunk = max(1, min(batch, _VJP_CHUNK_ELEMENTS // (batch * m * (m + n))))
+        per_chunk = _samples_per_vjp_chunk(batch, m, n)
         rows = [
             _one_hot_vjps(y, x, torch.arange(s, min(s + per_chunk, batch), device=x.device))
             for s in range(0, batch, per_chunk)

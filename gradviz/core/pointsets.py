@@ -164,11 +164,12 @@ def resolve_points(spec: str, n: int, dim: int, seed: int = 0) -> np.ndarray:
 
 
 # ---- files ----------------------------------------------------------------------------------
-def load_points(path: str | os.PathLike) -> np.ndarray:
-    """Read a point set from a CSV or NPY file: (N, D) float64.
+def load_points(path: str | os.PathLike, *, min_points: int = 2) -> np.ndarray:
+    """Read a point set from a CSV or NPY file: (N, D) float64, N >= ``min_points``.
 
     The format follows the content (NPY magic bytes), else the suffix; anything else is
-    read as CSV. Raises GradvizError naming the file and the problem.
+    read as CSV. ``min_points`` is 2 for a distance matrix; rows that are not paired up
+    (e.g. network inputs) need only 1. Raises GradvizError naming the file and the problem.
     """
     path = Path(path)
     head = _check_file(path)
@@ -181,7 +182,7 @@ def load_points(path: str | os.PathLike) -> np.ndarray:
         points = _load_npy(path)
     else:
         points = _load_csv(path)
-    return _check_points(points, path)
+    return _check_points(points, path, min_points)
 
 
 def save_points(path: str | os.PathLike, points: np.ndarray) -> None:
@@ -316,15 +317,18 @@ def _parse_cell(cell: str, path: Path, line_no: int, field: int) -> float:
     return value
 
 
-def _check_points(points: np.ndarray, path: Path) -> np.ndarray:
+def _check_points(points: np.ndarray, path: Path, min_points: int = 2) -> np.ndarray:
     """Shape, size and finiteness checks shared by both formats; returns (N, D) float64."""
     n, dim = points.shape
     if dim < 1:
         raise GradvizError(f"{path} has points with no coordinates; save an (N, D) array.")
-    if n < 2:
-        raise GradvizError(
-            f"{path} holds {n} point{'s' if n != 1 else ''}; a distance matrix needs at least 2."
+    if n < min_points:
+        need = (
+            "a distance matrix needs at least 2"
+            if min_points == 2
+            else f"save at least {min_points}"
         )
+        raise GradvizError(f"{path} holds {n} point{'s' if n != 1 else ''}; {need}.")
     if n > MAX_POINTS:
         raise GradvizError(f"{path} holds {n:,} points; use at most {MAX_POINTS:,}.")
     bad = ~np.isfinite(points)

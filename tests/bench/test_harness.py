@@ -2,7 +2,8 @@
 
 import torch
 
-from gradviz.bench.harness import Timing, format_table, median_ratio, time_interleaved
+from gradviz.bench import harness
+from gradviz.bench.harness import Case, Timing, format_table, median_ratio, time_interleaved
 
 
 def test_cases_are_timed_round_robin_after_their_warm_up():
@@ -13,6 +14,29 @@ def test_cases_are_timed_round_robin_after_their_warm_up():
     assert order == warm_up + ["A", "B", "C"] * 3
     assert [t.calls for t in timings.values()] == [1, 1, 1]
     assert all(len(t.seconds) == 3 for t in timings.values())
+
+
+def test_a_case_with_fixed_calls_skips_calibration_and_takes_its_own_warm_up():
+    order = []
+    cases = {
+        "A": lambda: order.append("A"),
+        "B": Case(lambda: order.append("B"), calls=2, warmup=0),
+    }
+    timings = time_interleaved(cases, repeats=2, warmup=2, min_seconds=0, max_calls=1)
+    assert order == ["A", "A"] + ["A", "B", "B"] * 2
+    assert [t.calls for t in timings.values()] == [1, 2]
+
+
+def test_a_repeat_records_the_median_or_minimum_of_its_calls(monkeypatch):
+    ticks = iter([5.0, 1.0, 3.0, 5.0, 1.0, 3.0] * 2)
+    monkeypatch.setattr(harness, "time_calls", lambda fn, calls=1: next(ticks))
+    cases = {
+        "median": Case(lambda: None, calls=3, warmup=0),
+        "min": Case(lambda: None, calls=3, warmup=0, statistic="min"),
+    }
+    timings = time_interleaved(cases, repeats=2, statistic="median")
+    assert timings["median"].seconds == (3.0, 3.0)
+    assert timings["min"].seconds == (1.0, 1.0)
 
 
 def test_measurement_runs_on_one_thread_and_restores_the_thread_count():

@@ -97,6 +97,14 @@ def test_inputs_from_csv_and_npy_files(capsys, tmp_path):
         assert _summary(out)["batch"] == 3 and _summary(out)["out_dim"] == 3
 
 
+def test_a_single_input_row_is_a_batch_of_one(capsys, tmp_path):
+    (tmp_path / "one.csv").write_text("0.5,-1.0\n")
+    code, out, _ = _run(
+        capsys, "--net", "2-8-3:tanh", "--inputs", f"file:{tmp_path / 'one.csv'}", "--json"
+    )
+    assert code == 0 and _summary(out)["batch"] == 1
+
+
 def test_model_file_is_read_with_its_own_weights(capsys, tmp_path):
     spec = NetworkSpec.parse("3-12-2:softplus")
     model = spec.build(seed=9, dtype=torch.float64)
@@ -143,9 +151,9 @@ def test_bad_input_files_exit_2_with_one_sentence(capsys, tmp_path):
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     cases = {
         "wide.csv": "3 columns but the model takes 2 inputs",
-        "words.csv": "Could not read numbers",
-        "empty.csv": "is empty",
-        "objects.npy": "Could not read numbers",
+        "words.csv": "line 2, field 1 is 'three', not a number",
+        "empty.csv": "holds no points",
+        "objects.npy": "holds Python objects",
         "absent.csv": "does not exist",
     }
     for name, message in cases.items():

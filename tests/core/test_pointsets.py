@@ -183,6 +183,15 @@ BAD_FILES = {
 }
 
 
+def test_a_single_point_loads_where_one_row_is_enough_and_no_rows_never_do(tmp_path):
+    one, none = tmp_path / "one.csv", tmp_path / "none.npy"
+    one.write_text("1.5,2\n")
+    np.save(none, np.zeros((0, 2)))
+    np.testing.assert_array_equal(load_points(one, min_points=1), [[1.5, 2.0]])
+    with pytest.raises(GradvizError, match=r"holds 0 points; save at least 1"):
+        load_points(none, min_points=1)
+
+
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_each_bad_point_file_gets_one_message_naming_the_file(tmp_path, case):
     name, write, message = BAD_FILES[case]

@@ -1,0 +1,219 @@
+"""The app's speed: the `gui` suite of `gradviz bench`.
+
+Four figures, each a ratio or a percentile measured in this one run (on a shared machine,
+absolute numbers drift; interleaving keeps the comparisons fair):
+
+1. steps/s of the app's worker (a real window drawing the real views) against the same
+   ``DistanceFitRun`` stepped headless, as ``gradviz fit`` does, at N = 100 and N = 1000, at
+   the default frame rate (30/s; target >= 0.7x) and at ~2 frames/s ("max speed",
+   target >= 0.9x). Headless and app measurements alternate, and each ratio is the median
+   over the repeats. Both use one torch thread.
+2. GUI-thread latency under a full-speed run: a 10 ms QTimer probe; the 95th percentile of
+   how late it fires (target < 50 ms).
+3. refreshes per second of the four distance views at N = 1000 and N = 2000 (the views'
+   own benchmark, ``gradviz.bench.gui_views.measure_refresh``; targets 40/s and 20/s).
+4. seconds from launching ``gradviz gui`` to the window on screen, warm (target < 1.5 s).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gradviz.core.config import FitConfig
+
+TARGETS = {"default": 0.7, "max_speed": 0.9, "latency_p95_ms": 50.0, "launch_s": 1.5}
+FRAME_RATES = {"default": 30.0, "max_speed": 2.0}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _config(n: int) -> FitConfig:
+    return FitConfig(target="gaussian", n=n, dim=3, method="safe", lr=1e-3, steps=10**9,
+                     threads=1)  # fmt: skip
+
+
+def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+    """Measure and print the four figures; returns them as a dict (JSON-ready)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("GRADVIZ_SETTINGS_SCOPE", "bench")
+    seconds = 1.5 if quick else 3.0
+    sizes = (100,) if quick else (100, 1000)
+    results: dict = {}
+    emit("gui: app worker vs headless DistanceFitRun (steps/s, one torch thread)")
+    lab = _Lab()
+    try:
+        results["throughput"] = _throughput(lab, sizes, repeats, seconds, emit)
+        results["latency"] = _latency(lab, 100 if quick else 1000, seconds, emit)
+    finally:
+        lab.close()
+    results["views_refresh"] = _views_refresh(quick, seconds, emit)
+    results["launch"] = _launch(repeats, emit)
+    return results
+
+
+class _Lab:
+    """The real app, offscreen, with torch loaded."""
+
+    def __init__(self) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        from gradviz.gui.app import build_controller, create_application
+
+        self.app = create_application()
+        self.controller = build_controller(_config(100))
+        self.controller.window.show()
+        self.controller.start_loading()
+        self.wait(lambda: self.controller.torch_ready, 180)
+        self._qapp = QApplication
+
+    def wait(self, predicate: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.perf_counter() + timeout_s
+        while not predicate():
+            if time.perf_counter() > deadline:
+                raise TimeoutError("the app did not get there in time")
+            self.spin(0.01)
+
+    def spin(self, seconds: float) -> None:
+        """Run the event loop as the app does (idle when there is nothing to do)."""
+        from PySide6.QtCore import QEventLoop, QTimer
+
+        loop = QEventLoop()
+        QTimer.singleShot(int(seconds * 1000), loop.quit)
+        loop.exec()
+
+    def start(self, n: int, frame_rate: float) -> None:
+        from gradviz.gui.forms import LiveSettings
+
+        c = self.controller
+        c.form.set_config(_config(n), LiveSettings(frame_rate=frame_rate))
+        c.reset()
+        self.wait(lambda: c.handle is not None and c.last_snapshot is not None, 120)
+        c.start()
+
+    def steps_per_second(self, seconds: float) -> float:
+        worker = self.controller.handle.worker
+        self.spin(0.5)  # warm-up: first frames, caches
+        s0, t0 = worker.steps_taken, time.perf_counter()
+        self.spin(seconds)
+        return (worker.steps_taken - s0) / (time.perf_counter() - t0)
+
+    def close(self) -> None:
+        self.controller.shutdown()
+        self.controller.window.close()
+        self.controller.window.deleteLater()
+        self.app.processEvents()
+
+
+def _headless(n: int, seconds: float) -> float:
+    from gradviz.core.fit import DistanceFitRun
+
+    run = DistanceFitRun(_config(n))
+    for _ in range(3):
+        run.step()
+    t0, steps = time.perf_counter(), 0
+    while time.perf_counter() - t0 < seconds:
+        run.step()
+        steps += 1
+    return steps / (time.perf_counter() - t0)
+
+
+def _throughput(lab: _Lab, sizes, repeats: int, seconds: float, emit) -> dict:
+    out: dict = {}
+    emit(f"  {'N':>6} {'mode':>10} {'headless':>10} {'app':>10} {'ratio':>7} {'target':>7}")
+    for n in sizes:
+        for mode, frame_rate in FRAME_RATES.items():
+            ratios, heads, apps = [], [], []
+            for _ in range(repeats):
+                heads.append(_headless(n, seconds))
+                lab.start(n, frame_rate)
+                apps.append(lab.steps_per_second(seconds))
+                lab.controller.stop()
+                ratios.append(apps[-1] / heads[-1])
+            ratio = statistics.median(ratios)
+            head, app = statistics.median(heads), statistics.median(apps)
+            target = TARGETS[mode]
+            emit(f"  {n:>6} {mode:>10} {head:>10.0f} {app:>10.0f} {ratio:>6.2f}x {target:>6}x")
+            out[f"n{n}_{mode}"] = {"headless_steps_s": head, "app_steps_s": app,
+                                   "ratio": ratio, "target": target}  # fmt: skip
+    return out
+
+
+def _latency(lab: _Lab, n: int, seconds: float, emit) -> dict:
+    """How late a 10 ms GUI timer fires while the app runs at the default frame rate."""
+    from PySide6.QtCore import QTimer
+
+    lab.start(n, FRAME_RATES["default"])
+    lab.spin(0.5)
+    lateness: list[float] = []
+    last = [time.perf_counter()]
+
+    def probe() -> None:  # runs on the GUI thread (the timer's thread)
+        now = time.perf_counter()
+        lateness.append(max(0.0, now - last[0] - 0.010))
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(probe)
+    timer.start()
+    lab.spin(seconds * 2)
+    timer.stop()
+    lab.controller.stop()
+    lateness.sort()
+    p95 = 1000 * lateness[int(0.95 * (len(lateness) - 1))] if lateness else float("nan")
+    p50 = 1000 * statistics.median(lateness) if lateness else float("nan")
+    emit(f"  GUI latency at N={n} (10 ms probe): p50 {p50:.1f} ms, p95 {p95:.1f} ms "
+         f"(target < {TARGETS['latency_p95_ms']:.0f} ms)")  # fmt: skip
+    return {"n": n, "p50_ms": p50, "p95_ms": p95, "target_ms": TARGETS["latency_p95_ms"]}
+
+
+def _views_refresh(quick: bool, seconds: float, emit) -> dict:
+    try:
+        from gradviz.bench.gui_views import measure_refresh
+    except ModuleNotFoundError:
+        emit("  distance views refresh: skipped (gradviz.bench.gui_views is not available)")
+        return {"skipped": "gradviz.bench.gui_views is not available"}
+    out = {}
+    for n, target in ((1000, 40.0), (2000, 20.0))[: 1 if quick else 2]:
+        rate = measure_refresh(n, seconds, distance_views_only=True)
+        emit(f"  distance views refresh at N={n}: {rate:.1f}/s (target >= {target:.0f}/s)")
+        out[f"n{n}"] = {"refresh_per_s": rate, "target": target}
+    return out
+
+
+def _launch(repeats: int, emit) -> dict:
+    """Seconds from starting `python -m gradviz gui` to its window on screen (warm)."""
+    env = dict(os.environ)
+    env["GRADVIZ_EXIT_WHEN_SHOWN"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "gradviz", "gui"]
+    times = []
+    for k in range(repeats + 1):  # the first launch warms the file cache and is not counted
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        shown = None
+        for line in proc.stdout:
+            if line.strip() == "window-shown":
+                shown = time.perf_counter() - t0
+                break
+        proc.wait(timeout=60)
+        if shown is None:
+            emit("  launch: the window did not report being shown")
+            return {"error": "window not shown"}
+        if k:
+            times.append(shown)
+    median = statistics.median(times)
+    emit(f"  launch to window on screen (warm): {median:.2f} s "
+         f"(target < {TARGETS['launch_s']} s)")  # fmt: skip
+    return {"seconds": median, "target_s": TARGETS["launch_s"]}
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    import json
+
+    print(json.dumps(run(1, "--quick" in sys.argv, print)))

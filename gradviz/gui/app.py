@@ -1,0 +1,193 @@
+"""The application: QApplication, theme, log file, exception hook, and launching the window.
+
+Window first: nothing imported here pulls in torch. The window is shown, then torch is
+imported on a background thread, and Start is enabled when it is ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
+from PySide6.QtWidgets import QApplication
+
+from gradviz.core.config import FitConfig
+from gradviz.gui.forms import LiveSettings
+
+log = logging.getLogger("gradviz")
+
+#: Longest wait for torch in --screenshot mode before giving up (seconds).
+SCREENSHOT_LOAD_TIMEOUT_S = 180.0
+
+
+def log_file_path() -> Path:
+    """Where the app logs: GRADVIZ_LOG_FILE, a temp file in tests, else the app data dir."""
+    explicit = os.environ.get("GRADVIZ_LOG_FILE")
+    if explicit:
+        return Path(explicit)
+    scope = os.environ.get("GRADVIZ_SETTINGS_SCOPE")
+    if scope:
+        return Path(tempfile.gettempdir()) / f"gradviz-{scope}.log"
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppLocalDataLocation)
+    return Path(base or tempfile.gettempdir()) / "gradviz.log"
+
+
+def setup_logging() -> Path:
+    """Log to the log file (never to the console, which a GUI user does not see)."""
+    path = log_file_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "gradviz.log"
+        handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if not any(getattr(h, "baseFilename", None) == str(path) for h in log.handlers):
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    return path
+
+
+def create_application(argv: list[str] | None = None) -> QApplication:
+    """The QApplication (reused if one exists), with names and the theme."""
+    app = QApplication.instance() or QApplication(argv or [sys.argv[0]])
+    app.setApplicationName("gradviz")
+    app.setOrganizationName("gradviz")
+    app.setStyle("Fusion")  # the same look on every platform; the views set their own colours
+    return app  # type: ignore[return-value]
+
+
+def build_controller(
+    config: FitConfig | None = None,
+    live: LiveSettings | None = None,
+    run_factory: Any = None,
+    views: Any = None,
+    log_path: str | None = None,
+):
+    """The controller with its window (not shown) and views; torch is not loaded yet."""
+    from gradviz.gui.controller import FitController
+
+    if views is None:
+        from gradviz.gui.views.fit_views import FitViews
+
+        views = FitViews()
+    return FitController(
+        views,
+        log_path=log_path or str(log_file_path()),
+        run_factory=run_factory,
+        config=config,
+        live=live,
+    )
+
+
+class ExceptionHook:
+    """Turns an exception that escaped a Qt slot into a logged error and a dialog."""
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        self.previous = sys.excepthook
+        self.previous_thread = threading.excepthook
+
+    def install(self) -> None:
+        sys.excepthook = self._on_exception
+        threading.excepthook = self._on_thread_exception
+
+    def uninstall(self) -> None:
+        sys.excepthook = self.previous
+        threading.excepthook = self.previous_thread
+
+    def _on_exception(self, kind, value, tb) -> None:
+        details = "".join(traceback.format_exception(kind, value, tb))
+        log.error("unhandled exception\n%s", details)
+        if threading.current_thread() is threading.main_thread():
+            self.controller.report_exception(value, details)
+
+    def _on_thread_exception(self, args) -> None:
+        details = "".join(
+            traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback)
+        )
+        log.error("unhandled exception in thread %s\n%s", args.thread, details)
+
+
+class ScreenshotDirector(QObject):
+    """--screenshot: run the experiment for ``run_for`` seconds, save the window, quit."""
+
+    def __init__(self, controller: Any, path: str, run_for: float) -> None:
+        super().__init__()
+        self.controller = controller
+        self.path = path
+        self.run_for = run_for
+        self.exit_code = 1
+        controller.torchReady.connect(self._on_ready)
+        controller.loader.failed.connect(self._on_failed)
+        QTimer.singleShot(int(SCREENSHOT_LOAD_TIMEOUT_S * 1000), self._on_timeout)
+
+    @Slot()
+    def _on_ready(self) -> None:
+        self.controller.start()
+        QTimer.singleShot(int(self.run_for * 1000), self._capture)
+
+    @Slot()
+    def _capture(self) -> None:
+        image = self.controller.window.grab()  # the live window, run still going
+        self.controller.stop()
+        if image.save(self.path):
+            print(f"saved {self.path} ({image.width()}x{image.height()})")
+            self.exit_code = 0
+        else:
+            print(f"gradviz gui: error: could not write {self.path!r}.", file=sys.stderr)
+        self.controller.shutdown()
+        QApplication.instance().quit()
+
+    @Slot(str, str)
+    def _on_failed(self, sentence: str, _details: str) -> None:
+        print(f"gradviz gui: error: {sentence}", file=sys.stderr)
+        self.controller.shutdown()
+        QApplication.instance().quit()
+
+    @Slot()
+    def _on_timeout(self) -> None:
+        if not self.controller.torch_ready:
+            self._on_failed("torch did not load in time.", "")
+
+
+def main(experiment: str | None = None, screenshot: str | None = None, run_for: float = 3.0) -> int:
+    """Open the app; returns the exit code."""
+    started = time.perf_counter()
+    log_path = setup_logging()
+    app = create_application()
+    config = live = None
+    if experiment:
+        from gradviz.gui.experiments import load_experiment
+
+        config, live = load_experiment(experiment)  # GradvizError: exit 2 via the CLI
+    controller = build_controller(config, live, log_path=str(log_path))
+    hook = ExceptionHook(controller)
+    hook.install()
+    app.aboutToQuit.connect(controller.shutdown)
+    director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None
+    controller.window.show()
+    log.info("window shown %.2f s after start", time.perf_counter() - started)
+    if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark
+        QTimer.singleShot(0, _report_shown_and_quit)
+    else:
+        QTimer.singleShot(0, controller.start_loading)
+    try:
+        code = app.exec()
+    finally:
+        controller.shutdown()
+        hook.uninstall()
+    return director.exit_code if director is not None else int(code)
+
+
+def _report_shown_and_quit() -> None:
+    print("window-shown", flush=True)
+    QApplication.instance().quit()

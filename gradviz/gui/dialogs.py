@@ -1,0 +1,58 @@
+"""The error dialog: a plain sentence, the details on demand, and where the log is."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+class ErrorDialog(QDialog):
+    """Says what went wrong in one sentence; "Copy details" puts the traceback on the
+    clipboard for a bug report. Shown with ``open()`` (window-modal, never blocks the
+    caller), so the run's last good state stays on screen behind it."""
+
+    def __init__(self, sentence: str, details: str, log_path: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("gradviz: the run stopped")
+        self.sentence = sentence
+        self.details = details
+        message = QLabel(sentence)
+        message.setWordWrap(True)
+        message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        font = message.font()
+        font.setPointSizeF(font.pointSizeF() * 1.1)
+        message.setFont(font)
+        self.log_label = QLabel(f"Details are also in the log file:\n{log_path}")
+        self.log_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.log_label.setStyleSheet("color: palette(mid);")
+        self.details_box = QPlainTextEdit(details)
+        self.details_box.setReadOnly(True)
+        self.details_box.setVisible(False)
+        self.details_box.setMinimumHeight(180)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.copy_button = QPushButton("Copy details")
+        self.show_button = QPushButton("Show details")
+        self.show_button.setCheckable(True)
+        buttons.addButton(self.copy_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.addButton(self.show_button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.rejected.connect(self.reject)
+        self.copy_button.clicked.connect(self.copy_details)
+        self.show_button.toggled.connect(self.details_box.setVisible)
+        layout = QVBoxLayout(self)
+        layout.addWidget(message)
+        layout.addWidget(self.log_label)
+        layout.addWidget(self.details_box)
+        layout.addWidget(buttons)
+        self.setMinimumWidth(520)
+
+    def copy_details(self) -> None:
+        QGuiApplication.clipboard().setText(f"{self.sentence}\n\n{self.details}")

@@ -1,0 +1,229 @@
+"""The main window: menus, toolbar, docks and status bar. Layout only, no behaviour.
+
+The controller connects the actions and fills the status bar; the window knows nothing of
+runs. Every dock has an object name so the layout can be saved and restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QToolBar,
+    QToolButton,
+    QWidget,
+)
+
+DEFAULT_SIZE = (1440, 900)
+MIN_SIZE = (1280, 800)
+
+#: Dock placement: the matrices on top, curves and points below, setup on the left.
+TOP_ROW = ("distances", "error", "mask")
+BOTTOM_ROW = ("loss", "points", "coord_grads")
+TABBED = {"target": "distances"}
+LEFT = ("setup", "pair")
+
+_RUN_ACTIONS = (
+    ("start", "Start", None, "Start the run, or resume it (Space)"),
+    ("pause", "Pause", None, "Pause the run; Resume continues it (Space)"),
+    ("step", "Step once", "S", "Take one optimiser step and show it (S)"),
+    ("stop", "Stop", None, "End the run; its last state stays on screen"),
+    ("reset", "Reset", "R", "Start over at step 0 with the current settings (R)"),
+)
+
+
+class MainWindow(QMainWindow):
+    """The window of the distance-fit lab. ``actions`` maps a name to its QAction."""
+
+    recentChosen = Signal(str)
+
+    def __init__(self, setup: QWidget, views: dict[str, QWidget], titles: dict[str, str]):
+        super().__init__()
+        self.setWindowTitle("gradviz — distance-fit lab")
+        self.setObjectName("gradviz-main-window")
+        self.setDockNestingEnabled(True)
+        self.setMinimumSize(960, 600)
+        self.resize(*DEFAULT_SIZE)
+        #: Asked before closing; returns False to keep the window open.
+        self.close_guard: Callable[[], bool] = lambda: True
+        self.actions: dict[str, QAction] = {}
+        self.docks: dict[str, QDockWidget] = {}
+        self._make_actions()
+        self._make_menus()
+        self._make_toolbar()
+        self._make_status_bar()
+        self._make_docks(setup, views, titles)
+        self.default_state = self.saveState()
+        self._sized = False
+
+    # ---- actions and menus -----------------------------------------------------------------
+    def _action(self, name: str, text: str, shortcut: str | None = None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        action.setToolTip(tip or text)
+        action.setStatusTip(tip or text)
+        self.addAction(action)
+        self.actions[name] = action
+        return action
+
+    def _make_actions(self) -> None:
+        self._action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
+        self._action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
+        self._action("quit", "&Quit", "Ctrl+Q")
+        self._action(
+            "copy_command", "&Copy as command", "Ctrl+Shift+C",
+            "Copy the gradviz fit command line that repeats this setup headless",
+        )  # fmt: skip
+        for name, text, key, tip in _RUN_ACTIONS:
+            self._action(name, text, key, tip)
+        self.actions["pause"].setCheckable(True)
+        # Space toggles run/pause; a separate action so it works whichever button is enabled.
+        self._action("toggle_run", "Start or pause", "Space", "Start, pause or resume (Space)")
+        self._action(
+            "first_nan",
+            "Show &first NaN",
+            "Ctrl+N",
+            "Show the pinned snapshot of the first step with a non-finite gradient",
+        )
+        self._action("live", "Back to &live view", "Ctrl+L", "Follow the run again")
+        self._action("reset_layout", "Reset &layout", None, "Put every panel back")
+        self._action("about", "&About gradviz")
+
+    def _make_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        file_menu.addAction(self.actions["open"])
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        file_menu.addAction(self.actions["save"])
+        file_menu.addSeparator()
+        file_menu.addAction(self.actions["quit"])
+        edit_menu = bar.addMenu("&Edit")
+        edit_menu.addAction(self.actions["copy_command"])
+        run_menu = bar.addMenu("&Run")
+        for name, *_ in _RUN_ACTIONS:
+            run_menu.addAction(self.actions[name])
+        run_menu.addSeparator()
+        run_menu.addAction(self.actions["first_nan"])
+        run_menu.addAction(self.actions["live"])
+        self.view_menu = bar.addMenu("&View")
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self.actions["about"])
+
+    def set_recent_files(self, paths: list[str]) -> None:
+        self.recent_menu.clear()
+        for path in paths:
+            action = self.recent_menu.addAction(path)
+            action.setData(path)
+            action.triggered.connect(self._on_recent_triggered)
+        self.recent_menu.setEnabled(bool(paths))
+
+    def _on_recent_triggered(self) -> None:
+        action = self.sender()
+        if isinstance(action, QAction):
+            self.recentChosen.emit(str(action.data()))
+
+    def _make_toolbar(self) -> None:
+        bar = QToolBar("Run controls")
+        bar.setObjectName("run-toolbar")
+        bar.setMovable(False)
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        for name, *_ in _RUN_ACTIONS:
+            bar.addAction(self.actions[name])
+        bar.addSeparator()
+        bar.addAction(self.actions["first_nan"])
+        bar.addAction(self.actions["live"])
+        for button in bar.findChildren(QToolButton):
+            button.setMinimumWidth(64)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+        self.toolbar = bar
+
+    def _make_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.status_labels: dict[str, QLabel] = {}
+        for name, width in (
+            ("state", 150),
+            ("step", 120),
+            ("loss", 150),
+            ("speed", 110),
+            ("device", 150),
+            ("nan", 190),
+        ):
+            label = QLabel("")
+            label.setMinimumWidth(width)
+            label.setObjectName(f"status-{name}")
+            bar.addPermanentWidget(label)
+            self.status_labels[name] = label
+
+    # ---- docks -----------------------------------------------------------------------------
+    def _dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock-{name}")
+        dock.setWidget(widget)
+        dock.setFeatures(
+            QDockWidget.DockWidgetFeature.DockWidgetMovable
+            | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+            | QDockWidget.DockWidgetFeature.DockWidgetClosable
+        )
+        self.docks[name] = dock
+        self.view_menu.addAction(dock.toggleViewAction())
+        return dock
+
+    def _make_docks(self, setup: QWidget, views: dict[str, QWidget], titles: dict[str, str]):
+        widgets = {"setup": setup, **views}
+        names = {"setup": "Setup", **titles}
+        for name, widget in widgets.items():
+            self._dock(name, names.get(name, name), widget)
+        d = self.docks
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["setup"])
+        if "pair" in d:
+            self.splitDockWidget(d["setup"], d["pair"], Qt.Orientation.Vertical)
+        first_top, first_bottom = TOP_ROW[0], BOTTOM_ROW[0]
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, d[first_top])
+        self.splitDockWidget(d[first_top], d[first_bottom], Qt.Orientation.Vertical)
+        for row in (TOP_ROW, BOTTOM_ROW):
+            for left, right in zip(row, row[1:]):
+                self.splitDockWidget(d[left], d[right], Qt.Orientation.Horizontal)
+        for name, host in TABBED.items():
+            self.tabifyDockWidget(d[host], d[name])
+            d[host].raise_()
+        placed = set(TOP_ROW + BOTTOM_ROW + LEFT) | set(TABBED)
+        for name in widgets:  # views added later (new panels) go next to the matrices
+            if name not in placed:
+                self.tabifyDockWidget(d[first_bottom], d[name])
+        self.view_menu.addSeparator()
+        self.view_menu.addAction(self.actions["reset_layout"])
+        self._arrange_sizes()
+
+    def _arrange_sizes(self) -> None:
+        """Even columns for the views, a setup column wide enough for its values."""
+        d = self.docks
+        horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
+        rest = max(self.width() - 340, 600)
+        for row, weights in ((TOP_ROW, (1, 1, 1)), (BOTTOM_ROW, (0.9, 1, 1.1))):
+            docks = [d["setup"]] + [d[n] for n in row]
+            widths = [int(rest * w / sum(weights)) for w in weights]
+            self.resizeDocks(docks, [330, *widths], horizontal)
+        self.resizeDocks([d[TOP_ROW[0]], d[BOTTOM_ROW[0]]], [480, 400], vertical)
+        if "pair" in d:
+            self.resizeDocks([d["setup"], d["pair"]], [560, 200], vertical)
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._sized:
+            self._sized = True
+            self._arrange_sizes()  # sizes only take once the window has its real size
+            self.default_state = self.saveState()
+
+    # ---- closing -----------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.close_guard():
+            event.accept()
+        else:
+            event.ignore()

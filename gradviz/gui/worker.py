@@ -1,0 +1,266 @@
+"""Runs a distance fit off the GUI thread.
+
+A ``FitWorker`` is a QObject moved to its own QThread. Its loop drives the same
+``DistanceFitRun`` as ``gradviz fit``; commands arrive as flags (``threading.Event`` and a
+lock-protected learning rate) checked before every step, because a queued slot would not be
+delivered while the loop is busy. Snapshots leave as signals when a frame is due; the GUI
+acknowledges each one it has drawn, and the worker does not take the next snapshot before
+that acknowledgement (adaptive pacing: when the GUI falls behind, frames are skipped, never
+queued up). Every failure is caught and reported as a ``failed`` signal with a plain
+sentence, so the GUI always learns about it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+
+from gradviz.core.config import FitConfig
+from gradviz.core.errors import GradvizError
+
+log = logging.getLogger(__name__)
+
+#: A frame waits at least this many times as long as the GUI took to draw the last one.
+GUI_SHARE_FACTOR = 6.0
+
+#: However slow the GUI, a running fit shows at least one frame a second.
+MAX_FRAME_INTERVAL_S = 1.0
+
+#: How long a paused loop sleeps between looks at its flags (seconds).
+_IDLE_WAIT_S = 0.05
+
+
+def default_run_factory(config: FitConfig) -> Any:
+    """Build the core run (imports torch: call it on the worker thread only)."""
+    from gradviz.core.fit import DistanceFitRun
+
+    return DistanceFitRun(config)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One plain sentence for a failure that stopped a run."""
+    if isinstance(exc, GradvizError):
+        return str(exc)
+    text = str(exc)
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
+        return (
+            "The run ran out of memory; try fewer points, float32, or another device. "
+            "The last good state is still on screen."
+        )
+    if isinstance(exc, OSError):
+        return f"A file could not be read or written: {exc}."
+    first_line = text.splitlines()[0] if text else ""
+    return (
+        f"The run stopped because of an unexpected error ({type(exc).__name__}"
+        f"{': ' + first_line if first_line else ''}). The last good state is still on screen."
+    )
+
+
+class FitWorker(QObject):
+    """One run of one generation. Create, move to a QThread, connect, start the thread.
+
+    Signals are connected to slots of GUI-thread QObjects (queued); never to lambdas.
+    """
+
+    snapshotReady = Signal(object, float)  # Snapshot, wall-clock steps/s of this worker
+    firstNanPinned = Signal(object)  # Snapshot of the exact first non-finite step
+    failed = Signal(str, str)  # plain sentence, details (traceback)
+    finished = Signal(int)  # generation
+
+    def __init__(
+        self,
+        config: FitConfig,
+        generation: int,
+        frame_rate: float = 30.0,
+        start_paused: bool = False,
+        run_factory: Callable[[FitConfig], Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.generation = generation
+        self._run_factory = run_factory or default_run_factory
+        self._stop = threading.Event()
+        self._running = threading.Event()  # set = run freely; clear = paused
+        if not start_paused:
+            self._running.set()
+        self._step_requests = 0
+        self._lock = threading.Lock()
+        self._pending_lr: float | None = None
+        self._frame_interval = 1.0 / max(frame_rate, 0.1)
+        self._gui_interval = 0.0  # adaptive: a slow-drawing GUI gets fewer frames
+        self._frame_drawn = threading.Event()  # the GUI drew our last frame
+        self._frame_drawn.set()
+        self._wake = threading.Event()
+        #: Optimiser steps taken by this worker (read from any thread; for benchmarks).
+        self.steps_taken = 0
+
+    # ---- commands (any thread) -------------------------------------------------------
+    def request_stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def step_once(self) -> None:
+        """While paused: take exactly one more step and show it."""
+        with self._lock:
+            self._step_requests += 1
+        self._wake.set()
+
+    def set_lr(self, lr: float) -> None:
+        """Takes effect before the next step."""
+        with self._lock:
+            self._pending_lr = float(lr)
+
+    def set_frame_rate(self, frame_rate: float) -> None:
+        self._frame_interval = 1.0 / max(frame_rate, 0.1)
+
+    def frame_drawn(self, gui_seconds: float = 0.0) -> None:
+        """The GUI has drawn the last snapshot, which kept it busy ``gui_seconds``.
+
+        The next frame waits at least ``GUI_SHARE_FACTOR`` times that long, so drawing
+        takes at most about 1/factor of the time and the run keeps the rest (the GIL is
+        shared: every millisecond the GUI spends in Python is one the run waits).
+        """
+        self._gui_interval = min(gui_seconds * GUI_SHARE_FACTOR, MAX_FRAME_INTERVAL_S)
+        self._frame_drawn.set()
+
+    # ---- the loop (worker thread) --------------------------------------------------------
+    @Slot()
+    def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach the GUI
+            log.exception("run of generation %d failed", self.generation)
+            self.failed.emit(describe_failure(exc), traceback.format_exc())
+        finally:
+            self.finished.emit(self.generation)
+
+    def _loop(self) -> None:
+        run = self._run_factory(self.config)
+        self._meter = _RateMeter(run.completed_steps)
+        self._emit(run)
+        last_frame = time.perf_counter()
+        seen_nonfinite = run.first_nonfinite_grad_step is not None
+        shown_step = run.completed_steps
+        while not self._stop.is_set() and not _is_done(run):
+            single = self._take_step_request()
+            if not single and not self._running.is_set():
+                if shown_step != run.completed_steps:
+                    self._emit(run, measured=False)  # just paused: show where the run stands
+                    shown_step = run.completed_steps
+                self._meter.restart(run.completed_steps)
+                self._wake.wait(_IDLE_WAIT_S)
+                self._wake.clear()
+                continue
+            self._apply_pending_lr(run)
+            # Capture (matrices, gradients, health) only on steps that will be shown: the
+            # first step, a single step, or when a frame is due and the last one is drawn
+            # (adaptive pacing: a GUI that falls behind gets fewer frames, the run no delay).
+            interval = max(self._frame_interval, self._gui_interval)
+            due = time.perf_counter() - last_frame >= interval and self._frame_drawn.is_set()
+            capture = single or due or run.completed_steps == 0
+            run.step(capture=capture)
+            self.steps_taken += 1
+            first_nan = not seen_nonfinite and run.first_nonfinite_grad_step is not None
+            seen_nonfinite = seen_nonfinite or first_nan
+            if capture or first_nan:  # the first NaN is always shown: the GUI pins it
+                self._emit(run)
+                shown_step = run.completed_steps
+                last_frame = time.perf_counter()
+            if first_nan and not capture:
+                self._pin_exact_first_nan()
+        self._emit(run)
+
+    def _pin_exact_first_nan(self) -> None:
+        """The first NaN came in a step that was not captured, so the snapshot just sent
+        shows the state after that step's update. Replay the (seeded) run to that step,
+        stopping on NaN, and send the exact snapshot of its gradients to be pinned."""
+        from gradviz.core.anomaly import replay_to_first_nonfinite
+
+        pinned = replay_to_first_nonfinite(self.config, should_stop=self._stop.is_set)
+        if pinned is not None:
+            snapshot = dataclasses.replace(pinned.snapshot, generation=self.generation)
+            self.firstNanPinned.emit(snapshot)
+
+    def _emit(self, run: Any, measured: bool = True) -> None:
+        """Send a snapshot with the steps/s of the last stretch of running (NaN: unknown)."""
+        self._frame_drawn.clear()
+        rate = self._meter.rate(run.completed_steps) if measured else float("nan")
+        self.snapshotReady.emit(run.snapshot(self.generation), rate)
+
+    def _take_step_request(self) -> bool:
+        with self._lock:
+            if self._step_requests and not self._running.is_set():
+                self._step_requests -= 1
+                return True
+            self._step_requests = 0 if self._running.is_set() else self._step_requests
+            return False
+
+    def _apply_pending_lr(self, run: Any) -> None:
+        with self._lock:
+            lr, self._pending_lr = self._pending_lr, None
+        if lr is not None:
+            run.set_lr(lr)
+
+
+class _RateMeter:
+    """Wall-clock steps per second while running (snapshots and pauses included)."""
+
+    def __init__(self, steps: int) -> None:
+        self.restart(steps)
+        self._last = float("nan")
+
+    def restart(self, steps: int) -> None:
+        self._t0, self._steps0 = time.perf_counter(), steps
+
+    def rate(self, steps: int) -> float:
+        elapsed = time.perf_counter() - self._t0
+        if steps - self._steps0 >= 2 and elapsed > 0.25:
+            self._last = (steps - self._steps0) / elapsed
+            self._t0, self._steps0 = time.perf_counter(), steps
+        return self._last
+
+
+def _is_done(run: Any) -> bool:
+    done = run.done
+    return bool(done() if callable(done) else done)
+
+
+class WorkerHandle(QObject):
+    """A worker and its thread, started together and joined together."""
+
+    def __init__(self, worker: FitWorker) -> None:
+        super().__init__()
+        self.worker = worker
+        self.thread = QThread()
+        self.thread.setObjectName(f"gradviz-fit-{worker.generation}")
+        worker.moveToThread(self.thread)
+        self.thread.started.connect(worker.run)
+        # Direct: quit() is thread-safe, and the GUI thread may be blocked in wait().
+        worker.finished.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop_and_join(self, timeout_s: float = 30.0) -> bool:
+        """Ask the loop to stop and wait for the thread; True when it has ended."""
+        self.worker.request_stop()
+        self.thread.quit()
+        return self.thread.wait(int(timeout_s * 1000))

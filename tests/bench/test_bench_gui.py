@@ -1,0 +1,30 @@
+"""Speed targets of the app (run with: pytest -m bench tests/bench/test_bench_gui.py -s)."""
+
+import pytest
+
+from gradviz.bench import gui
+
+
+@pytest.fixture(scope="module")
+def figures():
+    return gui.run(repeats=3, quick=False, emit=print)
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("n", [100, 1000])
+@pytest.mark.parametrize("mode", ["default", "max_speed"])
+def test_app_worker_keeps_up_with_the_headless_run(figures, n, mode):
+    row = figures["throughput"][f"n{n}_{mode}"]
+    assert row["ratio"] >= row["target"], f"{mode} at N = {n}: {row['ratio']:.2f}x"
+
+
+@pytest.mark.bench
+def test_gui_thread_stays_responsive_under_a_full_speed_run(figures):
+    latency = figures["latency"]
+    assert latency["p95_ms"] < latency["target_ms"]
+
+
+@pytest.mark.bench
+def test_window_is_on_screen_quickly(figures):
+    launch = figures["launch"]
+    assert launch["seconds"] < launch["target_s"]

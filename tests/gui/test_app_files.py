@@ -1,0 +1,90 @@
+"""Experiment files, the CLI front door of the app, and window-first imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradviz.core.errors import GradvizError
+from gradviz.gui.experiments import load_experiment, save_experiment
+from gradviz.gui.forms import LiveSettings
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "resources" / "experiments").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_experiment_loads(path):
+    config, live = load_experiment(path)
+    assert config.validated() is config and live.frame_rate > 0
+
+
+def test_saved_experiment_reads_back_equal(tmp_path):
+    config, live = load_experiment(EXAMPLES[0])
+    save_experiment(tmp_path / "e.json", config.with_changes(lr=0.5), LiveSettings(2.0))
+    again, again_live = load_experiment(tmp_path / "e.json")
+    assert again == config.with_changes(lr=0.5) and again_live == LiveSettings(2.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"fit": {"n": 10, "colour": "red"}}', "Unknown setting(s) colour"),
+        ('{"fit": {"method": "fast"}}', "Unknown method 'fast'"),
+        ('{"display": {"fps": 3}}', "Unknown display setting(s) fps"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_bad_experiment_files_say_what_is_wrong(tmp_path, text, words):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(GradvizError, match=None) as caught:
+        load_experiment(path)
+    assert words in str(caught.value)
+
+
+def _run(args, **env):
+    full = dict(os.environ, PYTHONPATH=str(REPO), **env)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full,
+                          timeout=120, cwd=REPO)  # fmt: skip
+
+
+def test_gui_with_a_missing_experiment_file_exits_2_with_one_sentence(tmp_path):
+    proc = _run(["-m", "gradviz", "gui", "--experiment", str(tmp_path / "none.json")],
+                GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("gradviz gui: error: The experiment file")
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_gui_import_path_does_not_import_torch():
+    code = (
+        "import sys\n"
+        "import gradviz.gui.app, gradviz.gui.controller, gradviz.gui.views.fit_views\n"
+        "from gradviz.gui.app import build_controller, create_application\n"
+        "create_application(); c = build_controller(); c.window.show()\n"
+        "assert 'torch' not in sys.modules, 'torch imported before the window'\n"
+        "c.shutdown()\n"
+    )
+    proc = _run(["-c", code], QT_QPA_PLATFORM="offscreen", GRADVIZ_SETTINGS_SCOPE="test")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_plain_gradviz_and_main_py_open_the_window(tmp_path):
+    env = dict(QT_QPA_PLATFORM="offscreen", GRADVIZ_EXIT_WHEN_SHOWN="1",
+               GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    for args in (["-m", "gradviz"], ["main.py"]):
+        proc = _run(args, **env)
+        assert proc.returncode == 0, proc.stderr
+        assert "window-shown" in proc.stdout
+
+
+def test_example_experiments_are_valid_json_objects():
+    for path in EXAMPLES:
+        assert isinstance(json.loads(path.read_text()), dict)

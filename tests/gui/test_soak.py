@@ -1,0 +1,141 @@
+"""Soak: 3,000 live frames through the real views, each delivered by a signal from a worker
+thread as the app delivers snapshots. Guards the Qt-binding pin: PySide6 6.12.0 on Python
+3.11 loses a reference to True on every Signal.emit() and to None on every Python override of
+a void virtual (paintEvent), and the interpreter aborts after ~1,000 frames."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import sys
+import threading
+
+import pytest
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtWidgets import QGridLayout, QWidget
+
+from gradviz.gui.views.fit_views import FitViews
+from gradviz.gui.views.synthetic import synthetic_snapshot
+
+FRAMES = 3000
+# The binding bugs move a count by at least one per frame (3,000); objects of earlier tests
+# freed meanwhile (deleteLater, the cycle collector) move it by tens.
+REFCOUNT_MARGIN = FRAMES // 10
+
+
+class _Emitter(QObject):
+    """Emits FRAMES snapshots from its own thread, one at a time (waits for each to be drawn)."""
+
+    frame = Signal(object, float)
+    done = Signal()
+
+    def __init__(self, snapshots) -> None:
+        super().__init__()
+        self.snapshots = snapshots
+        self.drawn = threading.Event()
+        self.stop = threading.Event()
+
+    @Slot()
+    def run(self) -> None:
+        for k in range(FRAMES):
+            if self.stop.is_set():
+                break
+            self.drawn.clear()
+            self.frame.emit(self.snapshots[k % len(self.snapshots)], float(k))
+            while not self.drawn.wait(0.1):
+                if self.stop.is_set():
+                    return
+        self.done.emit()
+
+
+class _Screen(QObject):
+    """GUI-thread receiver: draws each frame in the real views and paints the window."""
+
+    def __init__(self, views: FitViews, window: QWidget, emitter: _Emitter) -> None:
+        super().__init__()
+        self.views, self.window, self.emitter = views, window, emitter
+        self.frames = 0
+        self.finished = False
+
+    @Slot(object, float)
+    def on_frame(self, snapshot, _index: float) -> None:
+        self.views.show_snapshot(snapshot)
+        self.frames += 1
+        # Release the next frame only after the event loop has painted this one, as the app
+        # does: every frame goes through the views' paint overrides.
+        QTimer.singleShot(0, self.release)
+
+    @Slot()
+    def release(self) -> None:
+        self.emitter.drawn.set()
+
+    @Slot()
+    def on_done(self) -> None:
+        self.finished = True
+
+
+def _settle() -> None:
+    """Free what earlier code left for later (deleteLater, cycles), so counts compare."""
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
+
+
+def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtbot):
+    views = FitViews()
+    window = QWidget()
+    grid = QGridLayout(window)
+    for k, widget in enumerate(views.widgets.values()):
+        grid.addWidget(widget, k // 4, k % 4)
+    window.resize(720, 420)
+    qtbot.addWidget(window)
+    window.show()
+    # The matrices, gradients and health codes change every frame; the loss history and the
+    # points are shared, which keeps a frame cheap enough for 3,000 of them in the suite.
+    first = synthetic_snapshot(12, seed=0, step=10)
+    snapshots = [
+        dataclasses.replace(
+            synthetic_snapshot(12, seed=s, step=10),
+            loss_history=first.loss_history,
+            coords=first.coords,
+            target_coords=first.target_coords,
+        )
+        for s in range(3)
+    ]
+    views.show_snapshot(snapshots[0])
+    qtbot.wait(50)
+    _settle()
+    true_before, none_before = sys.getrefcount(True), sys.getrefcount(None)
+
+    emitter = _Emitter(snapshots)
+    screen = _Screen(views, window, emitter)
+    thread = QThread()
+    emitter.moveToThread(thread)
+    thread.started.connect(emitter.run)
+    emitter.frame.connect(screen.on_frame)
+    emitter.done.connect(screen.on_done)
+    thread.start()
+    try:
+        qtbot.waitUntil(lambda: screen.finished, timeout=120_000)
+    finally:
+        emitter.stop.set()
+        thread.quit()
+        assert thread.wait(30_000)
+    assert screen.frames == FRAMES
+    _settle()
+    if sys.version_info >= (3, 12):
+        return  # True and None are immortal from 3.12 on: their counts say nothing
+    true_drift = sys.getrefcount(True) - true_before
+    none_drift = sys.getrefcount(None) - none_before
+    # A falling count is the crash (the interpreter frees True or None): never allowed.
+    assert true_drift > -REFCOUNT_MARGIN, f"True lost {-true_drift} references"
+    assert none_drift > -REFCOUNT_MARGIN, f"None lost {-none_drift} references"
+    assert true_drift < REFCOUNT_MARGIN, f"True gained {true_drift} references"
+    if none_drift >= REFCOUNT_MARGIN:
+        # Known with PySide6 6.11.3: each QPainter opened on a new QPicture (pyqtgraph's
+        # AxisItem redraws its ticks that way when a range changes) adds 6 references to
+        # None that are never released. A leak, not the crash;
+        # reported as xfail with the count, and the test passes once the leak is fixed.
+        pytest.xfail(
+            f"None gained {none_drift} references over {FRAMES} frames "
+            "(QPainter on a new QPicture, PySide6 6.11)"
+        )
