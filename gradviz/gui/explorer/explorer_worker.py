@@ -39,7 +39,6 @@ class ExplorerWorker(QObject):
 
     resultReady = Signal(int, object)  # generation, ExplorerResult
     failed = Signal(int, str, str)  # generation, sentence, details
-    busyChanged = Signal(bool)
 
     def __init__(self) -> None:
         super().__init__()
@@ -87,7 +86,6 @@ class ExplorerWorker(QObject):
             if pending is None or self._stop.is_set():
                 continue
             generation, job = pending
-            self.busyChanged.emit(True)
             self._computing.set()
             self.started_generation = generation
             try:
@@ -100,10 +98,6 @@ class ExplorerWorker(QObject):
                 self.resultReady.emit(generation, result)
             finally:
                 self._computing.clear()
-                with self._lock:
-                    idle = self._pending is None
-                if idle:
-                    self.busyChanged.emit(False)
 
 
 class ExplorerThread(QObject):
