@@ -120,6 +120,9 @@ def test_grid_inputs_give_a_field_of_the_grid_shape(qtbot, tab):
     # The batch is the grid, so the field matches the batch Jacobians (top row = largest y).
     grid = result.jacobians.reshape(12, 12, 2, 3)[::-1, :, 1, 2]
     np.testing.assert_allclose(image, grid, rtol=1e-5, atol=1e-7)
+    # Hover names the grid point by its coordinates: top-left is (x0 = -2, x2 = 2).
+    readout = view.heatmap.hover_cell(0, 0)
+    assert "x2 = 2" in readout and "x0 = -2" in readout and "df1/dx2" in readout
 
 
 def test_set_network_explores_a_private_copy_of_the_given_module(qtbot, tab):
@@ -291,3 +294,14 @@ def test_a_hidden_explorer_starts_no_thread_until_it_is_shown(qtbot):
     assert hidden.result is not None and hidden.result.label == "2-20-20-4"
     hidden.shutdown()
     assert not hidden.worker_running()
+
+
+def test_unreadable_fixed_input_values_are_reported_inline_and_compute_nothing(qtbot, tab):
+    explore(qtbot, tab, "3-4-2")
+    done = tab.generation
+    s = tab.settings
+    s.kind_box.setCurrentIndex(s.kind_box.findData("grid"))
+    s.base_edit.setText("1, x")
+    tab.compute()
+    assert tab.generation == done
+    assert "not a number: 'x'" in s.inputs_message.text()
