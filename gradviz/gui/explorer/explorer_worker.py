@@ -110,6 +110,9 @@ class ExplorerThread(QObject):
         self.thread.setObjectName("gradviz-explorer")
         self.worker.moveToThread(self.thread)
         self.thread.started.connect(self.worker.run)
+        # Deleted in its own thread as that thread ends (Qt's documented pattern), never
+        # later from the GUI thread by the garbage collector.
+        self.thread.finished.connect(self.worker.deleteLater)
         self._started = False
 
     def start(self) -> None:
