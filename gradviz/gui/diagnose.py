@@ -95,8 +95,8 @@ class DiagnoseWorker(QObject):
 
 
 def report_text(report) -> str:
-    """The AnomalyReport as readable text: the summary, then each operation's trace."""
-    lines = [report.summary, ""]
+    """The AnomalyReport's operations and their traces as readable text."""
+    lines = []
     if report.backward is not None:
         lines.append(
             f"Backward: {report.backward.operation} returned NaN in output {report.output_index}"
@@ -146,11 +146,15 @@ class WhyNanPanel(QDialog):
         self.counts.setStyleSheet("color: #444;")
         self.counts.setWordWrap(True)
         self.examples = QListWidget()
-        self.examples.setMaximumHeight(130)
+        self.examples.setMaximumHeight(96)
         self.examples.setToolTip("Click to select the entry in the lab's matrices")
         self.diagnose_button = QPushButton("Diagnose (re-run the step under detect_anomaly)")
         self.diagnose_status = QLabel("")
         self.diagnose_status.setWordWrap(True)
+        self.diagnose_summary = QLabel("")
+        self.diagnose_summary.setObjectName("why-nan-diagnosis")
+        self.diagnose_summary.setWordWrap(True)
+        self.diagnose_summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.trace = QPlainTextEdit()
         self.trace.setObjectName("why-nan-trace")
         self.trace.setReadOnly(True)
@@ -174,6 +178,7 @@ class WhyNanPanel(QDialog):
         row.addWidget(self.diagnose_button)
         row.addWidget(self.diagnose_status, stretch=1)
         layout.addLayout(row)
+        layout.addWidget(self.diagnose_summary)
         layout.addWidget(self.trace, stretch=1)
         layout.addWidget(buttons)
         self.examples.itemClicked.connect(self._on_example_clicked)
@@ -224,6 +229,7 @@ class WhyNanPanel(QDialog):
         self.diagnose_button.setEnabled(False)
         self.report = None
         self.trace.setPlainText("")
+        self.diagnose_summary.setText("")
         others = f"; {paused} other run(s) paused" if paused else ""
         self.diagnose_status.setText(f"Diagnosing… (replaying the run{others})")
 
@@ -237,6 +243,7 @@ class WhyNanPanel(QDialog):
         self.diagnose_status.setText(
             f"Failing operation: <b>{name}</b>" if name else "No failing backward operation."
         )
+        self.diagnose_summary.setText(report.summary)
         self.trace.setPlainText(report_text(report))
 
     def show_failure(self, sentence: str) -> None:

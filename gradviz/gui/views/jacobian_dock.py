@@ -10,7 +10,7 @@ readout. A run with free coordinates has no network to differentiate: the view s
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Slot
+from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -92,10 +92,9 @@ class JacobianView(QWidget):
         controls.addWidget(self.point_box)
         controls.addStretch(1)
         controls.addWidget(self.shape_label)
-        splitter = QSplitter()
+        self.splitter = splitter = QSplitter()
         splitter.addWidget(self.point_view)
         splitter.addWidget(self.all_view)
-        splitter.setSizes([300, 500])
         self.live = QWidget()
         live_layout = QVBoxLayout(self.live)
         live_layout.setContentsMargins(0, 0, 0, 0)
@@ -107,6 +106,15 @@ class JacobianView(QWidget):
         self.stack.addWidget(self.live)
         self.point_box.valueChanged.connect(self._on_point_changed)
         self.all_view.cellClicked.connect(self._on_row_clicked)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # Side by side in a wide dock, one above the other in a tall or narrow one.
+        wide = event.size().width() > 1.3 * event.size().height()
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            self.splitter.setSizes([2, 3])
 
     @property
     def jacobians(self) -> np.ndarray | None:
