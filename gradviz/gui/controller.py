@@ -319,6 +319,7 @@ class FitController(QObject):
         if self.viewing_pinned:
             self.views.show_snapshot(snapshot)
         self._update_actions()
+        self.investigations.pinned_changed()
 
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:
@@ -474,7 +475,10 @@ class FitController(QObject):
         self.stateChanged.emit(state)
 
     def _update_actions(self) -> None:
-        a, ready, state = self.window.actions, self.torch_ready, self.state
+        a, state = self.window.actions, self.state
+        # No run steps while Diagnose holds anomaly mode (it is process-wide).
+        investigations = getattr(self, "investigations", None)
+        ready = self.torch_ready and not (investigations is not None and investigations.diagnosing)
         a["start"].setEnabled(ready and state != "running")
         a["pause"].setEnabled(ready and state in ("running", "paused"))
         a["pause"].setChecked(state == "paused")

@@ -67,6 +67,12 @@ class Investigations(QObject):
         _bring_up(self.why_nan)
         return self.why_nan
 
+    def pinned_changed(self) -> None:
+        """The pinned snapshot was replaced (by the exact replay): explain the new one."""
+        c = self.controller
+        if self.why_nan is not None and self.why_nan.isVisible() and c.pinned_nan is not None:
+            self.why_nan.show_snapshot(c.pinned_nan)
+
     @Slot()
     def diagnose(self) -> None:
         """Re-run the pinned run's first non-finite step under anomaly mode, off the GUI
@@ -89,6 +95,7 @@ class Investigations(QObject):
         worker.finished.connect(self._on_diagnose_finished)
         self.diagnose_handle = DiagnoseHandle(worker)
         self.why_nan.set_diagnosing(paused=int(self._resume_lab) + len(self._resume_sides))
+        self._set_runs_enabled(False)
         self.diagnose_handle.start()
 
     @Slot(object)
@@ -111,11 +118,19 @@ class Investigations(QObject):
         handle.worker.deleteLater()
         handle.thread.deleteLater()
         handle.deleteLater()
+        self._set_runs_enabled(True)
         if self._resume_lab and self.controller.state == "paused":
             self.controller.start()
         for side in self._resume_sides:
             side.resume()
         self._resume_lab, self._resume_sides = False, []
+
+    def _set_runs_enabled(self, enabled: bool) -> None:
+        """No run may step while Diagnose holds anomaly mode: the lab's run actions and the
+        comparison's Start follow ``diagnosing``."""
+        self.controller._update_actions()
+        if self.compare_window is not None:
+            self.compare_window.start_button.setEnabled(enabled)
 
     @property
     def diagnosing(self) -> bool:

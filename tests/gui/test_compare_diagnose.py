@@ -122,6 +122,10 @@ def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(
     assert lab.state == "running"
     panel.diagnose_button.click()
     assert lab.investigations.diagnosing
+    # Anomaly mode is process-wide: the lab's run is paused and cannot be stepped meanwhile.
+    assert lab.state == "paused"
+    assert not lab.window.actions["start"].isEnabled()
+    assert not lab.window.actions["step"].isEnabled()
     qtbot.waitUntil(lambda: not lab.investigations.diagnosing, timeout=DIAGNOSE_TIMEOUT_MS)
     report = panel.report
     assert report is not None and report.found
@@ -131,6 +135,7 @@ def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(
     assert "gradviz/core/distances.py" in trace  # the forward call that made the sqrt
     assert "SqrtBackward0" in panel.diagnose_status.text()
     assert lab.state == "running"  # paused for the diagnosis, resumed after
+    assert lab.window.actions["step"].isEnabled()
 
 
 def test_about_lists_versions_of_gradviz_torch_qt_and_pyqtgraph_and_the_devices(make_lab):
@@ -198,3 +203,21 @@ def test_jacobian_dock_says_there_are_none_for_free_coordinates(qtbot, make_lab)
     view = lab.views.jacobian_view
     assert view.showing_note and view.jacobians is None
     assert "free coordinates" in view.note.text()
+
+
+def test_diagnose_pauses_the_compared_runs_and_resumes_them_after(qtbot, make_lab):
+    lab, panel = _pinned_naive_lab(qtbot, make_lab)
+    window = lab.investigations.open_compare()
+    window.start()
+    _both_at(qtbot, window, 2)
+    panel.diagnose_button.click()
+    assert [side.state for side in window.sides] == ["paused", "paused"]
+    assert not window.start_button.isEnabled()
+    qtbot.waitUntil(lambda: not lab.investigations.diagnosing, timeout=DIAGNOSE_TIMEOUT_MS)
+    assert panel.report.backward.operation == "SqrtBackward0"
+    assert [side.state for side in window.sides] == ["running", "running"]
+    assert window.start_button.isEnabled()
+    # The paused runs were not broken by anomaly mode: they keep stepping afterwards.
+    at = [side.last_snapshot.step for side in window.sides]
+    _both_at(qtbot, window, max(at) + 2)
+    assert all(side.state == "running" for side in window.sides)
