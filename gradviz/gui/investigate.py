@@ -119,8 +119,12 @@ class Investigations(QObject):
         handle.thread.deleteLater()
         handle.deleteLater()
         self._set_runs_enabled(True)
-        if self._resume_lab and self.controller.state == "paused":
-            self.controller.start()
+        c = self.controller
+        if self._resume_lab and c.state == "paused":
+            pinned_on_screen = c.viewing_pinned
+            c.start()  # which follows the run again: keep the pinned snapshot on screen
+            if pinned_on_screen:
+                c.show_first_nan()
         for side in self._resume_sides:
             side.resume()
         self._resume_lab, self._resume_sides = False, []

@@ -211,6 +211,7 @@ class MainWindow(QMainWindow):
         for name in widgets:  # views added later (new panels) go next to the matrices
             if name not in placed:
                 self.tabifyDockWidget(d[first_bottom], d[name])
+                d[first_bottom].raise_()  # the new tab waits behind the loss curve
         self.view_menu.addSeparator()
         self.view_menu.addAction(self.actions["reset_layout"])
         self._arrange_sizes()

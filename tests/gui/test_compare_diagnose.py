@@ -118,8 +118,7 @@ def test_why_nan_explains_the_naive_diagonal_and_highlights_it(qtbot, make_lab):
 
 def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(qtbot, make_lab):
     lab, panel = _pinned_naive_lab(qtbot, make_lab)
-    lab.show_live()
-    assert lab.state == "running"
+    assert lab.state == "running" and lab.views.snapshot is lab.pinned_nan
     panel.diagnose_button.click()
     assert lab.investigations.diagnosing
     # Anomaly mode is process-wide: the lab's run is paused and cannot be stepped meanwhile.
@@ -135,6 +134,7 @@ def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(
     assert "gradviz/core/distances.py" in trace  # the forward call that made the sqrt
     assert "SqrtBackward0" in panel.diagnose_status.text()
     assert lab.state == "running"  # paused for the diagnosis, resumed after
+    assert lab.views.snapshot is lab.pinned_nan  # still explaining the pinned state
     assert lab.window.actions["step"].isEnabled()
 
 
