@@ -56,7 +56,7 @@ def test_side_by_side_naive_beside_safe_shows_nan_on_the_naive_side_only(qtbot, 
     assert window.thread_count == 0
 
 
-def test_compare_zoom_is_shared_by_all_four_matrices(qtbot, make_lab):
+def test_compare_zoom_and_selected_cell_are_shared_by_all_four_matrices(qtbot, make_lab):
     lab = make_lab(small("naive", steps=3))
     window = lab.investigations.open_compare()
     window.start()
@@ -67,6 +67,10 @@ def test_compare_zoom_is_shared_by_all_four_matrices(qtbot, make_lab):
     for panel in (window.right.mask_view, window.left.distances_view, window.right.distances_view):
         (x0, x1), (y0, y1) = panel.view.viewRange()
         assert (x0, x1, y0, y1) == pytest.approx((2, 8, 4, 10), abs=1e-6)
+    window.right.distances_view.cellClicked.emit(5, 6)  # as a click on that cell emits
+    for panel in (window.left.mask_view, window.left.distances_view, window.right.mask_view):
+        xs, ys = panel.marker.getData()
+        assert (list(xs), list(ys)) == ([6.5], [5.5])
 
 
 def test_closing_the_compare_window_mid_run_joins_both_threads(qtbot, make_lab):

@@ -103,6 +103,10 @@ class CompareWindow(QMainWindow):
             self.right.distances_view,
         ]
         self._range_link = RangeLink(panels, self)
+        self._panels = panels
+        self.selected_cell: tuple[int, int] | None = None
+        for panel in panels:
+            panel.cellClicked.connect(self.select_cell)
         self.start_button.clicked.connect(self.start)
         self.stop_button.clicked.connect(self.stop)
         for side in (self.left, self.right):
@@ -158,6 +162,13 @@ class CompareWindow(QMainWindow):
     @property
     def thread_count(self) -> int:
         return sum(side.thread_count for side in self.sides)
+
+    @Slot(int, int)
+    def select_cell(self, i: int, j: int) -> None:
+        """Outline entry (i, j) in all four matrices, so one pair is read on both sides."""
+        self.selected_cell = (i, j)
+        for panel in self._panels:
+            panel.set_marker(i, j)
 
     @Slot(str, str)
     def _on_side_failed(self, sentence: str, details: str) -> None:
