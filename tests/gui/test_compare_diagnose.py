@@ -225,3 +225,11 @@ def test_diagnose_pauses_the_compared_runs_and_resumes_them_after(qtbot, make_la
     at = [side.last_snapshot.step for side in window.sides]
     _both_at(qtbot, window, max(at) + 2)
     assert all(side.state == "running" for side in window.sides)
+
+
+def test_quitting_during_diagnose_joins_its_thread(qtbot, make_lab):
+    lab, panel = _pinned_naive_lab(qtbot, make_lab)
+    panel.diagnose_button.click()
+    assert lab.investigations.diagnosing
+    lab.shutdown()
+    assert lab.thread_count == 0 and not lab.investigations.diagnosing
