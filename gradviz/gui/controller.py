@@ -180,7 +180,7 @@ class FitController(QObject):
     @Slot()
     def start(self) -> None:
         """Start a run, or resume a paused one."""
-        if not self.torch_ready:
+        if not self.torch_ready or self._shut_down:
             return
         self.show_live()
         if self.handle is not None and self.handle.worker.paused:
@@ -211,7 +211,7 @@ class FitController(QObject):
     @Slot()
     def step_once(self) -> None:
         """Pause (if running) and take exactly one step."""
-        if not self.torch_ready:
+        if not self.torch_ready or self._shut_down:
             return
         self.show_live()
         if self.handle is None:
@@ -245,6 +245,8 @@ class FitController(QObject):
             self._set_state("loading")
 
     def _launch(self, paused: bool) -> None:
+        if self._shut_down:
+            return  # after shutdown no thread may start (it would outlive the joins)
         try:
             config = self.form.config()
         except GradvizError as exc:
@@ -350,6 +352,8 @@ class FitController(QObject):
 
     @Slot(object)
     def _on_torch_ready(self, devices: list[tuple[str, str]]) -> None:
+        if self._shut_down:
+            return  # queued before shutdown, delivered after it: nothing may start now
         self.torch_ready = True
         self.form.set_devices(devices)
         self.reset()  # step 0 of the experiment, paused: ready for Start
@@ -357,6 +361,8 @@ class FitController(QObject):
 
     @Slot(str, str)
     def _on_torch_failed(self, sentence: str, details: str) -> None:
+        if self._shut_down:
+            return
         self.show_error(sentence, details)
         self._set_state("unavailable")
 

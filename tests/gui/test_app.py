@@ -141,6 +141,18 @@ def test_start_stop_fifty_times_leaves_no_thread_behind(qtbot, make_lab):
     assert lab.handle is None
 
 
+def test_torch_ready_arriving_after_shutdown_starts_no_run(qtbot, make_lab):
+    lab = make_lab(small("safe", n=8), wait_ready=False)
+    lab.shutdown()  # joins the loader: its "ready" is queued, delivered only now
+    qtbot.wait(300)  # let the late signal arrive
+    assert not lab.torch_ready
+    assert lab.handle is None and lab.thread_count == 0
+    assert lab.state == "loading"
+    lab.start()
+    lab.step_once()
+    assert lab.thread_count == 0
+
+
 def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_lab):
     from gradviz.gui.worker import default_run_factory
 
