@@ -3,8 +3,9 @@
 ``Investigations`` hangs off the FitController: it connects the window's ``compare``,
 ``why_nan`` and ``about`` actions, owns the comparison window and the Diagnose worker, and
 joins their threads on shutdown. Diagnose pauses every other run first (anomaly mode is
-process-wide: a NaN in a run stepping meanwhile would raise inside that run) and resumes
-the ones it paused when it is done.
+process-wide: a NaN in a run stepping meanwhile would raise inside that run), holds the
+Jacobian explorer's computations (a NaN in its backward passes would raise there, and they
+would run slowly under anomaly mode's checks), and resumes both when it is done.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class Investigations(QObject):
         others = [handle.worker for handle in c._handles.values()]
         if self.compare_window is not None:
             others += self.compare_window.workers()
+        others.append(c.window.explorer.hold_computations())
         worker = DiagnoseWorker(config, others)
         worker.done.connect(self._on_diagnosed)
         worker.failed.connect(self._on_diagnose_failed)
@@ -120,6 +122,7 @@ class Investigations(QObject):
         handle.deleteLater()
         self._set_runs_enabled(True)
         c = self.controller
+        c.window.explorer.release_computations()
         if self._resume_lab and c.state == "paused":
             pinned_on_screen = c.viewing_pinned
             c.start()  # which follows the run again: keep the pinned snapshot on screen

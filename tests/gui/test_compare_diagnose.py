@@ -227,6 +227,21 @@ def test_diagnose_pauses_the_compared_runs_and_resumes_them_after(qtbot, make_la
     assert all(side.state == "running" for side in window.sides)
 
 
+def test_diagnose_holds_the_explorer_computations_and_releases_them_after(qtbot, make_lab):
+    lab, panel = _pinned_naive_lab(qtbot, make_lab)
+    explorer = lab.window.explorer
+    worker = explorer._worker.worker
+    panel.diagnose_button.click()
+    assert worker.held  # anomaly mode is process-wide: no explorer backward meanwhile
+    lab.window.pages.show_page(1)
+    explorer.set_spec_text("2-20-20-4:sigmoid")
+    explorer.compute()
+    qtbot.waitUntil(lambda: not lab.investigations.diagnosing, timeout=DIAGNOSE_TIMEOUT_MS)
+    assert not worker.held
+    qtbot.waitUntil(lambda: explorer.result is not None, timeout=DIAGNOSE_TIMEOUT_MS)
+    assert explorer.last_error == "" and explorer.result.label == "2-20-20-4:sigmoid"
+
+
 def test_quitting_during_diagnose_joins_its_thread(qtbot, make_lab):
     lab, panel = _pinned_naive_lab(qtbot, make_lab)
     panel.diagnose_button.click()

@@ -172,6 +172,32 @@ def test_newer_request_supersedes_an_older_one(qtbot, tab):
     assert tab.result.label == "2-20-20-4:sigmoid"
 
 
+def test_held_explorer_computes_nothing_until_released_then_runs_the_held_job(qtbot, tab):
+    explore(qtbot, tab, "2-20-20-4")
+    worker = tab.hold_computations()
+    tab.set_spec_text("2-20-20-4:sigmoid")
+    tab.compute()
+    qtbot.wait(500)  # a held worker takes nothing up
+    assert worker.idle.is_set() and tab.busy
+    assert tab.result.label == "2-20-20-4"
+    tab.release_computations()
+    wait_for_result(qtbot, tab)
+    assert tab.result.label == "2-20-20-4:sigmoid"
+
+
+def test_a_job_in_flight_stops_at_the_hold_and_runs_again_on_release(qtbot, tab):
+    tab.settings.batch_box.setValue(200)
+    tab.set_spec_text("8-64-64-8:tanh")
+    tab.compute()
+    worker = tab._worker.worker
+    qtbot.waitUntil(lambda: worker.started_generation == tab.generation, timeout=TIMEOUT_MS)
+    tab.hold_computations()
+    qtbot.waitUntil(worker.idle.is_set, timeout=TIMEOUT_MS)
+    tab.release_computations()
+    wait_for_result(qtbot, tab)
+    assert tab.last_error == "" and tab.result.label == "8-64-64-8:tanh"
+
+
 def test_worker_failure_reaches_the_failed_signal_with_a_sentence(qtbot, tab, tmp_path):
     path = tmp_path / "three_columns.csv"
     np.savetxt(path, np.ones((5, 3)), delimiter=",")

@@ -218,6 +218,15 @@ class ExplorerTab(QWidget):
         """Whether the worker thread is alive (False after shutdown)."""
         return self._worker.is_running()
 
+    def hold_computations(self) -> Any:
+        """Compute nothing until ``release_computations`` (Diagnose holds anomaly mode,
+        which is process-wide). Returns the worker, whose ``idle`` event is set once no
+        job is in flight; a job abandoned by the hold runs again on release."""
+        return self._worker.hold()
+
+    def release_computations(self) -> None:
+        self._worker.release()
+
     @Slot()
     def compute(self) -> None:
         """Send the current settings to the worker now (a newer request wins)."""

@@ -7,6 +7,10 @@ while another computes replaces any job still waiting, and the running one is ab
 its next stage boundary. Results and failures leave as signals carrying the job's
 generation, so the tab drops whatever is stale. Every exception is caught and sent as
 ``failed``: nothing reaches ``sys.excepthook`` from here.
+
+``hold`` keeps the loop from computing (Diagnose needs it: anomaly mode is process-wide): a
+job in flight is abandoned at its next stage and taken up again on ``release``; ``idle``
+is set whenever no job is being computed.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ class ExplorerWorker(QObject):
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._computing = threading.Event()
+        self._held = threading.Event()
+        #: Set while no job is being computed (read from any thread; Diagnose waits on it).
+        self.idle = threading.Event()
+        self.idle.set()
         #: Generation of the job most recently taken up (read from any thread).
         self.started_generation = -1
 
@@ -68,9 +76,24 @@ class ExplorerWorker(QObject):
         self._stop.set()
         self._wake.set()
 
+    def hold(self) -> None:
+        """Compute nothing until ``release``; wait on ``idle`` for a job in flight to stop."""
+        with self._lock:  # with the loop's take-up under the same lock, idle cannot lie
+            self._held.set()
+
+    def release(self) -> None:
+        """Compute again: a job held back (or abandoned by the hold) runs now."""
+        with self._lock:
+            self._held.clear()
+        self._wake.set()
+
+    @property
+    def held(self) -> bool:
+        return self._held.is_set()
+
     def _abandoned(self, generation: int) -> bool:
         with self._lock:
-            return self._stop.is_set() or generation != self._latest
+            return self._stop.is_set() or self._held.is_set() or generation != self._latest
 
     # ---- worker thread -------------------------------------------------------------------
     @Slot()
@@ -82,8 +105,13 @@ class ExplorerWorker(QObject):
             self._wake.wait(_IDLE_WAIT_S)
             with self._lock:
                 self._wake.clear()
+                if self._held.is_set():
+                    continue  # the waiting job stays waiting
                 pending, self._pending = self._pending, None
+                if pending is not None:
+                    self.idle.clear()
             if pending is None or self._stop.is_set():
+                self.idle.set()
                 continue
             generation, job = pending
             self._computing.set()
@@ -91,6 +119,7 @@ class ExplorerWorker(QObject):
             try:
                 result = run_job(job, lambda g=generation: self._abandoned(g))
             except Stopped:
+                self._requeue_if_held(generation, job)
                 continue
             except Exception as exc:  # every failure must reach the GUI as a signal
                 self.failed.emit(generation, describe_failure(exc), traceback.format_exc())
@@ -98,6 +127,13 @@ class ExplorerWorker(QObject):
                 self.resultReady.emit(generation, result)
             finally:
                 self._computing.clear()
+                self.idle.set()
+
+    def _requeue_if_held(self, generation: int, job: ExplorerJob) -> None:
+        """A job abandoned because of a hold (not superseded) runs again on release."""
+        with self._lock:
+            if self._held.is_set() and self._pending is None and generation == self._latest:
+                self._pending = (generation, job)
 
 
 class ExplorerThread(QObject):
@@ -123,6 +159,14 @@ class ExplorerThread(QObject):
     def submit(self, generation: int, job: ExplorerJob) -> None:
         self.start()
         self.worker.submit(generation, job)
+
+    def hold(self) -> ExplorerWorker:
+        """Hold the worker (see ``ExplorerWorker.hold``); returns it, to wait on ``idle``."""
+        self.worker.hold()
+        return self.worker
+
+    def release(self) -> None:
+        self.worker.release()
 
     def is_running(self) -> bool:
         return self.thread.isRunning()
