@@ -128,6 +128,9 @@ class FitController(QObject):
         from gradviz.gui.investigate import Investigations
 
         self.investigations = Investigations(self)
+        from gradviz.gui.run_network import RunNetworkExplorer
+
+        self.run_network = RunNetworkExplorer(self)
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
         self.loader.failed.connect(self._on_torch_failed)
@@ -266,6 +269,7 @@ class FitController(QObject):
         worker.firstNanPinned.connect(self._on_first_nan_pinned)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
+        self.run_network.watch(worker)
         handle = WorkerHandle(worker)
         self.handle = handle
         self._gui_cpu_mark = time.thread_time()

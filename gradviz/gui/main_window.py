@@ -107,6 +107,10 @@ class MainWindow(QMainWindow):
             "compare", "&Compare side by side…", "Ctrl+K",
             "Run the lab's setup beside the same data with another method",
         )  # fmt: skip
+        self._action(
+            "explore_network", "&Explore the run's network", "Ctrl+J",
+            "Show a copy of the run's coordinate network in the Jacobian explorer",
+        )  # fmt: skip
         self._action("reset_layout", "Reset &layout", None, "Put every panel back")
         self._action("about", "&About gradviz")
 
@@ -129,6 +133,7 @@ class MainWindow(QMainWindow):
         run_menu.addAction(self.actions["why_nan"])
         run_menu.addSeparator()
         run_menu.addAction(self.actions["compare"])
+        run_menu.addAction(self.actions["explore_network"])
         self.view_menu = bar.addMenu("&View")
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self.actions["about"])

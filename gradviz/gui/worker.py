@@ -8,6 +8,10 @@ acknowledges each one it has drawn, and the worker does not take the next snapsh
 that acknowledgement (adaptive pacing: when the GUI falls behind, frames are skipped, never
 queued up). Every failure is caught and reported as a ``failed`` signal with a plain
 sentence, so the GUI always learns about it.
+
+When the coordinates come from a network, ``request_network`` asks for a copy of it: the
+loop answers between two steps (running or paused) with a ``NetworkCopy`` of numpy arrays,
+and sends one more as the run ends, so a finished or stopped run can still be explored.
 """
 
 from __future__ import annotations
@@ -63,6 +67,29 @@ def describe_failure(exc: BaseException) -> str:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class NetworkCopy:
+    """The coordinate network of a run at one step, as plain data (no live tensor).
+
+    ``spec_json`` is the NetworkSpec as JSON; ``state`` maps each state_dict name to a
+    numpy copy ((out, in) weights, (out,) biases) in the run's dtype.
+    """
+
+    generation: int
+    step: int
+    spec_json: str
+    state: dict[str, Any]
+
+
+def copy_network(run: Any, generation: int) -> NetworkCopy | None:
+    """A NetworkCopy of ``run``'s coordinate network, or None for free coordinates."""
+    model, spec = getattr(run, "model", None), getattr(run, "spec", None)
+    if model is None or spec is None:
+        return None
+    state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+    return NetworkCopy(generation, int(run.completed_steps), spec.to_json(), state)
+
+
 class FitWorker(QObject):
     """One run of one generation. Create, move to a QThread, connect, start the thread.
 
@@ -73,6 +100,7 @@ class FitWorker(QObject):
     firstNanPinned = Signal(object)  # Snapshot of the exact first non-finite step
     failed = Signal(str, str)  # plain sentence, details (traceback)
     finished = Signal(int)  # generation
+    networkReady = Signal(object)  # NetworkCopy, on request and as the run ends
 
     def __init__(
         self,
@@ -98,6 +126,8 @@ class FitWorker(QObject):
         self._frame_drawn = threading.Event()  # the GUI drew our last frame
         self._frame_drawn.set()
         self._wake = threading.Event()
+        self._network_requested = threading.Event()
+        self._run: Any = None  # the core run, once built (worker thread only)
         #: Set while the loop sits paused or has ended (no step in flight): a Diagnose run
         #: waits for it, because anomaly mode is process-wide.
         self.idle = threading.Event()
@@ -124,6 +154,11 @@ class FitWorker(QObject):
         """While paused: take exactly one more step and show it."""
         with self._lock:
             self._step_requests += 1
+        self._wake.set()
+
+    def request_network(self) -> None:
+        """Ask for a NetworkCopy of the coordinate network, sent between two steps."""
+        self._network_requested.set()
         self._wake.set()
 
     def set_lr(self, lr: float) -> None:
@@ -153,11 +188,26 @@ class FitWorker(QObject):
             log.exception("run of generation %d failed", self.generation)
             self.failed.emit(describe_failure(exc), traceback.format_exc())
         finally:
+            self._send_network()  # the final weights: a finished run can be explored too
             self.idle.set()
             self.finished.emit(self.generation)
 
+    def _send_network(self) -> None:
+        """Emit a copy of the coordinate network (if any); never raises."""
+        self._network_requested.clear()
+        if self._run is None:
+            return
+        try:
+            network = copy_network(self._run, self.generation)
+        except Exception:  # noqa: BLE001 - a copy that fails must not end the run
+            log.exception("copying the coordinate network failed")
+            return
+        if network is not None:
+            self.networkReady.emit(network)
+
     def _loop(self) -> None:
         run = self._run_factory(self.config)
+        self._run = run
         self._meter = _RateMeter(run.completed_steps)
         self._emit(run)
         last_frame = time.perf_counter()
@@ -165,6 +215,8 @@ class FitWorker(QObject):
         shown_step = run.completed_steps
         while not self._stop.is_set() and not _is_done(run):
             self.idle.clear()
+            if self._network_requested.is_set():  # between two steps: a consistent copy
+                self._send_network()
             single = self._take_step_request()
             if not single and not self._running.is_set():
                 if shown_step != run.completed_steps:
