@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.gui.dock_tabs import hide_stray_tab_bars
 from gradviz.gui.explorer import ExplorerTab
 from gradviz.gui.explorer.workspace import WorkspacePages
 
@@ -240,8 +241,21 @@ class MainWindow(QMainWindow):
         if "pair" in d:
             self.resizeDocks([d["setup"], d["pair"]], [560, 200], vertical)
 
+    def restoreState(self, state: QByteArray, version: int = 0) -> bool:  # noqa: N802
+        restored = super().restoreState(state, version)
+        QTimer.singleShot(0, self._tidy_tab_bars)  # a rebuilt layout leaves stray tab bars
+        return restored
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        QTimer.singleShot(0, self._tidy_tab_bars)
+
+    def _tidy_tab_bars(self) -> None:
+        hide_stray_tab_bars(self)
+
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
+        QTimer.singleShot(0, self._tidy_tab_bars)
         if not self._sized:
             self._sized = True
             self._arrange_sizes()  # sizes only take once the window has its real size

@@ -34,6 +34,40 @@ def status_label(text: str = "") -> QLabel:
     return label
 
 
+class ElidedLabel(QLabel):
+    """A one-line plain-text label that ends in "…" when its dock is too narrow, and shows
+    the whole text as its tooltip then (a cut-off hint or readout reads as a whole)."""
+
+    def __init__(self, text: str = "", help_text: str = "") -> None:
+        super().__init__()
+        self._full = ""
+        self._help = help_text
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(0)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setText(text)
+
+    def text(self) -> str:  # the whole text, not what fits
+        return self._full
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt name
+        self._full = text
+        self._fit()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        width = self.contentsRect().width()
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, width)
+        super().setText(shown if width > 0 else self._full)
+        cut = shown != self._full and width > 0
+        tip = "\n\n".join(t for t in (self._full if cut else "", self._help) if t)
+        super().setToolTip(tip)
+
+
 def format_value(value: float) -> str:
     """A matrix entry as text: 4 significant digits, NaN/Inf spelled out."""
     if math.isnan(value):
@@ -93,10 +127,10 @@ class MatrixPanel(QWidget):
         self.marker.setZValue(20)
         self.plot.addItem(self.marker)
         self.plot.hideButtons()  # autorange would follow every frame; double-click instead
-        self.readout = status_label(HINT)
-        self.readout.setToolTip(
+        self.readout = ElidedLabel(
+            HINT,
             "Hover over a cell to read (i, j) and its value; click it to select the pair;\n"
-            "mouse wheel or drag to zoom and pan (all matrices follow); double-click: zoom out."
+            "mouse wheel or drag to zoom and pan (all matrices follow); double-click: zoom out.",
         )
 
         layout = QVBoxLayout(self)

@@ -1,0 +1,95 @@
+"""The lab's layout reads cleanly at the default size: every dock tab bar is the live one of
+its group (no stray, cut-off tab peeking out) and every hover hint fits its panel."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import pytest
+from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
+
+from gradviz.gui.dock_tabs import hide_stray_tab_bars
+from gradviz.gui.views.panel import HINT, MatrixPanel
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
+
+
+def _visible_tab_bars(window) -> list[QTabBar]:
+    return [b for b in window.findChildren(QTabBar) if b.parent() is window and b.isVisible()]
+
+
+def _assert_no_stray_tab_bars(window) -> None:
+    bars = _visible_tab_bars(window)
+    titles = sorted(tuple(b.tabText(i) for i in range(b.count())) for b in bars)
+    assert titles == [("Loss", "Per-point Jacobians"), ("Predicted distances", "Target distances")]
+    for bar in bars:  # each shows its whole titles
+        for i in range(bar.count()):
+            text_width = bar.fontMetrics().horizontalAdvance(bar.tabText(i))
+            assert bar.tabRect(i).width() > text_width
+
+
+def test_every_dock_tab_bar_is_a_live_one_with_readable_titles(qtbot, make_lab):
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: len(_visible_tab_bars(window)) == 2, timeout=10_000)
+    _assert_no_stray_tab_bars(window)
+    # Coming back from the explorer page rebuilds the layout: still no stray bar.
+    window.pages.show_page(1)
+    window.pages.show_page(0)
+    qtbot.waitUntil(lambda: len(_visible_tab_bars(window)) == 2, timeout=10_000)
+    _assert_no_stray_tab_bars(window)
+
+
+def test_stray_tab_bars_qt_leaves_after_tabifying_into_a_nested_split_are_hidden(qtbot):
+    # The lab's shape in miniature: two rows of three docks, a tab group in each row.
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    window.setDockNestingEnabled(True)
+    docks = {}
+    for name in ("setup", "a", "b", "c", "x", "y", "z", "a2", "x2"):
+        dock = QDockWidget(name, window)
+        dock.setObjectName(name)
+        dock.setWidget(QLabel(name))
+        docks[name] = dock
+    window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, docks["setup"])
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, docks["a"])
+    window.splitDockWidget(docks["a"], docks["x"], Qt.Orientation.Vertical)
+    for left, right in (("a", "b"), ("b", "c"), ("x", "y"), ("y", "z")):
+        window.splitDockWidget(docks[left], docks[right], Qt.Orientation.Horizontal)
+    window.tabifyDockWidget(docks["a"], docks["a2"])
+    window.tabifyDockWidget(docks["x"], docks["x2"])
+    window.resize(1000, 700)
+    window.show()
+    qtbot.waitExposed(window)
+    hide_stray_tab_bars(window)
+    assert sorted(b.tabText(0) for b in _visible_tab_bars(window)) == ["a", "x"]
+    window.restoreState(window.saveState())  # a rebuilt layout makes new bars
+    window.resize(1100, 760)
+    qtbot.waitUntil(lambda: len(_visible_tab_bars(window)) > 2, timeout=10_000)
+    hide_stray_tab_bars(window)
+    assert sorted(b.tabText(0) for b in _visible_tab_bars(window)) == ["a", "x"]
+    window.resize(1000, 700)  # the live bars stay in Qt's hands
+    qtbot.wait(50)
+    assert sorted(b.tabText(0) for b in _visible_tab_bars(window)) == ["a", "x"]
+
+
+def test_hover_hints_fit_their_panels_or_end_in_an_ellipsis_with_the_whole_hint_as_tooltip(
+    qtbot, make_lab
+):
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    qtbot.waitExposed(window)
+    panels = [p for p in window.findChildren(MatrixPanel) if p.isVisible()]
+    assert len(panels) >= 5  # three matrices and the two coordinate-gradient panels
+    for panel in panels:
+        label = panel.readout
+        qtbot.waitUntil(lambda label=label: label.contentsRect().width() > 0, timeout=10_000)
+        shown = QLabel.text(label)  # what is drawn, not the whole text
+        assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
+        assert label.height() >= label.fontMetrics().height()  # not cut at the bottom
+        assert label.text() == HINT
+        if shown != HINT:
+            assert shown.endswith("…") and HINT in label.toolTip()
