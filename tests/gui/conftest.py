@@ -30,3 +30,28 @@ def fit_views(qtbot):
     qtbot.waitExposed(window)
     views.window = window  # keeps the window alive as long as the views
     return views
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_behind():
+    """Fail a test that leaves a Python thread of its own running (e.g. the torch loader).
+
+    QThreads are checked by the tests themselves (``thread_count == 0``, ``worker_running``)."""
+    import threading
+    import time
+
+    before = {t.ident for t in threading.enumerate()}
+    yield
+    deadline = time.monotonic() + 10.0
+    while True:
+        left = [
+            t
+            for t in threading.enumerate()
+            if t.ident not in before
+            and t.is_alive()
+            and not isinstance(t, threading._DummyThread)  # foreign threads never "end"
+        ]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, f"threads left running: {[t.name for t in left]}"
