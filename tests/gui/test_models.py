@@ -238,3 +238,34 @@ def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
     menu.actions()[1].trigger()  # reopening from the menu asks for trust again
     _wait_trust_dialog(qtbot, app).reject()
     qtbot.waitUntil(lambda: app.models.opener.state == "cancelled", timeout=WAIT_MS)
+
+
+def test_non_runnable_model_is_listed_with_the_reason_it_cannot_run(qtbot, app, tmp_path):
+    import torch
+
+    convnet = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(8, 2)
+    )
+    torch.save(convnet.state_dict(), tmp_path / "conv.pt")
+    app.models.opener.open_path(str(tmp_path / "conv.pt"))
+    qtbot.waitUntil(lambda: app.models.opener.state == "listed", timeout=WAIT_MS)
+    panel = app.models.opener.panel
+    assert panel.reason.isVisibleTo(panel) and "not a Linear layer" in panel.reason.text()
+    rows = panel.layers.row_texts()
+    assert [(r[0], r[3]) for r in rows] == [("0", "20"), ("2", "18")]
+    assert app.sent == [] and not app.window.actions["save_network"].isEnabled()
+    shot(app.window, "not_runnable")
+
+
+def test_nan_weights_are_flagged_in_the_layer_list_and_the_model_still_opens(qtbot, app, tmp_path):
+    import torch
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    with torch.no_grad():
+        net[0].weight[0, 0] = float("nan")
+    torch.save(net.state_dict(), tmp_path / "nan.pt")
+    app.models.opener.open_path(str(tmp_path / "nan.pt"))
+    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    rows = app.models.opener.panel.layers.row_texts()
+    assert [r[4] for r in rows] == ["NaN/Inf in weight", "finite"]
+    assert "NaN or Inf in 0.weight" in app.models.opener.panel.assumptions.text()
