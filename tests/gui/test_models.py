@@ -269,3 +269,24 @@ def test_nan_weights_are_flagged_in_the_layer_list_and_the_model_still_opens(qtb
     rows = app.models.opener.panel.layers.row_texts()
     assert [r[4] for r in rows] == ["NaN/Inf in weight", "finite"]
     assert "NaN or Inf in 0.weight" in app.models.opener.panel.assumptions.text()
+
+
+def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tmp_path):  # noqa: F811
+    import torch
+
+    from gradviz.core.networks import NetworkSpec, load_network
+
+    controller = make_lab(small(net="4-8-3", steps=1000))  # noqa: F405 - paused at step 0
+    save = controller.window.actions["save_network"]
+    qtbot.waitUntil(save.isEnabled, timeout=WAIT_MS)
+    assert controller.models.save_source() == "run"
+    path = tmp_path / "coords.safetensors"
+    controller.models.choose_save_path = lambda what: str(path)
+    save.trigger()
+    qtbot.waitUntil(lambda: controller.models.saved_paths == [str(path)], timeout=WAIT_MS)
+    spec, module = load_network(path)
+    # At step 0 the run's network is the seeded build of its spec: the same weights.
+    expected = NetworkSpec.parse("4-8-3").build(seed=1, dtype=torch.float32)
+    assert spec.to_text() == "4-8-3"
+    for name, tensor in expected.state_dict().items():
+        torch.testing.assert_close(module.state_dict()[name], tensor, rtol=0, atol=0)
