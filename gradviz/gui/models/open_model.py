@@ -59,7 +59,8 @@ class ModelOpener(QObject):
     """The behaviour of File > Open model, drag-and-drop, Recent models and Save network.
 
     ``show_error(sentence, details)`` is the app's error dialog; ``send_network(module,
-    label, spec, in_dim, out_dim)`` hands a runnable model to the explorer. ``ask_in_dim``
+    label, spec, in_dim, out_dim)`` hands a runnable model to the explorer; ``panel`` shows
+    the model (a new one when not given). ``ask_in_dim``
     asks for the input width of a program that does not declare it (tests replace it).
     Signals: ``modelShown(info)`` once a model is on screen, ``stateChanged(str)``.
     """
@@ -73,6 +74,7 @@ class ModelOpener(QObject):
         settings: QSettings,
         show_error: Callable[[str, str], Any],
         send_network: Callable[..., Any] | None = None,
+        panel: ModelPanel | None = None,
     ) -> None:
         super().__init__(window)
         self.window = window
@@ -80,7 +82,7 @@ class ModelOpener(QObject):
         self.show_error = show_error
         self.send_network = send_network
         self.ask_in_dim: Callable[[ModelInfo, int], int | None] = self._ask_in_dim
-        self.panel = ModelPanel()
+        self.panel = panel if panel is not None else ModelPanel()
         self.generation = 0
         self.state = "idle"
         self.request: OpenRequest | None = None

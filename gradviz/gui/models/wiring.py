@@ -29,7 +29,11 @@ class ModelActions(QObject):
         window = controller.window
         self.window = window
         self.opener = ModelOpener(
-            window, controller.settings, controller.show_error, send_network=self._send_network
+            window,
+            controller.settings,
+            controller.show_error,
+            send_network=self._send_network,
+            panel=getattr(window, "model_panel", None),
         )
         self.choose_save_path = self._choose_save_path
         self.saved_paths: list[str] = []  # files written by Save network, oldest first
@@ -55,10 +59,8 @@ class ModelActions(QObject):
         return getattr(self.window, "explorer", None)
 
     def _place_panel(self) -> None:
-        """Beside the explorer where the window has one, else a dock of its own."""
-        explorer, pages = self.explorer, getattr(self.window, "pages", None)
-        if explorer is not None and pages is not None and hasattr(explorer, "add_side_panel"):
-            explorer.add_side_panel(self.opener.panel)
+        """The window places the panel beside the explorer; without one, it gets a dock."""
+        if self.opener.panel.parent() is not None:
             return
         dock = QDockWidget("Model file", self.window)
         dock.setObjectName("dock-model")
