@@ -110,6 +110,7 @@ def test_dropped_whole_pickle_net_x_opens_with_assumptions_and_reaches_explorer(
     explorer = getattr(app.window, "explorer", None)
     if explorer is not None:
         assert explorer.network_label() == "net_x.pt"
+        qtbot.waitUntil(lambda: explorer.result is not None and not explorer.busy, timeout=WAIT_MS)
     shot(app.window, "dropped_net_x")
 
 
@@ -171,7 +172,7 @@ def test_hostile_pickle_gives_the_error_dialog_and_runs_nothing(qtbot, app, tmp_
     assert dialog is not None and dialog.isVisible()
     assert "evil.pt" in dialog.sentence and "\n" not in dialog.sentence
     assert not marker.exists() and app.sent == []
-    shot(app.window, "hostile_error")
+    shot(dialog, "hostile_error_dialog")
     dialog.close()
     app.models.opener.open_path(str(tmp_path / "nothing-here.pt"))  # still usable
     qtbot.waitUntil(lambda: app.models.opener.state == "failed", timeout=WAIT_MS)
@@ -192,7 +193,7 @@ def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, mo
     opener.open_path(str(model_files / "net_x.pt"))
     qtbot.waitUntil(lambda: opener.state == "loading", timeout=WAIT_MS)
     assert opener.wait_dialog is not None and opener.wait_dialog.isVisible()
-    shot(app.window, "loading_wait")
+    shot(opener.wait_dialog, "loading_wait")
     cancel = opener.wait_dialog.findChild(QPushButton)
     assert cancel.text() == "Cancel"
     qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)
