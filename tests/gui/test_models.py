@@ -171,6 +171,7 @@ def test_hostile_pickle_gives_the_error_dialog_and_runs_nothing(qtbot, app, tmp_
     dialog = app.error_dialog
     assert dialog is not None and dialog.isVisible()
     assert "evil.pt" in dialog.sentence and "\n" not in dialog.sentence
+    assert dialog.windowTitle() == "gradviz: the model could not be opened"
     assert not marker.exists() and app.sent == []
     shot(dialog, "hostile_error_dialog")
     dialog.close()

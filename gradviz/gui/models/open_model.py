@@ -143,7 +143,9 @@ class ModelOpener(QObject):
             return
         self._close_dialogs()
         self._set_state("failed")
-        self.show_error(sentence, details)
+        dialog = self.show_error(sentence, details)
+        if hasattr(dialog, "setWindowTitle"):
+            dialog.setWindowTitle("gradviz: the model could not be opened")
 
     def _on_inspected(self, info: ModelInfo, sha256: str | None) -> None:
         assert self.request is not None
