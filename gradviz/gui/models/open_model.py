@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
@@ -170,7 +170,7 @@ class ModelOpener(QObject):
                 self._set_state("cancelled")
                 return
             self._show_wait(f"Loading {os.path.basename(info.path)}…")
-            self._submit_load(OpenRequest(**{**self.request.__dict__, "in_dim": int(width)}))
+            self._submit_load(replace(self.request, in_dim=int(width)))
             return
         self._close_dialogs()
         self._show(info, loaded)
@@ -202,7 +202,7 @@ class ModelOpener(QObject):
             self.window.statusBar().showMessage("Not opened: the file was not trusted.", 8000)
             return
         self._show_wait(f"Loading {os.path.basename(self.request.path)}…")
-        self._submit_load(OpenRequest(**{**self.request.__dict__, "trust": True}))
+        self._submit_load(replace(self.request, trust=True))
 
     def _show(self, info: ModelInfo, loaded: LoadedModel | None) -> None:
         assert self.request is not None
