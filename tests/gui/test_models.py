@@ -292,3 +292,17 @@ def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tm
     assert spec.to_text() == "4-8-3"
     for name, tensor in expected.state_dict().items():
         torch.testing.assert_close(module.state_dict()[name], tensor, rtol=0, atol=0)
+
+
+def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):
+    from gradviz.gui.models.trust_dialog import TrustDialog
+
+    dialog = TrustDialog("/models/x.pt", "ab" * 32, "pt2")
+    qtbot.addWidget(dialog)
+    answers = []
+    dialog.answered.connect(answers.append)
+    dialog.open()
+    qtbot.waitExposed(dialog)
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: answers == [False])
+    assert ".pt2" in dialog.reason.text() and "run code" in dialog.reason.text()
