@@ -14,10 +14,15 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
     QMainWindow,
+    QSplitter,
     QToolBar,
     QToolButton,
     QWidget,
 )
+
+from gradviz.gui.explorer import ExplorerTab
+from gradviz.gui.explorer.workspace import WorkspacePages
+from gradviz.gui.models.model_panel import ModelPanel
 
 DEFAULT_SIZE = (1440, 900)
 MIN_SIZE = (1280, 800)
@@ -62,8 +67,21 @@ class MainWindow(QMainWindow):
         self._make_toolbar()
         self._make_status_bar()
         self._make_docks(setup, views, titles)
+        # The Jacobian explorer: a full-window page beside the lab's docks.
+        self.explorer = ExplorerTab()
+        self.model_panel = ModelPanel()  # an opened model file, beside its Jacobians
+        self.pages = WorkspacePages(self, [("Jacobian explorer", self._explorer_page())])
         self.default_state = self.saveState()
         self._sized = False
+
+    def _explorer_page(self) -> QSplitter:
+        page = QSplitter(Qt.Orientation.Horizontal)
+        page.setObjectName("explorer-page")
+        page.addWidget(self.explorer)
+        page.addWidget(self.model_panel)
+        page.setStretchFactor(0, 1)
+        page.setSizes([1060, 380])
+        return page
 
     # ---- actions and menus -----------------------------------------------------------------
     def _action(self, name: str, text: str, shortcut: str | None = None, tip: str = "") -> QAction:
