@@ -83,13 +83,15 @@ class ModelActions(QObject):
         if explorer is None:
             return
         explorer.set_network(module, label, spec, in_dim, out_dim)
-        pages = getattr(self.window, "pages", None)
-        if pages is not None:
-            pages.show_page(1)
 
     @Slot(object)
     def _on_model_shown(self, _info: object) -> None:
         """Bring the model panel forward once a model is on screen."""
+        pages = getattr(self.window, "pages", None)
+        if pages is not None:
+            index = pages.stack.indexOf(self.opener.panel.parentWidget())
+            if index >= 0:
+                pages.show_page(index + 1)  # the page where the panel sits (0 is the lab)
         dock = getattr(self, "dock", None)
         if dock is not None:
             dock.show()
