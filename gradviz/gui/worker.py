@@ -90,6 +90,13 @@ def copy_network(run: Any, generation: int) -> NetworkCopy | None:
     return NetworkCopy(generation, int(run.completed_steps), spec.to_json(), state)
 
 
+def _tensors(state: dict[str, Any]) -> dict[str, Any]:
+    """CPU tensors over copies of ``state``'s numpy arrays (the receiver owns them)."""
+    import torch  # loaded already: the run uses it
+
+    return {name: torch.from_numpy(array.copy()) for name, array in state.items()}
+
+
 class FitWorker(QObject):
     """One run of one generation. Create, move to a QThread, connect, start the thread.
 
@@ -101,6 +108,8 @@ class FitWorker(QObject):
     failed = Signal(str, str)  # plain sentence, details (traceback)
     finished = Signal(int)  # generation
     networkReady = Signal(object)  # NetworkCopy, on request and as the run ends
+    #: The same copy as (generation, NetworkSpec, {name: CPU tensor}) for Save network
+    networkCopied = Signal(int, object, object)
 
     def __init__(
         self,
@@ -126,7 +135,7 @@ class FitWorker(QObject):
         self._frame_drawn = threading.Event()  # the GUI drew our last frame
         self._frame_drawn.set()
         self._wake = threading.Event()
-        self._network_requested = threading.Event()
+        self._network_request = threading.Event()
         self._run: Any = None  # the core run, once built (worker thread only)
         #: Set while the loop sits paused or has ended (no step in flight): a Diagnose run
         #: waits for it, because anomaly mode is process-wide.
@@ -157,8 +166,9 @@ class FitWorker(QObject):
         self._wake.set()
 
     def request_network(self) -> None:
-        """Ask for a NetworkCopy of the coordinate network, sent between two steps."""
-        self._network_requested.set()
+        """Ask for a copy of the coordinate network, sent between two steps
+        (``networkReady`` and ``networkCopied``; nothing for free coordinates)."""
+        self._network_request.set()
         self._wake.set()
 
     def set_lr(self, lr: float) -> None:
@@ -194,7 +204,7 @@ class FitWorker(QObject):
 
     def _send_network(self) -> None:
         """Emit a copy of the coordinate network (if any); never raises."""
-        self._network_requested.clear()
+        self._network_request.clear()
         if self._run is None:
             return
         try:
@@ -204,6 +214,7 @@ class FitWorker(QObject):
             return
         if network is not None:
             self.networkReady.emit(network)
+            self.networkCopied.emit(network.generation, self._run.spec, _tensors(network.state))
 
     def _loop(self) -> None:
         run = self._run_factory(self.config)
@@ -215,7 +226,7 @@ class FitWorker(QObject):
         shown_step = run.completed_steps
         while not self._stop.is_set() and not _is_done(run):
             self.idle.clear()
-            if self._network_requested.is_set():  # between two steps: a consistent copy
+            if self._network_request.is_set():  # between two steps: a consistent copy
                 self._send_network()
             single = self._take_step_request()
             if not single and not self._running.is_set():
