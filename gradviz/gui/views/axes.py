@@ -1,15 +1,16 @@
 """Axes that keep drawing one paint device: pyqtgraph's plot pieces, minus a binding leak.
 
-With PySide6 6.11.3 on Python 3.11 (None is mortal there), every ``QPainter`` opened on a
-paint device created in Python (a new ``QPicture``, ``QImage`` or ``QPixmap``) adds 6
-references to None that are never released; a ``QPainter`` on a device that has been
-painted on before adds none. pyqtgraph's ``AxisItem.paint`` caches its ticks and labels in
-a new ``QPicture`` each time they must be drawn again (a new range, new levels, a resize).
-A colorbar does that on every frame whose levels change, so the live views leaked ~8-10
-references to None per frame (3,000 frames: ~30,000). A leak is not a crash, but it hides
-one: the soak test guards the binding pin by checking that the counts of True and None stay
-put, and a steady gain would mask a binding that drops a reference per frame (PySide6 6.12.0
-does, and then aborts). Python 3.12+ makes None immortal; there the count says nothing.
+PySide6 6.11.3 on Python 3.11 (where None is mortal) leaks one reference to None the first
+time C++ calls each virtual method that a Qt object made in Python does not override in
+Python. A ``QPainter`` opened on a
+new ``QPicture``, ``QImage`` or ``QPixmap`` calls 6 of them, so it adds 6 references to None
+that are never released; a painter on a device painted on before adds none. pyqtgraph's
+``AxisItem.paint`` caches its ticks in a new ``QPicture`` each time they must be drawn again
+(a new range, new levels, a resize). A colorbar does that on most frames (its levels follow
+the data), so the live views gained 8-10 references to None per frame. A leak is not a
+crash, but it hides one: the soak test guards the binding pin by checking that the counts of
+True and None stay put, and a steady gain would mask a binding that drops a reference per
+frame (PySide6 6.12.0 does, and then aborts). From Python 3.12 None is immortal.
 
 ``AxisItem`` here draws into one ``QPicture`` kept for its whole life (opening a painter on
 a ``QPicture`` discards what it held), so ticks are still drawn only when they change and
