@@ -112,6 +112,7 @@ class FitController(QObject):
         self.state = "loading"
         self.torch_ready = False
         self.handle: WorkerHandle | None = None
+        self.run_config: FitConfig | None = None  # the settings of the current run
         self._handles: dict[int, WorkerHandle] = {}
         self.last_snapshot: Snapshot | None = None
         self.pinned_nan: Snapshot | None = None
@@ -124,6 +125,9 @@ class FitController(QObject):
         self._shut_down = False
         self._restore(config, live)
         self._connect()
+        from gradviz.gui.investigate import Investigations
+
+        self.investigations = Investigations(self)
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
         self.loader.failed.connect(self._on_torch_failed)
@@ -247,6 +251,7 @@ class FitController(QObject):
             return
         self.generation += 1
         self.pinned_nan = None
+        self.run_config = config
         worker = FitWorker(
             config,
             self.generation,
@@ -314,6 +319,7 @@ class FitController(QObject):
         if self.viewing_pinned:
             self.views.show_snapshot(snapshot)
         self._update_actions()
+        self.investigations.pinned_changed()
 
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:
@@ -446,14 +452,7 @@ class FitController(QObject):
             dock.show()
 
     def _on_about(self) -> None:
-        from gradviz import __version__
-
-        QMessageBox.about(
-            self.window,
-            "About gradviz",
-            f"gradviz {__version__}\n\nSee gradients: NaN gradients of distance matrices, "
-            f"live.\n\nLog file: {self.log_path}",
-        )
+        self.investigations.show_about()
 
     # ---- errors ------------------------------------------------------------------------------
     def show_error(self, sentence: str, details: str) -> ErrorDialog:
@@ -476,7 +475,10 @@ class FitController(QObject):
         self.stateChanged.emit(state)
 
     def _update_actions(self) -> None:
-        a, ready, state = self.window.actions, self.torch_ready, self.state
+        a, state = self.window.actions, self.state
+        # No run steps while Diagnose holds anomaly mode (it is process-wide).
+        investigations = getattr(self, "investigations", None)
+        ready = self.torch_ready and not (investigations is not None and investigations.diagnosing)
         a["start"].setEnabled(ready and state != "running")
         a["pause"].setEnabled(ready and state in ("running", "paused"))
         a["pause"].setChecked(state == "paused")
@@ -487,6 +489,7 @@ class FitController(QObject):
         a["reset"].setEnabled(ready)
         a["first_nan"].setEnabled(self.pinned_nan is not None and not self.viewing_pinned)
         a["live"].setEnabled(self.viewing_pinned)
+        a["why_nan"].setEnabled(self.pinned_nan is not None)
 
     def _update_status(self) -> None:
         labels = self.window.status_labels
@@ -534,6 +537,7 @@ class FitController(QObject):
         self._save_settings()
         if self.error_dialog is not None:
             self.error_dialog.close()
+        self.investigations.shutdown(timeout_s)
         handles = list(self._handles.values())
         for handle in handles:
             handle.worker.request_stop()
@@ -558,4 +562,4 @@ class FitController(QObject):
     @property
     def thread_count(self) -> int:
         """Worker threads still held (0 after every run has been joined)."""
-        return len(self._handles)
+        return len(self._handles) + self.investigations.thread_count

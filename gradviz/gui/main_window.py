@@ -93,6 +93,14 @@ class MainWindow(QMainWindow):
             "Show the pinned snapshot of the first step with a non-finite gradient",
         )
         self._action("live", "Back to &live view", "Ctrl+L", "Follow the run again")
+        self._action(
+            "why_nan", "&Why NaN here?", "Ctrl+W",
+            "Explain the first NaN from the data, and diagnose its step under detect_anomaly",
+        )  # fmt: skip
+        self._action(
+            "compare", "&Compare side by side…", "Ctrl+K",
+            "Run the lab's setup beside the same data with another method",
+        )  # fmt: skip
         self._action("reset_layout", "Reset &layout", None, "Put every panel back")
         self._action("about", "&About gradviz")
 
@@ -112,6 +120,9 @@ class MainWindow(QMainWindow):
         run_menu.addSeparator()
         run_menu.addAction(self.actions["first_nan"])
         run_menu.addAction(self.actions["live"])
+        run_menu.addAction(self.actions["why_nan"])
+        run_menu.addSeparator()
+        run_menu.addAction(self.actions["compare"])
         self.view_menu = bar.addMenu("&View")
         help_menu = bar.addMenu("&Help")
         help_menu.addAction(self.actions["about"])
@@ -139,6 +150,9 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addAction(self.actions["first_nan"])
         bar.addAction(self.actions["live"])
+        bar.addAction(self.actions["why_nan"])
+        bar.addSeparator()
+        bar.addAction(self.actions["compare"])
         for button in bar.findChildren(QToolButton):
             button.setMinimumWidth(64)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
@@ -197,6 +211,7 @@ class MainWindow(QMainWindow):
         for name in widgets:  # views added later (new panels) go next to the matrices
             if name not in placed:
                 self.tabifyDockWidget(d[first_bottom], d[name])
+                d[first_bottom].raise_()  # the new tab waits behind the loss curve
         self.view_menu.addSeparator()
         self.view_menu.addAction(self.actions["reset_layout"])
         self._arrange_sizes()

@@ -98,6 +98,9 @@ class FitWorker(QObject):
         self._frame_drawn = threading.Event()  # the GUI drew our last frame
         self._frame_drawn.set()
         self._wake = threading.Event()
+        #: Set while the loop sits paused or has ended (no step in flight): a Diagnose run
+        #: waits for it, because anomaly mode is process-wide.
+        self.idle = threading.Event()
         #: Optimiser steps taken by this worker (read from any thread; for benchmarks).
         self.steps_taken = 0
 
@@ -150,6 +153,7 @@ class FitWorker(QObject):
             log.exception("run of generation %d failed", self.generation)
             self.failed.emit(describe_failure(exc), traceback.format_exc())
         finally:
+            self.idle.set()
             self.finished.emit(self.generation)
 
     def _loop(self) -> None:
@@ -160,11 +164,13 @@ class FitWorker(QObject):
         seen_nonfinite = run.first_nonfinite_grad_step is not None
         shown_step = run.completed_steps
         while not self._stop.is_set() and not _is_done(run):
+            self.idle.clear()
             single = self._take_step_request()
             if not single and not self._running.is_set():
                 if shown_step != run.completed_steps:
                     self._emit(run, measured=False)  # just paused: show where the run stands
                     shown_step = run.completed_steps
+                self.idle.set()
                 self._meter.restart(run.completed_steps)
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()

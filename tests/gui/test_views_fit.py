@@ -10,7 +10,17 @@ import pytest
 from gradviz.core.health import Health
 from gradviz.gui.views.fit_views import TITLES, FitViews
 
-KEYS = ["distances", "target", "error", "mask", "coord_grads", "loss", "points", "pair"]
+KEYS = [
+    "distances",
+    "target",
+    "error",
+    "mask",
+    "coord_grads",
+    "loss",
+    "points",
+    "pair",
+    "jacobians",
+]
 
 
 def test_views_offer_a_widget_and_a_title_for_every_dock(qtbot):

@@ -17,6 +17,7 @@ from gradviz.core.snapshot import Snapshot
 from gradviz.gui.views.coord_grads import CoordGradsView
 from gradviz.gui.views.healthmap import HealthMapView
 from gradviz.gui.views.heatmap import HeatmapView
+from gradviz.gui.views.jacobian_dock import JacobianView
 from gradviz.gui.views.loss import LossView
 from gradviz.gui.views.pair import PairView
 from gradviz.gui.views.panel import MatrixPanel, RangeLink
@@ -31,6 +32,7 @@ TITLES: dict[str, str] = {
     "loss": "Loss",
     "points": "Points: predicted vs target",
     "pair": "Selected pair",
+    "jacobians": "Per-point Jacobians",
 }
 
 
@@ -61,6 +63,7 @@ class FitViews(QObject):
         self.loss_view = LossView()
         self.points_view = PointsView()
         self.pair_view = PairView()
+        self.jacobian_view = JacobianView()
         self.widgets: dict[str, QWidget] = {
             "distances": self.distances_view,
             "target": self.target_view,
@@ -70,6 +73,7 @@ class FitViews(QObject):
             "loss": self.loss_view,
             "points": self.points_view,
             "pair": self.pair_view,
+            "jacobians": self.jacobian_view,
         }
         self.titles: dict[str, str] = dict(TITLES)
         self._range_link = RangeLink(self.matrix_panels(), self)
@@ -132,6 +136,8 @@ class FitViews(QObject):
             self.loss_view.set_history(snapshot.loss_history, snapshot.reference_loss)
         elif key == "points":
             self.points_view.set_points(snapshot.coords, snapshot.target_coords)
+        elif key == "jacobians":
+            self.jacobian_view.set_jacobians(snapshot.jacobians)
         elif key == "pair" and self._pair is not None:
             self.pair_view.show_pair(snapshot, *self._pair)
 
@@ -156,6 +162,7 @@ class FitViews(QObject):
             self.coord_grads_view,
             self.loss_view,
             self.points_view,
+            self.jacobian_view,
         ):
             view.clear()
         self._set_pair(None)
@@ -163,6 +170,7 @@ class FitViews(QObject):
     def select_pair(self, i: int, j: int) -> None:
         """Select entry (i, j), as a click on that cell does, and emit ``pairSelected``."""
         self._set_pair((i, j))
+        self.jacobian_view.select_point(i)
         self.pairSelected.emit(i, j)
 
     @Slot(int, int)
