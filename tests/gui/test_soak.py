@@ -12,6 +12,7 @@ import gc
 import sys
 import threading
 
+import numpy as np
 from PySide6.QtCore import (
     QCoreApplication,
     QEvent,
@@ -30,9 +31,9 @@ from gradviz.gui.views.synthetic import synthetic_snapshot
 FRAMES = 3000
 # The bugs guarded against move a count by at least one per frame, 3,000 over the run: True
 # and None lost per emit or paint override (PySide6 6.12.0); None gained per QPainter on a
-# new paint device (PySide6 6.11.3: with pyqtgraph's own AxisItem, +24,000 here).
-# Without them the counts move by a few, once (first use of new objects, caches settling;
-# measured here: True +1, None +4, alone or after the rest of the suite). 100 allows that
+# new paint device (PySide6 6.11.3: with pyqtgraph's own AxisItem, +54,000 here). Without
+# them the counts move by a few, once (first use of new objects, caches settling; measured
+# here: True +1 to +3, None +4 to +9, alone or after the rest of the suite). 100 allows that
 # and still fails a leak or a loss of one reference every 30 frames.
 REFCOUNT_MARGIN = 100
 
@@ -106,15 +107,18 @@ def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtb
     window.resize(720, 420)
     qtbot.addWidget(window)
     window.show()
-    # The matrices, gradients and health codes change every frame; the loss history and the
-    # points are shared, which keeps a frame cheap enough for 3,000 of them in the suite.
+    # The matrices, gradients, health codes and Jacobians (as from a network) change every
+    # frame; the loss history and the points are shared, which keeps a frame cheap enough
+    # for 3,000 of them in the suite.
     first = synthetic_snapshot(12, seed=0, step=10)
+    rng = np.random.default_rng(0)
     snapshots = [
         dataclasses.replace(
             synthetic_snapshot(12, seed=s, step=10),
             loss_history=first.loss_history,
             coords=first.coords,
             target_coords=first.target_coords,
+            jacobians=rng.normal(scale=1.0 + s, size=(12, 3, 4)).astype(np.float32),
         )
         for s in range(3)
     ]
