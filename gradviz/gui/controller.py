@@ -152,6 +152,7 @@ class FitController(QObject):
         a["save"].triggered.connect(self._on_save_triggered)
         a["quit"].triggered.connect(self.window.close)
         a["copy_command"].triggered.connect(self.copy_command)
+        self.window.explorer.failed.connect(self._on_explorer_failed)
         a["reset_layout"].triggered.connect(self._on_reset_layout)
         a["about"].triggered.connect(self._on_about)
         self.window.recentChosen.connect(self.open_experiment)
@@ -327,6 +328,12 @@ class FitController(QObject):
         self.show_error(sentence, details)
         self._set_state("failed")
 
+    @Slot(str, str)
+    def _on_explorer_failed(self, sentence: str, details: str) -> None:
+        log.error("explorer failed: %s\n%s", sentence, details)
+        dialog = self.show_error(sentence, details)
+        dialog.setWindowTitle("gradviz: the Jacobians could not be computed")
+
     @Slot(int)
     def _on_worker_finished(self, generation: int) -> None:
         handle = self._handles.pop(generation, None)
@@ -447,6 +454,7 @@ class FitController(QObject):
         self.window.statusBar().showMessage(f"Copied: {line}", 8000)
 
     def _on_reset_layout(self) -> None:
+        self.window.pages.show_page(0)
         self.window.restoreState(self.window.default_state)
         for dock in self.window.docks.values():
             dock.show()
@@ -534,6 +542,7 @@ class FitController(QObject):
         if self._shut_down:
             return
         self._shut_down = True
+        self.window.pages.show_page(0)  # save the lab's layout, not the explorer page
         self._save_settings()
         if self.error_dialog is not None:
             self.error_dialog.close()
@@ -547,6 +556,7 @@ class FitController(QObject):
         self._handles.clear()
         self.handle = None
         self.loader.join(timeout_s)
+        self.window.explorer.shutdown()
 
     def _save_settings(self) -> None:
         s = self.settings
@@ -562,4 +572,8 @@ class FitController(QObject):
     @property
     def thread_count(self) -> int:
         """Worker threads still held (0 after every run has been joined)."""
-        return len(self._handles) + self.investigations.thread_count
+        return (
+            len(self._handles)
+            + self.investigations.thread_count
+            + int(self.window.explorer.worker_running())
+        )

@@ -19,6 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.gui.explorer import ExplorerTab
+from gradviz.gui.explorer.workspace import WorkspacePages
+
 DEFAULT_SIZE = (1440, 900)
 MIN_SIZE = (1280, 800)
 
@@ -58,6 +61,9 @@ class MainWindow(QMainWindow):
         self._make_toolbar()
         self._make_status_bar()
         self._make_docks(setup, views, titles)
+        # The Jacobian explorer: a full-window page beside the lab's docks.
+        self.explorer = ExplorerTab()
+        self.pages = WorkspacePages(self, [("Jacobian explorer", self.explorer)])
         self.default_state = self.saveState()
         self._sized = False
 

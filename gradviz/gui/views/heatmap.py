@@ -111,12 +111,7 @@ class HeatmapView(MatrixPanel):
         shown = arrays.block_mean(self._visible_part(self._values), ky, kx)
         lo, hi = float(shown.min()), float(shown.max())
         all_finite = math.isfinite(lo) and math.isfinite(hi)
-        if self.locked():
-            levels = self.levels()
-        elif self.diverging:
-            levels = arrays.symmetric_levels(shown)
-        else:
-            levels = arrays.sequential_levels(shown)
+        levels = self.levels() if self.locked() else self._auto_levels(shown)
         if all_finite:
             self.overlay.setVisible(False)
             self.nonfinite_label.setText("")
@@ -131,6 +126,12 @@ class HeatmapView(MatrixPanel):
             self._set_levels(levels)
         self.image.setImage(shown, autoLevels=False, levels=levels)
         self._place_image(self.image, ky, kx, shown)
+
+    def _auto_levels(self, shown: np.ndarray) -> tuple[float, float]:
+        """Colour levels that fit ``shown`` (subclasses may choose others)."""
+        if self.diverging:
+            return arrays.symmetric_levels(shown)
+        return arrays.sequential_levels(shown)
 
     def _set_levels(self, levels: tuple[float, float]) -> None:
         if levels == self.levels():

@@ -1,0 +1,409 @@
+"""The Jacobian explorer tab: settings on the left, the views on the right.
+
+Public API (kept stable for the main window and the model loader)::
+
+    tab = ExplorerTab()
+    tab.failed.connect(window_error_dialog_slot)     # (sentence, details)
+    tab.set_network(module, "net_x from run.safetensors", spec_or_None, in_dim, out_dim)
+    tab.set_spec_text("2-20-20-4:sigmoid")          # as if typed
+    tab.compute()                                    # recompute now (otherwise automatic)
+    tab.shutdown()                                   # stop and join the worker (idempotent)
+
+Every edit schedules a recompute (debounced; while the tab is hidden, deferred until it
+is shown, so the worker thread starts only once the explorer is used). Each request gets a
+new generation and the worker drops older ones, so the newest settings always win. While
+computing, the views keep the last result and a busy bar runs; the tab stays responsive.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import (
+    QApplication,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.networks import NetworkSpec
+from gradviz.gui.explorer.explorer_views import (
+    AcrossBatchView,
+    AllSamplesView,
+    FullBatchView,
+    GradientFieldView,
+    SaliencyView,
+    SampleJacobianView,
+)
+from gradviz.gui.explorer.explorer_worker import ExplorerThread
+from gradviz.gui.explorer.histogram_view import HistogramView
+from gradviz.gui.explorer.jobs import HISTOGRAM_LOSSES, ExplorerJob, ExplorerResult, parse_indices
+from gradviz.gui.explorer.settings import ExplorerSettings, show_message
+
+#: Quiet time after an edit before recomputing (ms): typing a spec computes once at the end.
+DEBOUNCE_MS = 300
+SETTINGS_WIDTH = 365
+
+VIEW_TITLES: dict[str, str] = {
+    "sample": "Sample Jacobian",
+    "all": "All samples",
+    "full": "Full batch Jacobian",
+    "batch": "Across the batch",
+    "field": "Gradient field",
+    "saliency": "Input gradients",
+    "histograms": "Parameter gradients",
+}
+
+
+class ExplorerTab(QWidget):
+    """Per-input Jacobians of a network on a batch, in seven views.
+
+    Signals: ``failed(sentence, details)`` when a computation fails (connect it to the
+    app's error dialog); ``resultShown()`` after a new result is on screen; ``busyChanged``.
+    """
+
+    failed = Signal(str, str)
+    resultShown = Signal()
+    busyChanged = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.generation = 0
+        self.result: ExplorerResult | None = None
+        self.last_error: str = ""
+        self._busy = False
+        self._module: Any = None
+        self._module_label = ""
+        self._module_dims: tuple[int, int] = (0, 0)
+        self._module_spec: NetworkSpec | None = None
+        self._closed = False
+        self._stale = False  # settings changed while hidden: recompute when shown
+
+        self.settings = ExplorerSettings()
+        self.views = {
+            "sample": SampleJacobianView(),
+            "all": AllSamplesView(),
+            "full": FullBatchView(),
+            "batch": AcrossBatchView(),
+            "field": GradientFieldView(),
+            "saliency": SaliencyView(),
+            "histograms": HistogramView(),
+        }
+        self.view_tabs = QTabWidget()
+        self.view_tabs.setDocumentMode(True)
+        for key, widget in self.views.items():
+            self.view_tabs.addTab(widget, VIEW_TITLES[key])
+        self._build_layout()
+
+        self._worker = ExplorerThread(self)
+        worker = self._worker.worker
+        worker.resultReady.connect(self._on_result, Qt.ConnectionType.QueuedConnection)
+        worker.failed.connect(self._on_failed, Qt.ConnectionType.QueuedConnection)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self.compute)
+        self.settings.changed.connect(self._on_settings_changed)
+        self.settings.specEdited.connect(self._on_spec_edited)
+        self.settings.spec_edit.textChanged.connect(self._on_spec_text_changed)
+        self.settings.selectionChanged.connect(self._on_selection_changed)
+        self.compute_button.clicked.connect(self.compute)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        self.settings.set_source("typed spec")
+        self._schedule()
+
+    # ---- layout ------------------------------------------------------------------------
+    def _build_layout(self) -> None:
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.settings)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setFixedWidth(SETTINGS_WIDTH)
+        self.compute_button = QPushButton("Compute")
+        self.compute_button.setToolTip("Recompute now (edits recompute by themselves)")
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)  # an indeterminate "working" bar
+        self.busy_bar.setMaximumHeight(10)
+        self.busy_bar.setTextVisible(False)
+        self.busy_bar.setVisible(False)
+        self.status = QLabel()
+        self.status.setObjectName("explorer-status")
+        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        left = QVBoxLayout()
+        left.setContentsMargins(0, 0, 0, 0)
+        left.addWidget(scroll, stretch=1)
+        left.addWidget(self.compute_button)
+        right = QVBoxLayout()
+        right.setContentsMargins(0, 0, 0, 0)
+        right.setSpacing(2)
+        right.addWidget(self.status)
+        right.addWidget(self.busy_bar)
+        right.addWidget(self.view_tabs, stretch=1)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(left)
+        layout.addLayout(right, stretch=1)
+
+    # ---- public API --------------------------------------------------------------------
+    def set_network(
+        self,
+        module: Any,
+        label: str,
+        spec: NetworkSpec | None,
+        in_dim: int,
+        out_dim: int,
+    ) -> None:
+        """Explore ``module`` (a torch.nn.Module mapping (B, in_dim) to (B, out_dim)).
+
+        The tab keeps its own deep copy, so the caller may go on training its module; call
+        again to show newer weights. ``label`` names it (e.g. "coordinate network of the
+        run", a file name); ``spec``, when known, is shown in the spec field. Typing a new
+        spec afterwards switches the tab back to typed networks. Recomputes at once, or
+        when the tab is next shown.
+        """
+        if in_dim < 1 or out_dim < 1:
+            raise GradvizError(
+                f"A network needs at least one input and output, not {in_dim}, {out_dim}."
+            )
+        self._module = copy.deepcopy(module)
+        self._module_label = label
+        self._module_dims = (int(in_dim), int(out_dim))
+        self._module_spec = spec
+        text = spec.to_text() or spec.to_json() if spec is not None else ""
+        self.settings.spec_edit.blockSignals(True)
+        self.settings.spec_edit.setText(text)
+        self.settings.spec_edit.blockSignals(False)
+        show_message(
+            self.settings.spec_message,
+            f"{in_dim} inputs → {out_dim} outputs (from {label})",
+            ok=True,
+        )
+        self.settings.set_source(label)
+        if self.isVisible():
+            self.compute()
+        else:
+            self._schedule()
+
+    def set_spec_text(self, text: str) -> None:
+        """Type ``text`` into the spec field: the tab explores that spec (if it parses)."""
+        self.settings.spec_edit.setText(text)
+        self._on_spec_edited()
+
+    def network_label(self) -> str:
+        """What is being explored: the label given to set_network, or the typed spec."""
+        if self._module is not None:
+            return self._module_label
+        spec = self.settings.spec
+        return str(spec) if spec is not None else ""
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def worker_running(self) -> bool:
+        """Whether the worker thread is alive (False after shutdown)."""
+        return self._worker.is_running()
+
+    @Slot()
+    def compute(self) -> None:
+        """Send the current settings to the worker now (a newer request wins)."""
+        self._timer.stop()
+        self._stale = False
+        if self._closed:
+            return
+        job = self._make_job()
+        if job is None:
+            return
+        self.generation += 1
+        self._set_busy(True)
+        self._worker.submit(self.generation, job)
+
+    @Slot()
+    def shutdown(self) -> None:
+        """Stop the worker and wait for its thread; results still queued are dropped."""
+        self._closed = True
+        self._timer.stop()
+        self._worker.shutdown()
+        self._set_busy(False)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        self.shutdown()
+        super().closeEvent(event)
+
+    # ---- jobs --------------------------------------------------------------------------
+    def _make_job(self) -> ExplorerJob | None:
+        """The job for the current settings, or None (with the reason shown inline)."""
+        settings = self.settings
+        try:
+            inputs = settings.input_settings()
+        except GradvizError as exc:
+            settings.show_inputs_problem(str(exc))
+            return None
+        settings.show_inputs_problem("")
+        common = dict(
+            inputs=inputs,
+            net_seed=settings.net_seed.value(),
+            dtype=settings.dtype_box.currentText(),
+            loss=settings.loss(),
+            target_path=settings.target_field.path(),
+            bins=settings.bins_box.value(),
+        )
+        if self._module is not None:
+            in_dim, out_dim = self._module_dims
+            return ExplorerJob(
+                label=self._module_label,
+                in_dim=in_dim,
+                out_dim=out_dim,
+                module=self._module,
+                **common,
+            )
+        spec = settings.spec
+        if spec is None:
+            self._show_status("Fix the network spec to compute (see the message under it).")
+            return None
+        return ExplorerJob(
+            label=str(spec),
+            in_dim=spec.in_dim,
+            out_dim=spec.out_dim,
+            spec_text=spec.to_json(),
+            **common,
+        )
+
+    def _schedule(self) -> None:
+        """Recompute after the debounce; while the tab is hidden, once it is shown (so an
+        app whose user never opens the explorer starts no thread for it)."""
+        if self._closed:
+            return
+        if self.isVisible():
+            self._timer.start()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self._stale and not self._closed:
+            self._timer.start()
+
+    def _set_busy(self, busy: bool) -> None:
+        if busy != self._busy:
+            self._busy = busy
+            self.busy_bar.setVisible(busy)
+            self.busyChanged.emit(busy)
+        if busy:
+            self._show_status(f"Computing the Jacobians of {self.network_label()}…", keep=True)
+
+    # ---- results (GUI thread) ------------------------------------------------------------
+    @Slot(int, object)
+    def _on_result(self, generation: int, result: ExplorerResult) -> None:
+        if generation != self.generation or self._closed:
+            return  # stale: a newer request is on its way
+        self.result = result
+        self.last_error = ""
+        self._set_busy(False)
+        self._show_result()
+        self.resultShown.emit()
+
+    @Slot(int, str, str)
+    def _on_failed(self, generation: int, sentence: str, details: str) -> None:
+        if generation != self.generation or self._closed:
+            return
+        self.last_error = sentence
+        self._set_busy(False)
+        self._show_status(f'<span style="color:#E69F00">{sentence}</span>')
+        self.failed.emit(sentence, details)
+
+    def _show_result(self) -> None:
+        result = self.result
+        if result is None:
+            return
+        rows, cols = self._selection(result)
+        self.views["sample"].show_result(result, rows, cols)
+        self.views["all"].show_result(result, rows, cols)
+        self.views["full"].show_result(result)
+        self.views["batch"].show_result(result, rows, cols)
+        self.views["field"].show_result(result)
+        self.views["saliency"].show_result(result, cols)
+        loss = HISTOGRAM_LOSSES[self.settings.loss()]
+        self.views["histograms"].show_histograms(result.histograms, result.histogram_note, loss)
+        self._show_status(self._summary(result))
+
+    def _selection(self, result: ExplorerResult) -> tuple[list[int], list[int]]:
+        m, n = result.shape
+        settings = self.settings
+        try:
+            rows = parse_indices(settings.outputs_edit.text(), m, "output")
+            cols = parse_indices(settings.inputs_edit.text(), n, "input")
+        except GradvizError as exc:
+            settings.show_selection_problem(f"{exc} Showing all.")
+            return list(range(m)), list(range(n))
+        settings.show_selection_problem("")
+        return rows, cols
+
+    def _summary(self, result: ExplorerResult) -> str:
+        m, n = result.shape
+        verdict = _short_verdict(result)
+        off = ""
+        if result.max_off_block is not None:
+            off = f" · max_off_block {result.max_off_block:.3g}"
+        return (
+            f"<b>{result.label}</b> · B = {result.batch}, J is {m} x {n} per input · "
+            f"{verdict}{off} · method {result.method} · {result.seconds * 1000:.0f} ms"
+        )
+
+    def _show_status(self, text: str, keep: bool = False) -> None:
+        if keep and self.result is not None:
+            text = f"{self._summary(self.result)}<br><i>{text}</i>"
+        self.status.setText(text)
+
+    # ---- edits ---------------------------------------------------------------------------
+    @Slot()
+    def _on_settings_changed(self) -> None:
+        self._schedule()
+
+    @Slot()
+    def _on_spec_edited(self) -> None:
+        # The user typed a spec: explore it instead of a network set from outside.
+        if self._module is not None:
+            self._module = None
+            self.settings.set_source("typed spec")
+        if self.settings.spec is not None:
+            self._schedule()
+
+    @Slot(str)
+    def _on_spec_text_changed(self, _text: str) -> None:
+        if self.settings.spec is None:
+            self._timer.stop()  # nothing to compute until the spec parses
+            self._show_status("Fix the network spec to compute (see the message under it).")
+
+    @Slot()
+    def _on_selection_changed(self) -> None:
+        self._show_result()
+
+
+def _short_verdict(result: ExplorerResult) -> str:
+    """The across-batch verdict in a few words, for the status line."""
+    if result.batch == 1:
+        return "one input"
+    if result.constant:
+        return _coloured("same Jacobian for every input (linear on this batch)", "#56B4E9")
+    if not np.isfinite(result.jacobians).all():
+        return _coloured("Jacobians hold NaN or Inf", "#F0E442")
+    return _coloured("Jacobian varies across this batch", "#E69F00")
+
+
+def _coloured(text: str, colour: str) -> str:
+    return f'<span style="color:{colour}">{text}</span>'

@@ -1,0 +1,98 @@
+"""Pages beside a dock-based main window: "Distance-fit lab" (its docks) and full-window pages
+such as the Jacobian explorer, chosen with a tab bar under the menu.
+
+The lab is the window's docks, so it cannot sit inside a QTabWidget without rebuilding the
+window. Instead the other pages live in a stacked central widget that is hidden while the
+lab shows. Showing a page saves the window state and hides the visible docks; showing the
+lab again shows them and restores that state (sizes, raised tabs). Before the window
+closes the lab is put back, so the saved layout never records the docks as hidden.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, Slot
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QStackedWidget, QTabBar, QToolBar, QWidget
+
+LAB_TITLE = "Distance-fit lab"
+
+
+class WorkspacePages(QObject):
+    """Adds a tab bar to ``window`` with the lab first and then each of ``pages``.
+
+    ``show_page(0)`` shows the lab; ``show_page(k)`` the k-th page (1-based). Ctrl+1,
+    Ctrl+2, ... switch too.
+    """
+
+    def __init__(self, window: QMainWindow, pages: list[tuple[str, QWidget]]) -> None:
+        super().__init__(window)
+        self.window = window
+        self.bar = QTabBar()
+        self.bar.setObjectName("workspace-tabs")
+        self.bar.setDrawBase(False)
+        self.bar.setExpanding(False)
+        self.bar.addTab(LAB_TITLE)
+        self.stack = QStackedWidget()
+        for title, page in pages:
+            self.bar.addTab(title)
+            self.stack.addWidget(page)
+        self.toolbar = QToolBar("Workspaces")
+        self.toolbar.setObjectName("workspace-toolbar")
+        self.toolbar.setMovable(False)
+        self.toolbar.addWidget(self.bar)
+        window.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
+        window.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.toolbar)
+        window.setCentralWidget(self.stack)
+        self.stack.hide()  # the lab's docks fill the window
+        self._hidden_docks: list[QDockWidget] = []
+        self._lab_state = QByteArray()
+        self.actions: list[QAction] = []
+        for k in range(self.bar.count()):
+            action = QAction(f"Show {self.bar.tabText(k)}", window)
+            action.setShortcut(QKeySequence(f"Ctrl+{k + 1}"))
+            action.setData(k)
+            action.triggered.connect(self._on_shortcut)
+            window.addAction(action)
+            self.actions.append(action)
+        self.bar.currentChanged.connect(self._on_tab_changed)
+        window.installEventFilter(self)
+
+    def current(self) -> int:
+        return self.bar.currentIndex()
+
+    def show_page(self, index: int) -> None:
+        self.bar.setCurrentIndex(index)  # _on_tab_changed does the work
+
+    @Slot(int)
+    def _on_tab_changed(self, index: int) -> None:
+        if index == 0:
+            if self.stack.isVisible():
+                self.stack.hide()
+                # Visibility, sizes and raised tabs as the user left them.
+                if not self.window.restoreState(self._lab_state):
+                    for dock in self._hidden_docks:
+                        dock.show()
+                for dock in self._hidden_docks:  # the tab on top of each group, as it was
+                    if self.window.tabifiedDockWidgets(dock):
+                        dock.raise_()
+                self._hidden_docks = []
+            return
+        if not self.stack.isVisible():
+            self._lab_state = self.window.saveState()
+            docks = self.window.findChildren(QDockWidget)
+            self._hidden_docks = [d for d in docks if d.isVisible()]
+            for dock in self._hidden_docks:
+                dock.hide()
+        self.stack.setCurrentIndex(index - 1)
+        self.stack.show()
+
+    @Slot()
+    def _on_shortcut(self) -> None:
+        action = self.sender()
+        if isinstance(action, QAction):
+            self.show_page(int(action.data()))
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if obj is self.window and event.type() == QEvent.Type.Close:
+            self.show_page(0)  # the saved layout must hold the docks as the user left them
+        return False
