@@ -59,7 +59,10 @@ class _OwnAxes:
 
     def setAxisItems(self, axisItems: dict[str, pg.AxisItem] | None = None) -> None:  # noqa: N802, N803 (pyqtgraph API)
         given = dict(axisItems or {})
-        added = {s: AxisItem(s) for s in SIDES if s not in given and s not in self.axes}
+        # Made as PlotItem makes its own: parented at once, so Qt owns them with the plot.
+        added = {
+            s: AxisItem(s, parent=self) for s in SIDES if s not in given and s not in self.axes
+        }
         super().setAxisItems({**given, **added})
         shown = {"left", "bottom", *given}
         for side in added:
