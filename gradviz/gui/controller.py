@@ -33,6 +33,7 @@ from gradviz.gui.experiments import (
 )
 from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
 from gradviz.gui.main_window import MainWindow
+from gradviz.gui.models.wiring import ModelActions
 from gradviz.gui.worker import FitWorker, WorkerHandle, describe_failure
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ class FitController(QObject):
         a["reset_layout"].triggered.connect(self._on_reset_layout)
         a["about"].triggered.connect(self._on_about)
         self.window.recentChosen.connect(self.open_experiment)
+        self.models = ModelActions(self)  # File > Open model, drops, Save network
         self.form.changed.connect(self._on_setting_changed)
         self.window.set_recent_files(settings_store.recent_files(self.settings))
 
@@ -556,6 +558,7 @@ class FitController(QObject):
         self._handles.clear()
         self.handle = None
         self.loader.join(timeout_s)
+        self.models.shutdown(timeout_s)
         self.window.explorer.shutdown()
 
     def _save_settings(self) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
     QMainWindow,
+    QSplitter,
     QToolBar,
     QToolButton,
     QWidget,
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from gradviz.gui.explorer import ExplorerTab
 from gradviz.gui.explorer.workspace import WorkspacePages
+from gradviz.gui.models.model_panel import ModelPanel
 
 DEFAULT_SIZE = (1440, 900)
 MIN_SIZE = (1280, 800)
@@ -44,6 +46,9 @@ class MainWindow(QMainWindow):
     """The window of the distance-fit lab. ``actions`` maps a name to its QAction."""
 
     recentChosen = Signal(str)
+    recentModelChosen = Signal(str)
+    #: A file dropped onto the window (a model to open).
+    fileDropped = Signal(str)
 
     def __init__(self, setup: QWidget, views: dict[str, QWidget], titles: dict[str, str]):
         super().__init__()
@@ -52,6 +57,7 @@ class MainWindow(QMainWindow):
         self.setDockNestingEnabled(True)
         self.setMinimumSize(960, 600)
         self.resize(*DEFAULT_SIZE)
+        self.setAcceptDrops(True)
         #: Asked before closing; returns False to keep the window open.
         self.close_guard: Callable[[], bool] = lambda: True
         self.actions: dict[str, QAction] = {}
@@ -63,9 +69,19 @@ class MainWindow(QMainWindow):
         self._make_docks(setup, views, titles)
         # The Jacobian explorer: a full-window page beside the lab's docks.
         self.explorer = ExplorerTab()
-        self.pages = WorkspacePages(self, [("Jacobian explorer", self.explorer)])
+        self.model_panel = ModelPanel()  # an opened model file, beside its Jacobians
+        self.pages = WorkspacePages(self, [("Jacobian explorer", self._explorer_page())])
         self.default_state = self.saveState()
         self._sized = False
+
+    def _explorer_page(self) -> QSplitter:
+        page = QSplitter(Qt.Orientation.Horizontal)
+        page.setObjectName("explorer-page")
+        page.addWidget(self.explorer)
+        page.addWidget(self.model_panel)
+        page.setStretchFactor(0, 1)
+        page.setSizes([1060, 380])
+        return page
 
     # ---- actions and menus -----------------------------------------------------------------
     def _action(self, name: str, text: str, shortcut: str | None = None, tip: str = "") -> QAction:
@@ -82,6 +98,9 @@ class MainWindow(QMainWindow):
     def _make_actions(self) -> None:
         self._action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
         self._action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
+        self._action("open_model", "Open &model…", "Ctrl+M", "Open a saved PyTorch model file")
+        self._action("save_network", "Save &network…", None, "Save the network as a model file")
+        self.actions["save_network"].setEnabled(False)
         self._action("quit", "&Quit", "Ctrl+Q")
         self._action(
             "copy_command", "&Copy as command", "Ctrl+Shift+C",
@@ -117,6 +136,11 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Open &recent")
         file_menu.addAction(self.actions["save"])
         file_menu.addSeparator()
+        file_menu.addAction(self.actions["open_model"])
+        self.recent_models_menu = file_menu.addMenu("Recent mo&dels")
+        self.recent_models_menu.setEnabled(False)
+        file_menu.addAction(self.actions["save_network"])
+        file_menu.addSeparator()
         file_menu.addAction(self.actions["quit"])
         edit_menu = bar.addMenu("&Edit")
         edit_menu.addAction(self.actions["copy_command"])
@@ -145,6 +169,30 @@ class MainWindow(QMainWindow):
         action = self.sender()
         if isinstance(action, QAction):
             self.recentChosen.emit(str(action.data()))
+
+    def set_recent_models(self, paths: list[str]) -> None:
+        self.recent_models_menu.clear()
+        for path in paths:
+            action = self.recent_models_menu.addAction(path)
+            action.setData(path)
+            action.triggered.connect(self._on_recent_model_triggered)
+        self.recent_models_menu.setEnabled(bool(paths))
+
+    def _on_recent_model_triggered(self) -> None:
+        action = self.sender()
+        if isinstance(action, QAction):
+            self.recentModelChosen.emit(str(action.data()))
+
+    # ---- drag and drop: a local file dropped anywhere on the window ------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
+        if _dropped_file(event.mimeData()) is not None:
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
+        path = _dropped_file(event.mimeData())
+        if path is not None:
+            event.acceptProposedAction()
+            self.fileDropped.emit(path)
 
     def _make_toolbar(self) -> None:
         bar = QToolBar("Run controls")
@@ -248,3 +296,11 @@ class MainWindow(QMainWindow):
             event.accept()
         else:
             event.ignore()
+
+
+def _dropped_file(mime: QMimeData) -> str | None:
+    """The first local file among the dropped URLs, or None."""
+    for url in mime.urls() if mime.hasUrls() else []:
+        if url.isLocalFile():
+            return url.toLocalFile()
+    return None

@@ -73,6 +73,8 @@ class FitWorker(QObject):
     firstNanPinned = Signal(object)  # Snapshot of the exact first non-finite step
     failed = Signal(str, str)  # plain sentence, details (traceback)
     finished = Signal(int)  # generation
+    #: (generation, spec, {name: CPU tensor copy}) of the coordinate network, on request
+    networkCopied = Signal(int, object, object)
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class FitWorker(QObject):
         self._frame_drawn = threading.Event()  # the GUI drew our last frame
         self._frame_drawn.set()
         self._wake = threading.Event()
+        self._network_request = threading.Event()
         #: Set while the loop sits paused or has ended (no step in flight): a Diagnose run
         #: waits for it, because anomaly mode is process-wide.
         self.idle = threading.Event()
@@ -107,6 +110,11 @@ class FitWorker(QObject):
     # ---- commands (any thread) -------------------------------------------------------
     def request_stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+
+    def request_network(self) -> None:
+        """Ask for a copy of the run's coordinate network (``networkCopied``, if it has one)."""
+        self._network_request.set()
         self._wake.set()
 
     def pause(self) -> None:
@@ -164,6 +172,7 @@ class FitWorker(QObject):
         seen_nonfinite = run.first_nonfinite_grad_step is not None
         shown_step = run.completed_steps
         while not self._stop.is_set() and not _is_done(run):
+            self._send_network_if_asked(run)
             self.idle.clear()
             single = self._take_step_request()
             if not single and not self._running.is_set():
@@ -210,6 +219,15 @@ class FitWorker(QObject):
         self._frame_drawn.clear()
         rate = self._meter.rate(run.completed_steps) if measured else float("nan")
         self.snapshotReady.emit(run.snapshot(self.generation), rate)
+
+    def _send_network_if_asked(self, run: Any) -> None:
+        if not self._network_request.is_set():
+            return
+        self._network_request.clear()
+        model, spec = getattr(run, "model", None), getattr(run, "spec", None)
+        if model is not None and spec is not None:
+            state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            self.networkCopied.emit(self.generation, spec, state)
 
     def _take_step_request(self) -> bool:
         with self._lock:

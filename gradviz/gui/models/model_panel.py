@@ -1,0 +1,92 @@
+"""The model panel: which file is open, what gradviz assumed, the activation, the layers.
+
+Sits beside the Jacobian explorer. ``activationChosen(name)`` asks for a reload with that
+activation (only offered where the activation had to be assumed).
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QVBoxLayout, QWidget
+
+from gradviz.core.config import ACTIVATIONS
+from gradviz.core.modelio import ModelInfo
+from gradviz.gui.models.layer_list import LayerTable
+
+#: Formats rebuilt from weights, where the activation between Linear layers is a choice.
+REBUILT_FORMATS = frozenset({"state_dict", "safetensors", "pickled_module"})
+
+
+class ModelPanel(QWidget):
+    """Shows a ModelInfo: summary, assumptions, reason it cannot run, layer table."""
+
+    activationChosen = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("model-panel")
+        self.title = QLabel("No model file open. File > Open model…, or drop a file here.")
+        self.title.setWordWrap(True)
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.assumptions = QLabel("")
+        self.assumptions.setObjectName("model-assumptions")
+        self.assumptions.setWordWrap(True)
+        self.assumptions.setStyleSheet("color: #8a5a00;")
+        self.reason = QLabel("")
+        self.reason.setObjectName("model-not-runnable")
+        self.reason.setWordWrap(True)
+        self.reason.setStyleSheet("color: #c0392b;")
+        self.activation = QComboBox()
+        self.activation.addItems(ACTIVATIONS)
+        self.activation.setToolTip(
+            "Weights do not record the activation between layers: choose it here (reloads)"
+        )
+        self.activation_row = QWidget()
+        row = QFormLayout(self.activation_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addRow("Activation between layers", self.activation)
+        self.layers = LayerTable()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        for widget in (self.title, self.summary, self.assumptions, self.reason):
+            layout.addWidget(widget)
+        layout.addWidget(self.activation_row)
+        layout.addWidget(self.layers, stretch=1)
+        self.activation_row.setVisible(False)
+        self.activation.activated.connect(self._on_activation_activated)
+
+    def show_info(self, info: ModelInfo, activation: str | None = None) -> None:
+        """Fill the panel from ``info``; ``activation`` is the one the model was built with."""
+        self.title.setText(f"<b>{os.path.basename(info.path)}</b> ({info.format})")
+        dims = f"{_dim(info.in_dim)} inputs → {_dim(info.out_dim)} outputs"
+        self.summary.setText(
+            f"{len(info.layers)} layers, {info.parameters:,} parameters; {dims}"
+            + (f"; network {info.spec}" if info.spec and not info.spec.startswith("{") else "")
+        )
+        notes = list(info.assumptions)
+        if info.nonfinite_weights:
+            notes.append("NaN or Inf in " + ", ".join(info.nonfinite_weights) + " (flagged below).")
+        self.assumptions.setText("\n".join(f"• {n}" for n in notes))
+        self.assumptions.setVisible(bool(notes))
+        self.reason.setText(
+            "" if info.runnable else f"Cannot run: {info.not_runnable_reason or 'unknown'}"
+        )
+        self.reason.setVisible(not info.runnable)
+        # Offered where the activation had to be assumed (not where the file had modules).
+        assumed = any("activation" in note for note in info.assumptions)
+        choosable = info.format in REBUILT_FORMATS and info.runnable and assumed
+        self.activation_row.setVisible(choosable)
+        if activation in ACTIVATIONS:
+            self.activation.setCurrentText(activation)
+        self.layers.show_info(info)
+
+    @Slot(int)
+    def _on_activation_activated(self, _index: int) -> None:
+        self.activationChosen.emit(self.activation.currentText())
+
+
+def _dim(value: int | None) -> str:
+    return "?" if value is None else str(value)

@@ -1,0 +1,70 @@
+"""The question asked before a model file that can run code is opened.
+
+Shown with ``open()`` (window-modal, never blocks the caller); ``answered(bool)`` says what
+the user chose. Cancel is the default button: pressing Enter does not trust the file.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QVBoxLayout,
+    QWidget,
+)
+
+FORMAT_NAMES = {"torchscript": "a TorchScript program", "pt2": "a torch.export program (.pt2)"}
+
+
+def trust_reason(format_name: str) -> str:
+    """Why this format needs trust, in one sentence."""
+    what = FORMAT_NAMES.get(format_name, "a program")
+    return (
+        f"This file is {what}. Opening it can run code stored in the file, with your "
+        "permissions. Open it only if you trust where it came from."
+    )
+
+
+class TrustDialog(QDialog):
+    """Names the file, its SHA-256 and why trust is needed; Cancel is the default."""
+
+    answered = Signal(bool)
+
+    def __init__(self, path: str, sha256: str, format_name: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Trust this model file?")
+        self.setObjectName("trust-dialog")
+        self.path = path
+        self.sha256 = sha256
+        name = QLabel(f"<b>{os.path.basename(path)}</b>")
+        where = QLabel(path)
+        digest = QLabel(f"SHA-256: <code>{sha256}</code>")
+        self.reason = QLabel(trust_reason(format_name))
+        self.reason.setWordWrap(True)
+        for label in (where, digest):
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        note = QLabel("gradviz asks every time; the answer is not remembered.")
+        note.setStyleSheet("color: palette(mid);")
+        buttons = QDialogButtonBox()
+        self.open_button = buttons.addButton(
+            "Trust and open", QDialogButtonBox.ButtonRole.AcceptRole
+        )
+        self.cancel_button = buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self.open_button.setAutoDefault(False)
+        self.cancel_button.setDefault(True)
+        self.cancel_button.setFocus()
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        for widget in (name, where, digest, self.reason, note, buttons):
+            layout.addWidget(widget)
+        self.setMinimumWidth(560)
+        self.finished.connect(self._on_finished)
+
+    @Slot(int)
+    def _on_finished(self, result: int) -> None:
+        self.answered.emit(result == QDialog.DialogCode.Accepted)

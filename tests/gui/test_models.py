@@ -1,0 +1,308 @@
+"""Opening and saving models in the app: drops, trust, hostile files, cancel, save, recent."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication, QPushButton
+
+from tests.gui.fixtures_app import *  # noqa: F403
+
+WAIT_MS = 120_000
+SHOTS = "/tmp/gv_models"
+
+NET_X_SCRIPT = textwrap.dedent(
+    """
+    import sys, warnings
+    import torch
+    warnings.simplefilter("ignore")
+
+    class NetX(torch.nn.Module):  # defined only here: the app cannot import it
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(3, 5)
+            self.fc2 = torch.nn.Linear(5, 4)
+            self.out = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.out(self.fc2(self.fc1(x)))
+
+    torch.manual_seed(0)
+    net = NetX()
+    torch.save(net, sys.argv[1] + "/net_x.pt")
+    torch.jit.save(torch.jit.script(net), sys.argv[1] + "/net_x_script.pt")
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+    """net_x as a whole pickle and as TorchScript, written by a separate interpreter."""
+    folder = tmp_path_factory.mktemp("models")
+    script = folder / "write_net_x.py"  # a file: TorchScript reads the class's source
+    script.write_text(NET_X_SCRIPT)
+    subprocess.run([sys.executable, str(script), str(folder)], check=True, timeout=180)
+    return folder
+
+
+@pytest.fixture
+def app(make_lab):  # noqa: F811 - the fixture imported above
+    """The real app; every network handed to the explorer is recorded in ``app.sent``."""
+    controller = make_lab(small())  # noqa: F405
+    opener = controller.models.opener
+    controller.sent = []
+    original = opener.send_network
+
+    def record(module, label, spec, in_dim, out_dim):
+        controller.sent.append((module, label, spec, in_dim, out_dim))
+        original(module, label, spec, in_dim, out_dim)
+
+    opener.send_network = record
+    opener.ask_in_dim = lambda info, guess: guess
+    return controller
+
+
+def drop_file(window, path) -> bool:
+    """Drag ``path`` over the window and drop it, as a file manager would."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    point = QPointF(window.width() / 2, window.height() / 2)
+    action, button, mods = (
+        Qt.DropAction.CopyAction,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    enter = QDragEnterEvent(point.toPoint(), action, mime, button, mods)
+    QApplication.sendEvent(window, enter)
+    drop = QDropEvent(point, action, mime, button, mods)
+    QApplication.sendEvent(window, drop)
+    return enter.isAccepted()
+
+
+def shot(window, name: str) -> None:
+    os.makedirs(SHOTS, exist_ok=True)
+    window.grab().save(f"{SHOTS}/{name}.png")
+
+
+def test_dropped_whole_pickle_net_x_opens_with_assumptions_and_reaches_explorer(
+    qtbot, app, model_files
+):
+    assert drop_file(app.window, model_files / "net_x.pt")
+    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    panel = app.models.opener.panel
+    assert "forward order was assumed" in panel.assumptions.text()
+    assert "'identity'" in panel.assumptions.text()
+    assert panel.activation_row.isVisibleTo(panel)
+    rows = panel.layers.row_texts()
+    assert [r[:2] for r in rows] == [["fc1", "Linear"], ["fc2", "Linear"], ["out", "Linear"]]
+    assert rows[0][3] == "20" and rows[0][4] == "finite"
+    ((module, label, spec, in_dim, out_dim),) = app.sent
+    assert (label, in_dim, out_dim, str(spec.to_text())) == ("net_x.pt", 3, 2, "3-5-4-2")
+    explorer = getattr(app.window, "explorer", None)
+    if explorer is not None:
+        assert explorer.network_label() == "net_x.pt"
+        qtbot.waitUntil(lambda: explorer.result is not None and not explorer.busy, timeout=WAIT_MS)
+    shot(app.window, "dropped_net_x")
+
+
+def test_choosing_another_activation_reloads_the_pickle_with_it(qtbot, app, model_files):
+    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    qtbot.waitUntil(lambda: len(app.sent) == 1, timeout=WAIT_MS)
+    combo = app.models.opener.panel.activation
+    combo.setCurrentText("tanh")
+    combo.activated.emit(combo.currentIndex())
+    qtbot.waitUntil(lambda: len(app.sent) == 2, timeout=WAIT_MS)
+    assert app.sent[1][2].to_text() == "3-5-4-2:tanh"
+
+
+def _wait_trust_dialog(qtbot, app):
+    qtbot.waitUntil(
+        lambda: (
+            app.models.opener.trust_dialog is not None
+            and app.models.opener.trust_dialog.isVisible()
+        ),
+        timeout=WAIT_MS,
+    )
+    return app.models.opener.trust_dialog
+
+
+def test_torchscript_opens_only_after_the_trust_dialog_is_accepted(qtbot, app, model_files):
+    path = model_files / "net_x_script.pt"
+    app.models.opener.open_path(str(path))
+    dialog = _wait_trust_dialog(qtbot, app)
+    text = " ".join(label.text() for label in dialog.findChildren(type(dialog.reason)))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in text
+    assert "net_x_script.pt" in text and "run code" in text
+    assert dialog.cancel_button.isDefault() and not dialog.open_button.isDefault()
+    shot(dialog, "trust_dialog")
+    qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: app.models.opener.state == "cancelled", timeout=WAIT_MS)
+    assert app.sent == [] and app.models.opener.loaded is None
+
+    app.models.opener.open_path(str(path))  # asked again: trust is never remembered
+    dialog = _wait_trust_dialog(qtbot, app)
+    qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    ((module, label, spec, in_dim, out_dim),) = app.sent
+    assert (label, in_dim, out_dim, spec) == ("net_x_script.pt", 3, 2, None)
+
+
+def test_hostile_pickle_gives_the_error_dialog_and_runs_nothing(qtbot, app, tmp_path):
+    import torch
+
+    marker = tmp_path / "marker"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"weight": Payload()}, tmp_path / "evil.pt")
+    app.models.opener.open_path(str(tmp_path / "evil.pt"))
+    qtbot.waitUntil(lambda: app.models.opener.state == "failed", timeout=WAIT_MS)
+    dialog = app.error_dialog
+    assert dialog is not None and dialog.isVisible()
+    assert "evil.pt" in dialog.sentence and "\n" not in dialog.sentence
+    assert dialog.windowTitle() == "gradviz: the model could not be opened"
+    assert not marker.exists() and app.sent == []
+    shot(dialog, "hostile_error_dialog")
+    dialog.close()
+    app.models.opener.open_path(str(tmp_path / "nothing-here.pt"))  # still usable
+    qtbot.waitUntil(lambda: app.models.opener.state == "failed", timeout=WAIT_MS)
+
+
+def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, monkeypatch):
+    from gradviz.gui.models import open_model
+
+    release = threading.Event()
+    real_load = open_model._load
+
+    def slow_load(request):
+        release.wait(60)
+        return real_load(request)
+
+    monkeypatch.setattr(open_model, "_load", slow_load)
+    opener = app.models.opener
+    opener.open_path(str(model_files / "net_x.pt"))
+    qtbot.waitUntil(lambda: opener.state == "loading", timeout=WAIT_MS)
+    assert opener.wait_dialog is not None and opener.wait_dialog.isVisible()
+    shot(opener.wait_dialog, "loading_wait")
+    cancel = opener.wait_dialog.findChild(QPushButton)
+    assert cancel.text() == "Cancel"
+    qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)
+    assert opener.wait_dialog is None and opener.state == "cancelled"
+    release.set()
+    qtbot.waitUntil(lambda: opener.tasks.running() == 0, timeout=WAIT_MS)
+    qtbot.wait(50)  # let the queued late result arrive (and be dropped)
+    assert app.sent == [] and opener.loaded is None and opener.state == "cancelled"
+
+
+def test_save_network_round_trips_through_load_network(qtbot, app, model_files, tmp_path):
+    import torch
+
+    from gradviz.core.networks import load_network
+
+    save = app.window.actions["save_network"]
+    assert not save.isEnabled()
+    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    assert save.isEnabled()
+    app.models.choose_save_path = lambda what: str(tmp_path / "saved.safetensors")
+    save.trigger()
+    spec, module = load_network(tmp_path / "saved.safetensors")
+    x = torch.randn(7, 3, dtype=torch.float64)
+    original = app.sent[0][0].double()
+    with torch.no_grad():
+        np.testing.assert_allclose(module.double()(x).numpy(), original(x).numpy(), rtol=1e-12)
+    assert spec.to_text() == "3-5-4-2"
+
+
+def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
+    from gradviz.gui.models import recent_models
+
+    for name in ("net_x.pt", "net_x_script.pt", "net_x.pt"):
+        app.models.opener.open_path(str(model_files / name))
+        if name.endswith("script.pt"):
+            qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    expected = [str(model_files / "net_x.pt"), str(model_files / "net_x_script.pt")]
+    assert recent_models.read(app.settings) == expected
+    menu = app.window.recent_models_menu
+    assert [a.text() for a in menu.actions()] == expected and menu.isEnabled()
+    menu.actions()[1].trigger()  # reopening from the menu asks for trust again
+    _wait_trust_dialog(qtbot, app).reject()
+    qtbot.waitUntil(lambda: app.models.opener.state == "cancelled", timeout=WAIT_MS)
+
+
+def test_non_runnable_model_is_listed_with_the_reason_it_cannot_run(qtbot, app, tmp_path):
+    import torch
+
+    convnet = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(8, 2)
+    )
+    torch.save(convnet.state_dict(), tmp_path / "conv.pt")
+    app.models.opener.open_path(str(tmp_path / "conv.pt"))
+    qtbot.waitUntil(lambda: app.models.opener.state == "listed", timeout=WAIT_MS)
+    panel = app.models.opener.panel
+    assert panel.reason.isVisibleTo(panel) and "not a Linear layer" in panel.reason.text()
+    rows = panel.layers.row_texts()
+    assert [(r[0], r[3]) for r in rows] == [("0", "20"), ("2", "18")]
+    assert app.sent == [] and not app.window.actions["save_network"].isEnabled()
+    shot(app.window, "not_runnable")
+
+
+def test_nan_weights_are_flagged_in_the_layer_list_and_the_model_still_opens(qtbot, app, tmp_path):
+    import torch
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    with torch.no_grad():
+        net[0].weight[0, 0] = float("nan")
+    torch.save(net.state_dict(), tmp_path / "nan.pt")
+    app.models.opener.open_path(str(tmp_path / "nan.pt"))
+    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    rows = app.models.opener.panel.layers.row_texts()
+    assert [r[4] for r in rows] == ["NaN/Inf in weight", "finite"]
+    assert "NaN or Inf in 0.weight" in app.models.opener.panel.assumptions.text()
+
+
+def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tmp_path):  # noqa: F811
+    import torch
+
+    from gradviz.core.networks import NetworkSpec, load_network
+
+    controller = make_lab(small(net="4-8-3", steps=1000))  # noqa: F405 - paused at step 0
+    save = controller.window.actions["save_network"]
+    qtbot.waitUntil(save.isEnabled, timeout=WAIT_MS)
+    assert controller.models.save_source() == "run"
+    path = tmp_path / "coords.safetensors"
+    controller.models.choose_save_path = lambda what: str(path)
+    save.trigger()
+    qtbot.waitUntil(lambda: controller.models.saved_paths == [str(path)], timeout=WAIT_MS)
+    spec, module = load_network(path)
+    # At step 0 the run's network is the seeded build of its spec: the same weights.
+    expected = NetworkSpec.parse("4-8-3").build(seed=1, dtype=torch.float32)
+    assert spec.to_text() == "4-8-3"
+    for name, tensor in expected.state_dict().items():
+        torch.testing.assert_close(module.state_dict()[name], tensor, rtol=0, atol=0)
+
+
+def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):
+    from gradviz.gui.models.trust_dialog import TrustDialog
+
+    dialog = TrustDialog("/models/x.pt", "ab" * 32, "pt2")
+    qtbot.addWidget(dialog)
+    answers = []
+    dialog.answered.connect(answers.append)
+    dialog.open()
+    qtbot.waitExposed(dialog)
+    qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: answers == [False])
+    assert ".pt2" in dialog.reason.text() and "run code" in dialog.reason.text()
