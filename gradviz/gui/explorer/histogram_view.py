@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
+from gradviz.gui.views import axes
 from gradviz.gui.views.palette import OKABE_ITO
 
 #: The special bins, in the order drawn, with their colours (the gradient-health palette).
@@ -51,11 +52,14 @@ class HistogramRow(QWidget):
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setFixedHeight(ROW_HEIGHT)
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.finite_plot = self.graphics.addPlot()
+        # Our axes: pyqtgraph's stock axis leaks a reference to None per redraw here.
+        self.finite_plot = axes.PlotItem()
+        self.graphics.addItem(self.finite_plot)
         self.finite_plot.setMenuEnabled(False)
         self.finite_plot.setLabel("bottom", "finite, non-zero gradient values")
         self.finite_plot.setLabel("left", "count")
-        self.special_plot = self.graphics.addPlot()
+        self.special_plot = axes.PlotItem()
+        self.graphics.addItem(self.special_plot)
         self.special_plot.setMenuEnabled(False)
         self.special_plot.setMouseEnabled(False, False)
         self.special_plot.setLabel("bottom", "own bins")

@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QWidget
 
-from gradviz.gui.views import arrays, palette
+from gradviz.gui.views import arrays, axes, palette
 from gradviz.gui.views.panel import MatrixPanel, format_value, status_label
 
 
@@ -47,7 +47,7 @@ class HeatmapView(MatrixPanel):
         self.controls.addStretch(1)
         self.controls.addWidget(self.nonfinite_label)
 
-        self.colorbar = pg.ColorBarItem(
+        self.colorbar = axes.ColorBarItem(
             values=(-1.0, 1.0) if diverging else (0.0, 1.0),
             colorMap=maps[0],
             label=value_label,

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
-from gradviz.gui.views import palette
+from gradviz.gui.views import axes, palette
 from gradviz.gui.views.panel import status_label
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
@@ -44,7 +44,8 @@ class LossView(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot: pg.PlotItem = self.graphics.addPlot()
+        self.plot = axes.PlotItem()
+        self.graphics.addItem(self.plot)
         self.plot.setLogMode(x=False, y=True)
         # The range grows in steps instead of following every frame: a new range redraws
         # the axes, which is the most expensive part of a frame here.

@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from gradviz.gui.views import arrays
+from gradviz.gui.views import arrays, axes
 
 HINT = "hover: read a cell · click: select · double-click: zoom out"
 
@@ -107,7 +107,8 @@ class MatrixPanel(QWidget):
         self.controls.setContentsMargins(0, 0, 0, 0)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot: pg.PlotItem = self.graphics.addPlot()
+        self.plot = axes.PlotItem()
+        self.graphics.addItem(self.plot)
         self.plot.invertY(True)
         self.plot.setAspectLocked(lock_aspect)
         self.plot.setLabel("bottom", x_label)

@@ -7,7 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
-from gradviz.gui.views import geometry
+from gradviz.gui.views import axes, geometry
 from gradviz.gui.views.panel import status_label
 
 _TARGET_COLOUR = "#E69F00"
@@ -57,7 +57,8 @@ class PointsView(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot: pg.PlotItem = self.graphics.addPlot()
+        self.plot = axes.PlotItem()
+        self.graphics.addItem(self.plot)
         self.plot.setAspectLocked(True)
         # No grid: a grid is painted by the axes, which would then repaint on every frame.
         self.plot.setMenuEnabled(False)
