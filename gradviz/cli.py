@@ -44,22 +44,39 @@ def _add_gui(sub) -> None:
     p = sub.add_parser("gui", help="open the desktop app (the default)")
     p.add_argument("--experiment", metavar="FILE", help="experiment (JSON settings) to open")
     p.add_argument("--screenshot", metavar="PNG", help="save a screenshot of the window and exit")
-    p.add_argument("--run-for", type=float, default=3.0, metavar="SECONDS",
-                   help="with --screenshot: run the experiment this long first (default 3)")
+    p.add_argument(
+        "--run-for",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="with --screenshot: run the experiment this long first (default 3)",
+    )
 
 
 def _add_fit(sub) -> None:
     d = FitConfig()
     p = sub.add_parser("fit", help="run the distance-matrix fit headless")
-    p.add_argument("--target", default=d.target, metavar="SPEC",
-                   help="generator name or file:PATH (CSV/NPY; sets N and D)")
+    p.add_argument(
+        "--target",
+        default=d.target,
+        metavar="SPEC",
+        help="generator name or file:PATH (CSV/NPY; sets N and D)",
+    )
     p.add_argument("--n", type=int, default=d.n, help="number of points")
     p.add_argument("--dim", type=int, default=d.dim, help="dimension D")
-    p.add_argument("--init", default=d.init, metavar="SPEC",
-                   help="initial coordinates: random, a generator name, or file:PATH")
+    p.add_argument(
+        "--init",
+        default=d.init,
+        metavar="SPEC",
+        help="initial coordinates: random, a generator name, or file:PATH",
+    )
     p.add_argument("--method", default=d.method, choices=list(DISTANCE_METHODS))
-    p.add_argument("--net", default=d.net, metavar="SPEC",
-                   help="produce coordinates with a network, e.g. 8-64-3:tanh")
+    p.add_argument(
+        "--net",
+        default=d.net,
+        metavar="SPEC",
+        help="produce coordinates with a network, e.g. 8-64-3:tanh",
+    )
     p.add_argument("--optimizer", default=d.optimizer, choices=list(OPTIMIZERS))
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--steps", type=int, default=d.steps)
@@ -67,8 +84,11 @@ def _add_fit(sub) -> None:
     p.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", default=d.dtype, choices=list(DTYPES))
     p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads")
-    p.add_argument("--stop-on-nan", action="store_true",
-                   help="stop before an optimizer step on non-finite gradients")
+    p.add_argument(
+        "--stop-on-nan",
+        action="store_true",
+        help="stop before an optimizer step on non-finite gradients",
+    )
     p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
@@ -83,12 +103,21 @@ def _add_jacobian(sub) -> None:
     inputs.add_argument("--inputs", metavar="file:PATH", help="inputs from a CSV/NPY file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--method", default="auto", choices=list(JACOBIAN_METHODS))
-    p.add_argument("--full", action="store_true",
-                   help="also the full (B*m, B*n) batch Jacobian and its largest off-block entry")
-    p.add_argument("--activation", choices=list(ACTIVATIONS),
-                   help="activation to assume where a model file cannot say")
-    p.add_argument("--trust", action="store_true",
-                   help="allow formats that can run code from the file (TorchScript, .pt2)")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="also the full (B*m, B*n) batch Jacobian and its largest off-block entry",
+    )
+    p.add_argument(
+        "--activation",
+        choices=list(ACTIVATIONS),
+        help="activation to assume where a model file cannot say",
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="allow formats that can run code from the file (TorchScript, .pt2)",
+    )
     p.add_argument("--in-dim", type=int, metavar="N", help="input width, where the file cannot say")
     p.add_argument("--dtype", default="float32", choices=list(DTYPES))
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda, cuda:N or mps")
@@ -99,10 +128,16 @@ def _add_jacobian(sub) -> None:
 def _add_inspect(sub) -> None:
     p = sub.add_parser("inspect", help="describe a saved model file without running it")
     p.add_argument("path", metavar="PATH")
-    p.add_argument("--trust", action="store_true",
-                   help="allow formats that can run code from the file (TorchScript, .pt2)")
-    p.add_argument("--activation", choices=list(ACTIVATIONS),
-                   help="activation to assume where the file cannot say")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="allow formats that can run code from the file (TorchScript, .pt2)",
+    )
+    p.add_argument(
+        "--activation",
+        choices=list(ACTIVATIONS),
+        help="activation to assume where the file cannot say",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 

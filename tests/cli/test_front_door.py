@@ -7,7 +7,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_gradviz(*args):
     return subprocess.run(
-        [sys.executable, "-m", "gradviz", *args], capture_output=True, text=True, cwd=ROOT,
+        [sys.executable, "-m", "gradviz", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
         timeout=120,
     )
 

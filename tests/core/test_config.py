@@ -9,7 +9,14 @@ from gradviz.core.errors import GradvizError
 def test_defaults_follow_the_classic_example():
     c = FitConfig()
     assert (c.target, c.n, c.dim, c.init, c.method, c.optimizer, c.lr, c.steps) == (
-        "gaussian", 10, 3, "random", "safe", "adam", 1e-3, 500,
+        "gaussian",
+        10,
+        3,
+        "random",
+        "safe",
+        "adam",
+        1e-3,
+        500,
     )
 
 
