@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QDialog,
@@ -249,24 +249,3 @@ class WhyNanPanel(QDialog):
     def show_failure(self, sentence: str) -> None:
         self.diagnose_button.setEnabled(True)
         self.diagnose_status.setText(f"Diagnose failed: {sentence}")
-
-
-class DiagnoseHandle(QObject):
-    """A DiagnoseWorker and its thread, started and joined together."""
-
-    def __init__(self, worker: DiagnoseWorker) -> None:
-        super().__init__()
-        self.worker = worker
-        self.thread = QThread()
-        self.thread.setObjectName("gradviz-diagnose")
-        worker.moveToThread(self.thread)
-        self.thread.started.connect(worker.run)
-        worker.finished.connect(self.thread.quit, Qt.ConnectionType.DirectConnection)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop_and_join(self, timeout_s: float = 30.0) -> bool:
-        self.worker.request_stop()
-        self.thread.quit()
-        return self.thread.wait(int(timeout_s * 1000))

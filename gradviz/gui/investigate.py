@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QWidget
 
 from gradviz.gui.about_dialog import AboutDialog
 from gradviz.gui.compare.window import CompareWindow
-from gradviz.gui.diagnose import DiagnoseHandle, DiagnoseWorker, WhyNanPanel
+from gradviz.gui.diagnose import DiagnoseWorker, WhyNanPanel
+from gradviz.gui.worker import WorkerHandle
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class Investigations(QObject):
         self.compare_window: CompareWindow | None = None
         self.why_nan: WhyNanPanel | None = None
         self.about_dialog: AboutDialog | None = None
-        self.diagnose_handle: DiagnoseHandle | None = None
+        self.diagnose_handle: WorkerHandle | None = None
         self._resume_lab = False
         self._resume_sides: list = []
         a = controller.window.actions
@@ -95,7 +96,7 @@ class Investigations(QObject):
         worker.done.connect(self._on_diagnosed)
         worker.failed.connect(self._on_diagnose_failed)
         worker.finished.connect(self._on_diagnose_finished)
-        self.diagnose_handle = DiagnoseHandle(worker)
+        self.diagnose_handle = WorkerHandle(worker, name="gradviz-diagnose")
         self.why_nan.set_diagnosing(paused=int(self._resume_lab) + len(self._resume_sides))
         self._set_runs_enabled(False)
         self.diagnose_handle.start()

@@ -313,13 +313,17 @@ def _is_done(run: Any) -> bool:
 
 
 class WorkerHandle(QObject):
-    """A worker and its thread, started together and joined together."""
+    """A worker and its thread, started together and joined together.
 
-    def __init__(self, worker: FitWorker) -> None:
+    Any QObject worker with a ``run`` slot, a ``request_stop`` method and a ``finished``
+    signal fits; ``name`` names the thread (default: the fit run's generation).
+    """
+
+    def __init__(self, worker: QObject, name: str | None = None) -> None:
         super().__init__()
         self.worker = worker
         self.thread = QThread()
-        self.thread.setObjectName(f"gradviz-fit-{worker.generation}")
+        self.thread.setObjectName(name or f"gradviz-fit-{worker.generation}")
         worker.moveToThread(self.thread)
         self.thread.started.connect(worker.run)
         # Direct: quit() is thread-safe, and the GUI thread may be blocked in wait().
