@@ -1,7 +1,7 @@
 """Fixtures for the app tests: a real window, real views and real runs, isolated settings.
 
-Import in a test module with ``from tests.gui.fixtures_app import *  # noqa: F403`` or
-through ``pytest_plugins``.
+Import in a test module with ``from fixtures_app import isolated_settings, make_lab, small``
+(pytest puts this folder on ``sys.path``; the package ``tests`` is not importable).
 """
 
 from __future__ import annotations

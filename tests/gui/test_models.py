@@ -11,11 +11,10 @@ import threading
 
 import numpy as np
 import pytest
+from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QPushButton
-
-from tests.gui.fixtures_app import *  # noqa: F403
 
 WAIT_MS = 120_000
 SHOTS = "/tmp/gv_models"
@@ -57,7 +56,7 @@ def model_files(tmp_path_factory):
 @pytest.fixture
 def app(make_lab):  # noqa: F811 - the fixture imported above
     """The real app; every network handed to the explorer is recorded in ``app.sent``."""
-    controller = make_lab(small())  # noqa: F405
+    controller = make_lab(small())
     opener = controller.models.opener
     controller.sent = []
     original = opener.send_network
@@ -278,7 +277,7 @@ def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tm
 
     from gradviz.core.networks import NetworkSpec, load_network
 
-    controller = make_lab(small(net="4-8-3", steps=1000))  # noqa: F405 - paused at step 0
+    controller = make_lab(small(net="4-8-3", steps=1000))  # paused at step 0
     save = controller.window.actions["save_network"]
     qtbot.waitUntil(save.isEnabled, timeout=WAIT_MS)
     assert controller.models.save_source() == "run"
