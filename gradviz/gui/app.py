@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pyqtgraph.util.garbage_collector import GarbageCollector
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
@@ -62,7 +63,24 @@ def create_application(argv: list[str] | None = None) -> QApplication:
     app.setApplicationName("gradviz")
     app.setOrganizationName("gradviz")
     app.setStyle("Fusion")  # the same look on every platform; the views set their own colours
+    collect_garbage_on_gui_thread()
     return app  # type: ignore[return-value]
+
+
+_collector: GarbageCollector | None = None
+
+
+def collect_garbage_on_gui_thread() -> None:
+    """Run Python's cyclic garbage collector only on the GUI thread, on a timer.
+
+    Automatic collection runs in whichever thread happens to allocate. When a fit or explorer
+    worker triggers it, cycles that hold Qt objects (pyqtgraph items have many) are destroyed
+    on that worker thread, and Qt crashes later, far from the cause. Needs the QApplication;
+    calling it again does nothing.
+    """
+    global _collector
+    if _collector is None:
+        _collector = GarbageCollector(interval=0.5)
 
 
 def build_controller(

@@ -33,6 +33,20 @@ def fit_views(qtbot):
 
 
 @pytest.fixture(autouse=True)
+def garbage_collected_on_the_gui_thread(qapp):
+    """As in the app: cyclic garbage is collected on the GUI thread only, never by a worker
+    thread that happens to allocate (Qt objects destroyed there crash later). Each test's
+    garbage is collected here, so it cannot be destroyed during another test."""
+    import gc
+
+    from gradviz.gui.app import collect_garbage_on_gui_thread
+
+    collect_garbage_on_gui_thread()
+    yield
+    gc.collect()
+
+
+@pytest.fixture(autouse=True)
 def no_thread_left_behind():
     """Fail a test that leaves a Python thread of its own running (e.g. the torch loader).
 
