@@ -109,10 +109,33 @@ class FitConfig:
                 f"Unknown setting(s) {', '.join(unknown)}; known settings are "
                 f"{', '.join(sorted(known))}."
             )
-        return cls(**data)
+        return cls(**{name: _checked_value(cls, name, value) for name, value in data.items()})
 
     def with_changes(self, **changes: Any) -> FitConfig:
         return replace(self, **changes)
+
+
+_KINDS: dict[str, tuple[type, str]] = {
+    "int": (int, "a whole number"),
+    "float": (float, "a number"),
+    "str": (str, "a text"),
+    "bool": (bool, "true or false"),
+}
+
+
+def _checked_value(cls: type, name: str, value: Any) -> Any:
+    """``value`` for field ``name`` if it has the field's type (ints pass as floats), else a
+    GradvizError; files are hand-written, so a wrong type must not surface as a TypeError."""
+    annotation = next(f.type for f in fields(cls) if f.name == name)
+    parts = [part.strip() for part in str(annotation).split("|")]
+    if value is None and "None" in parts:
+        return None
+    kind, words = _KINDS[parts[0]]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise GradvizError(f"Setting {name!r} must be {words}, got {value!r}.")
 
 
 def _require(ok: bool, what: str, value: object, choices) -> None:

@@ -57,3 +57,24 @@ def test_config_module_imports_neither_torch_nor_qt():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"n": "abc"}, "'n' must be a whole number"),
+        ({"lr": None}, "'lr' must be a number"),
+        ({"stop_on_nan": "yes"}, "'stop_on_nan' must be true or false"),
+        ({"steps": True}, "'steps' must be a whole number"),
+        ({"method": 3}, "'method' must be a text"),
+    ],
+)
+def test_experiment_values_of_the_wrong_type_are_named(data, words):
+    with pytest.raises(GradvizError, match=words):
+        FitConfig.from_dict(data)
+
+
+def test_experiment_values_of_the_right_type_load():
+    config = FitConfig.from_dict({"lr": 1, "threads": None, "net": "8-64-3:tanh", "n": 50})
+    assert config.lr == 1.0 and isinstance(config.lr, float)
+    assert config.threads is None and config.net == "8-64-3:tanh" and config.n == 50
