@@ -34,7 +34,7 @@ from gradviz.gui.experiments import (
 from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
 from gradviz.gui.main_window import MainWindow
 from gradviz.gui.models.wiring import ModelActions
-from gradviz.gui.worker import FitWorker, WorkerHandle, describe_failure
+from gradviz.gui.worker import FitWorker, WorkerHandle, WorkerPool, describe_failure
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class FitController(QObject):
         self.torch_ready = False
         self.handle: WorkerHandle | None = None
         self.run_config: FitConfig | None = None  # the settings of the current run
-        self._handles: dict[int, WorkerHandle] = {}
+        self.pool = WorkerPool()
         self.last_snapshot: Snapshot | None = None
         self.pinned_nan: Snapshot | None = None
         self.viewing_pinned = False
@@ -272,11 +272,8 @@ class FitController(QObject):
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
         self.run_network.watch(worker)
-        handle = WorkerHandle(worker)
-        self.handle = handle
         self._gui_cpu_mark = time.thread_time()
-        self._handles[self.generation] = handle
-        handle.start()
+        self.handle = self.pool.start(worker)
         self._set_state("paused" if paused else "running")
 
     def _retire(self, handle: WorkerHandle) -> None:
@@ -288,7 +285,7 @@ class FitController(QObject):
     # ---- worker signals (GUI thread) ---------------------------------------------------------
     @Slot(object, float)
     def _on_snapshot(self, snapshot: Snapshot, steps_per_second: float) -> None:
-        handle = self._handles.get(snapshot.generation)
+        handle = self.pool.get(snapshot.generation)
         if snapshot.generation == self.generation:
             self.last_snapshot = snapshot
             if steps_per_second == steps_per_second:  # not NaN
@@ -314,7 +311,7 @@ class FitController(QObject):
         now = time.thread_time()
         gui_seconds, self._gui_cpu_mark = now - self._gui_cpu_mark, now
         for generation in self._unacknowledged:
-            handle = self._handles.get(generation)
+            handle = self.pool.get(generation)
             if handle is not None:
                 handle.worker.frame_drawn(gui_seconds)
         self._unacknowledged.clear()
@@ -344,17 +341,11 @@ class FitController(QObject):
 
     @Slot(int)
     def _on_worker_finished(self, generation: int) -> None:
-        handle = self._handles.pop(generation, None)
-        if handle is None:
-            return
-        handle.thread.wait()  # its loop has returned: this join is immediate
-        if handle is self.handle:
+        handle = self.pool.retire(generation)
+        if handle is not None and handle is self.handle:
             self.handle = None
             if self.state != "failed":
                 self._set_state("finished")
-        handle.worker.deleteLater()
-        handle.thread.deleteLater()
-        handle.deleteLater()
 
     @Slot(object)
     def _on_torch_ready(self, devices: list[tuple[str, str]]) -> None:
@@ -559,13 +550,7 @@ class FitController(QObject):
         if self.error_dialog is not None:
             self.error_dialog.close()
         self.investigations.shutdown(timeout_s)
-        handles = list(self._handles.values())
-        for handle in handles:
-            handle.worker.request_stop()
-        for handle in handles:
-            if not handle.stop_and_join(timeout_s):
-                log.error("worker thread %s did not stop in time", handle.thread.objectName())
-        self._handles.clear()
+        self.pool.shutdown(timeout_s)
         self.handle = None
         self.loader.join(timeout_s)
         self.models.shutdown(timeout_s)
@@ -586,7 +571,7 @@ class FitController(QObject):
     def thread_count(self) -> int:
         """Worker threads still held (0 after every run has been joined)."""
         return (
-            len(self._handles)
+            len(self.pool)
             + self.investigations.thread_count
             + int(self.window.explorer.worker_running())
         )

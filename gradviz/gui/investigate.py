@@ -88,7 +88,7 @@ class Investigations(QObject):
         self._resume_sides = (
             self.compare_window.pause_running() if self.compare_window is not None else []
         )
-        others = [handle.worker for handle in c._handles.values()]
+        others = c.pool.workers()
         if self.compare_window is not None:
             others += self.compare_window.workers()
         others.append(c.window.explorer.hold_computations())

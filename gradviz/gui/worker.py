@@ -337,3 +337,60 @@ class WorkerHandle(QObject):
         self.worker.request_stop()
         self.thread.quit()
         return self.thread.wait(int(timeout_s * 1000))
+
+
+class WorkerPool:
+    """Fit workers by generation, each on its own thread, from start until joined.
+
+    A thread is joined when its worker reports finished (``retire``) or at ``shutdown``, and
+    stays referenced until then: dropping a running QThread aborts the process.
+    """
+
+    def __init__(self) -> None:
+        self._handles: dict[int, WorkerHandle] = {}
+
+    def start(self, worker: FitWorker) -> WorkerHandle:
+        handle = WorkerHandle(worker)
+        self._handles[worker.generation] = handle
+        handle.start()
+        return handle
+
+    def get(self, generation: int) -> WorkerHandle | None:
+        return self._handles.get(generation)
+
+    def handles(self) -> list[WorkerHandle]:
+        return list(self._handles.values())
+
+    def workers(self) -> list[FitWorker]:
+        return [handle.worker for handle in self._handles.values()]
+
+    def retire(self, generation: int) -> WorkerHandle | None:
+        """Join and release the thread of a worker that has reported finished."""
+        handle = self._handles.pop(generation, None)
+        if handle is not None:
+            handle.thread.wait()  # its loop has returned: the join is immediate
+            _release(handle)
+        return handle
+
+    def shutdown(self, timeout_s: float = 30.0) -> bool:
+        """Stop every worker and join its thread; True when all have ended. A thread that
+        does not end in time stays referenced (and logged) rather than being dropped."""
+        handles = self.handles()
+        for handle in handles:
+            handle.worker.request_stop()
+        for handle in handles:
+            if handle.stop_and_join(timeout_s):
+                del self._handles[handle.worker.generation]
+                _release(handle)
+            else:
+                log.error("worker thread %s did not stop in time", handle.thread.objectName())
+        return not self._handles
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+
+def _release(handle: WorkerHandle) -> None:
+    handle.worker.deleteLater()
+    handle.thread.deleteLater()
+    handle.deleteLater()

@@ -79,7 +79,7 @@ def test_closing_the_compare_window_mid_run_joins_both_threads(qtbot, make_lab):
     window.method_box.setCurrentText("clamp")
     window.start()
     _both_at(qtbot, window, 2)
-    threads = [h.thread for side in window.sides for h in side._handles.values()]
+    threads = [h.thread for side in window.sides for h in side.pool.handles()]
     assert len(threads) == 2 and all(t.isRunning() for t in threads)
     window.close()
     assert all(t.isFinished() for t in threads)

@@ -19,7 +19,7 @@ from gradviz.core.snapshot import Snapshot
 from gradviz.gui.views.healthmap import HealthMapView
 from gradviz.gui.views.heatmap import HeatmapView
 from gradviz.gui.views.loss import LossView
-from gradviz.gui.worker import FitWorker, WorkerHandle
+from gradviz.gui.worker import FitWorker, WorkerHandle, WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CompareSide(QWidget):
         self.generation = 0
         self.config: FitConfig | None = None
         self.handle: WorkerHandle | None = None
-        self._handles: dict[int, WorkerHandle] = {}
+        self.pool = WorkerPool()
         self.last_snapshot: Snapshot | None = None
         self.state = "idle"
         self._unacknowledged = False
@@ -90,10 +90,8 @@ class CompareSide(QWidget):
         worker.snapshotReady.connect(self._on_snapshot)
         worker.failed.connect(self._on_failed)
         worker.finished.connect(self._on_finished)
-        self.handle = WorkerHandle(worker)
-        self._handles[self.generation] = self.handle
         self.title.setText(f"{self.name}: {config.method} · lr {config.lr:g}")
-        self.handle.start()
+        self.handle = self.pool.start(worker)
         self.state = "running"
         self._show_verdict()
 
@@ -121,25 +119,16 @@ class CompareSide(QWidget):
 
     def workers(self) -> list[FitWorker]:
         """Every worker whose thread is still held."""
-        return [handle.worker for handle in self._handles.values()]
+        return self.pool.workers()
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
         """Stop every run and join its thread; True when all have ended."""
-        handles = list(self._handles.values())
-        for handle in handles:
-            handle.worker.request_stop()
-        ended = all(handle.stop_and_join(timeout_s) for handle in handles)
-        for handle in handles:
-            handle.worker.deleteLater()
-            handle.thread.deleteLater()
-            handle.deleteLater()
-        self._handles.clear()
         self.handle = None
-        return ended
+        return self.pool.shutdown(timeout_s)
 
     @property
     def thread_count(self) -> int:
-        return len(self._handles)
+        return len(self.pool)
 
     @property
     def first_nan_step(self) -> int | None:
@@ -163,8 +152,8 @@ class CompareSide(QWidget):
     @Slot()
     def _acknowledge(self) -> None:
         self._unacknowledged = False
-        for handle in self._handles.values():
-            handle.worker.frame_drawn()
+        for worker in self.pool.workers():
+            worker.frame_drawn()
 
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
@@ -175,19 +164,13 @@ class CompareSide(QWidget):
 
     @Slot(int)
     def _on_finished(self, generation: int) -> None:
-        handle = self._handles.pop(generation, None)
-        if handle is None:
-            return
-        handle.thread.wait()  # its loop has returned: the join is immediate
-        if handle is self.handle:
+        handle = self.pool.retire(generation)
+        if handle is not None and handle is self.handle:
             self.handle = None
             if self.state != "failed":
                 self.state = "finished"
             self._show_verdict()
             self.changed.emit()
-        handle.worker.deleteLater()
-        handle.thread.deleteLater()
-        handle.deleteLater()
 
     # ---- header ----------------------------------------------------------------------------
     def _show_verdict(self) -> None:
