@@ -102,14 +102,7 @@ class FitConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FitConfig:
         """Build from a dict (an experiment file); unknown keys are an error, not ignored."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise GradvizError(
-                f"Unknown setting(s) {', '.join(unknown)}; known settings are "
-                f"{', '.join(sorted(known))}."
-            )
-        return cls(**{name: _checked_value(cls, name, value) for name, value in data.items()})
+        return settings_from_dict(cls, data)
 
     def with_changes(self, **changes: Any) -> FitConfig:
         return replace(self, **changes)
@@ -121,6 +114,18 @@ _KINDS: dict[str, tuple[type, str]] = {
     "str": (str, "a text"),
     "bool": (bool, "true or false"),
 }
+
+
+def settings_from_dict(cls: type, data: dict[str, Any], what: str = "setting") -> Any:
+    """An instance of the settings dataclass ``cls`` from a hand-written dict: unknown keys
+    and values of the wrong type are named in one GradvizError, never ignored."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise GradvizError(
+            f"Unknown {what}(s) {', '.join(unknown)}; known {what}s are {', '.join(sorted(known))}."
+        )
+    return cls(**{name: _checked_value(cls, name, value) for name, value in data.items()})
 
 
 def _checked_value(cls: type, name: str, value: Any) -> Any:

@@ -7,10 +7,10 @@ FitConfig fields is accepted too. Unknown settings are an error, never silently 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
-from gradviz.core.config import FitConfig
+from gradviz.core.config import FitConfig, settings_from_dict
 from gradviz.core.errors import GradvizError
 from gradviz.gui.forms import LiveSettings
 
@@ -41,18 +41,11 @@ def experiment_from_dict(
     display = data.get("display", {}) if sectioned else {}
     if not isinstance(fit_part, dict) or not isinstance(display, dict):
         raise GradvizError(f'In {source}, "fit" and "display" must be JSON objects.')
-    config = FitConfig.from_dict(fit_part).validated()
-    known = {f.name for f in fields(LiveSettings)}
-    unknown = sorted(set(display) - known)
-    if unknown:
-        raise GradvizError(
-            f"Unknown display setting(s) {', '.join(unknown)} in {source}; known: "
-            f"{', '.join(sorted(known))}."
-        )
     try:
-        live = LiveSettings(**{k: float(v) for k, v in display.items()})
-    except (TypeError, ValueError):
-        raise GradvizError(f"The display settings in {source} must be numbers.") from None
+        config = FitConfig.from_dict(fit_part).validated()
+        live = settings_from_dict(LiveSettings, display, what="display setting")
+    except GradvizError as exc:
+        raise GradvizError(f"In {source}: {exc}") from None
     return config, live
 
 
