@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import replace
 
@@ -12,9 +13,25 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
 from gradviz.core.modelio.info import LoadedModel, ModelInfo
+from gradviz.core.modelio.limits import bounded
 from gradviz.core.modelio.readers import Opened
 
 
+def _bounded_errors(function):
+    """Names and sizes in a message come from the file: every GradvizError leaving the
+    public functions is one line of at most limits.MESSAGE_CHARS characters."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except GradvizError as exc:
+            raise GradvizError(bounded(str(exc))) from None
+
+    return wrapper
+
+
+@_bounded_errors
 def inspect_model(
     path: str | os.PathLike,
     *,
@@ -31,6 +48,7 @@ def inspect_model(
     return _open(path, trust=trust, activation=activation, max_bytes=max_bytes).info
 
 
+@_bounded_errors
 def load_model(
     path: str | os.PathLike,
     *,
@@ -122,6 +140,10 @@ def _open(
     name = os.fspath(path)
     data = sniff.read_model_bytes(name, max_bytes)
     kind = sniff.detect_format(data, name)
+    if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
+        from gradviz.core.modelio.declared import check_torch_bytes
+
+        check_torch_bytes(data, name, is_zip=kind != sniff.PICKLE)
     base = ModelInfo(
         path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=False
     )

@@ -21,6 +21,7 @@ from gradviz.core.modelio.chain import (
     with_activation,
 )
 from gradviz.core.modelio.info import ModelInfo
+from gradviz.core.modelio.limits import bounded
 from gradviz.core.modelio.safetensors_header import read_header
 from gradviz.core.modelio.standins import InertObject, read_torch_pickle
 from gradviz.core.modelio.tensors import check_dense, layers_from_tensors, nonfinite_names
@@ -96,7 +97,7 @@ def _open_module_tree(
         nonfinite_weights=nonfinite_names(tree.tensors),
     )
     if tree.chain is None:
-        return Opened(replace(info, runnable=False, not_runnable_reason=tree.reason))
+        return Opened(replace(info, runnable=False, not_runnable_reason=bounded(tree.reason or "")))
     notes = (
         [f"The module was taken from the checkpoint's {nested_in!r} entry."] if nested_in else []
     )
@@ -135,7 +136,7 @@ def open_tensors(
     try:
         linears = linear_items(tensors, natural_order=natural_order)
     except (NotAChain, GradvizError) as exc:  # not a chain, or a broken one: say which
-        return Opened(replace(info, runnable=False, not_runnable_reason=str(exc)))
+        return Opened(replace(info, runnable=False, not_runnable_reason=bounded(str(exc))))
     notes = list(notes)
     if len(linears) > 1:
         notes.append(
@@ -192,7 +193,12 @@ def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
         spec, linears = spec_from_items(items)
     except GradvizError as exc:
         return Opened(
-            replace(info, runnable=False, not_runnable_reason=str(exc), assumptions=tuple(notes))
+            replace(
+                info,
+                runnable=False,
+                not_runnable_reason=bounded(str(exc)),
+                assumptions=tuple(notes),
+            )
         )
     info = replace(
         info,

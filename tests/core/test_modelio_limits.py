@@ -1,0 +1,132 @@
+"""Files that declare too much, nest too deep or name hostile callables are refused by what
+they declare, before torch reads them: exit 2 and one short sentence, nothing run."""
+
+import hostile_files as hostile
+import pytest
+import torch
+
+from gradviz.cli import main
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import inspect_model, load_model
+from gradviz.core.modelio.limits import MESSAGE_CHARS
+
+
+def refused_by_the_cli(capsys, path, *extra):
+    """Run `gradviz inspect` and `gradviz jacobian` on ``path``: each exits 2 with one short
+    sentence on stderr and nothing on stdout. Returns the inspect message."""
+    messages = []
+    for argv in (["inspect", str(path)], ["jacobian", "--model", str(path), "--batch", "2"]):
+        code = main([*argv, *extra])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == ""
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and len(lines[0]) <= MESSAGE_CHARS + 40, err[:500]
+        messages.append(lines[0])
+    return messages[0]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("hostile")
+
+
+def test_zip_bomb_is_refused_by_its_declared_size_without_inflating(capsys, folder):
+    path = hostile.zip_bomb(folder)
+    assert path.stat().st_size < 8 << 20
+    message = refused_by_the_cli(capsys, path)
+    assert "declares 1.1 GiB or more" in message and "refused unread" in message
+
+
+@pytest.mark.parametrize("side", [40_000, 100_000])
+def test_stride_zero_expansion_counts_at_full_size(capsys, folder, side):
+    path = hostile.stride_zero(folder, side)
+    assert path.stat().st_size < 1 << 20
+    message = refused_by_the_cli(capsys, path)
+    assert "at full size" in message and "stride of 0" in message
+
+
+def test_small_stride_zero_tensor_is_checked_for_nan_without_expansion(tmp_path):
+    path = tmp_path / "expanded_nan.pt"
+    weight = torch.full((1,), float("nan")).expand(300, 2)
+    torch.save({"0.weight": weight, "0.bias": torch.zeros(300)}, path)
+    info = inspect_model(path)
+    assert info.nonfinite_weights == ("0.weight",)
+
+
+def test_storage_smaller_than_its_tensor_is_refused(capsys, folder):
+    message = refused_by_the_cli(capsys, hostile.storage_too_small(folder))
+    assert "addresses element 8 of a storage of 2" in message
+
+
+def test_deep_nesting_is_refused_before_torch_sees_it(capsys, folder):
+    message = refused_by_the_cli(capsys, hostile.deep_nesting(folder))
+    assert "nested more than 1,000 levels" in message
+
+
+def test_huge_key_is_refused_with_a_short_message(capsys, folder):
+    message = refused_by_the_cli(capsys, hostile.huge_key(folder))
+    assert "a string of 8 MiB" in message
+
+
+@pytest.mark.parametrize("build", [hostile.float8_pt, hostile.float8_safetensors])
+def test_float8_weights_get_one_sentence_and_no_warning(capsys, folder, build):
+    message = refused_by_the_cli(capsys, build(folder))
+    assert "cannot check" in message and "float8" in message.lower() or "F8_E4M3" in message
+
+
+def test_quantized_weights_get_one_sentence(capsys, tmp_path):
+    path = tmp_path / "quantized.pt"
+    with pytest.warns(UserWarning, match="deprecated"):  # torch's own notice when making one
+        q = torch.quantize_per_tensor(torch.rand(3, 2), 0.1, 0, torch.quint8)
+    torch.save({"0.weight": q}, path)
+    assert "quantized" in refused_by_the_cli(capsys, path)
+
+
+def test_nested_tensors_get_one_sentence(capsys, tmp_path):
+    path = tmp_path / "nested.pt"
+    with pytest.warns(UserWarning, match="prototype stage"):  # torch's notice when making one
+        nested = torch.nested.nested_tensor([torch.rand(2), torch.rand(3)])
+    torch.save({"w": nested}, path)
+    assert "nested" in refused_by_the_cli(capsys, path)
+
+
+def test_million_empty_tensors_in_safetensors_are_refused_quickly(capsys, folder):
+    message = refused_by_the_cli(capsys, hostile.many_tensors_safetensors(folder))
+    assert "header claims" in message
+
+
+def test_too_many_tensors_in_a_torch_file_are_refused(capsys, folder):
+    message = refused_by_the_cli(capsys, hostile.many_tensors_pt(folder))
+    assert "declares 12,000 tensors" in message
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+@pytest.mark.parametrize("kind", sorted(hostile.HOSTILE_PAYLOADS))
+def test_hostile_callable_in_an_unused_key_is_refused_and_never_runs(
+    capsys, tmp_path, kind, protocol, monkeypatch
+):
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    marker = tmp_path / "marker"
+    path = hostile.payload_in_unused_key(tmp_path, kind, marker, protocol)
+    message = refused_by_the_cli(capsys, path)
+    assert "is hostile" in message and "weights_only" not in message
+    assert not marker.exists()
+
+
+def test_long_names_in_messages_are_cut_with_an_ellipsis(tmp_path):
+    path = tmp_path / "long.pt"
+    torch.save({"x" * 5000: torch.zeros(3), "0.weight": torch.zeros(3, 2)}, path)
+    with pytest.raises(GradvizError) as exc_info:
+        load_model(path)
+    assert len(str(exc_info.value)) <= MESSAGE_CHARS and "…" in str(exc_info.value)
+
+
+def test_symlink_loop_is_not_called_missing(tmp_path):
+    loop = tmp_path / "loop.pt"
+    loop.symlink_to(loop)
+    with pytest.raises(GradvizError, match="loop of symbolic links"):
+        inspect_model(loop)
+    dangling = tmp_path / "dangling.pt"
+    dangling.symlink_to(tmp_path / "gone.pt")
+    with pytest.raises(GradvizError, match="symbolic link to a file that does not exist"):
+        inspect_model(dangling)
