@@ -119,6 +119,18 @@ def _add_jacobian(sub) -> None:
         help="allow formats that can run code from the file (TorchScript, .pt2)",
     )
     p.add_argument("--in-dim", type=int, metavar="N", help="input width, where the file cannot say")
+    _add_model_choices(p)
+    p.add_argument(
+        "--input-shape",
+        metavar="S",
+        help="shape of one random input, e.g. 3,32,32 (default: the model's input width)",
+    )
+    p.add_argument(
+        "--output",
+        type=int,
+        metavar="K",
+        help="output explained by saliency (default: each sample's largest output)",
+    )
     p.add_argument("--dtype", default="float32", choices=list(DTYPES))
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--out", metavar="J.npy", help="write J as (B, m, n) float32")
@@ -138,7 +150,25 @@ def _add_inspect(sub) -> None:
         choices=list(ACTIVATIONS),
         help="activation to assume where the file cannot say",
     )
+    _add_model_choices(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+
+
+def _add_model_choices(p) -> None:
+    """How a model file whose forward is not in it may still run (inspect and jacobian)."""
+    p.add_argument(
+        "--assume-sequential",
+        action="store_true",
+        help="run a pickled module of a class of its own as its layers in declaration order",
+    )
+    p.add_argument(
+        "--model-class",
+        metavar="FILE.py:NAME",
+        help="the model's class (path/to/file.py:Net or package.module:Net); needs --trust",
+    )
+    p.add_argument(
+        "--model-args", metavar="JSON", help="constructor arguments of --model-class, as JSON"
+    )
 
 
 def _add_bench(sub) -> None:

@@ -12,7 +12,12 @@ from gradviz.core.modelio import ModelInfo, inspect_model
 
 
 def run(args) -> int:
-    info = inspect_model(args.path, trust=args.trust, activation=args.activation)
+    info = inspect_model(
+        args.path,
+        trust=args.trust,
+        activation=args.activation,
+        assume_sequential=args.assume_sequential,
+    )
     for line in summary_lines(info, trusted=args.trust):
         print(line)
     if args.json:

@@ -31,7 +31,8 @@ class CheckedModel(torch.nn.Module):
             raise
         except Exception as exc:
             raise GradvizError(
-                f"{self.name} failed on inputs of shape {tuple(x.shape)}: {_first_line(exc)}."
+                f"{self.name} failed on inputs of shape {tuple(x.shape)} after running code "
+                f"from the file: {_first_line(exc)}."
             ) from None
         if not isinstance(y, torch.Tensor):
             raise GradvizError(

@@ -17,7 +17,9 @@ from typing import Any
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio.declared import read_entry
 from gradviz.core.modelio.info import LayerInfo, ModelInfo
+from gradviz.core.modelio.limits import MAX_DESCRIPTION_ENTRY_BYTES
 from gradviz.core.modelio.readers import Opened
 from gradviz.core.modelio.tensors import (
     check_dense,
@@ -96,7 +98,11 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
         with torch.sparse.check_sparse_tensor_invariants():
             program = torch.export.load(io.BytesIO(data))
     except Exception as exc:
-        raise GradvizError(f"{base.path} is a damaged .pt2 program ({_line(exc)}).") from None
+        # torch.export.load may already have run code from the file: never call it damaged.
+        raise GradvizError(
+            f"{base.path} could not be loaded as a .pt2 program ({_line(exc)}); loading it "
+            "may already have run code from the file."
+        ) from None
     tensors = {k: v for k, v in program.state_dict.items() if isinstance(v, torch.Tensor)}
     check_dense(tensors, base.path)
     nodes = {node.name: node for node in program.graph.nodes}
@@ -140,9 +146,11 @@ def _exported_layers_from_config(data: bytes) -> tuple[LayerInfo, ...]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entry = next(
-                n for n in archive.namelist() if n.endswith("weights/model_weights_config.json")
+                i
+                for i in archive.infolist()
+                if i.filename.endswith("weights/model_weights_config.json")
             )
-            config = json.loads(archive.read(entry))["config"]
+            config = json.loads(_small_entry(archive, entry))["config"]
         shapes = {
             name: tuple(int(size["as_int"]) for size in item["tensor_meta"]["sizes"])
             for name, item in config.items()
@@ -158,17 +166,23 @@ def _torchscript_classes_from_code(data: bytes) -> tuple[str, ...]:
     names = set()
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            for entry in archive.namelist():
-                _, _, inner = entry.partition("/code/")
-                if not inner.endswith(".py"):
-                    continue
+            for info in archive.infolist():
+                _, _, inner = info.filename.partition("/code/")
+                if not inner.endswith(".py") or info.file_size > MAX_DESCRIPTION_ENTRY_BYTES:
+                    continue  # a description is optional: large entries are never read
                 # TorchScript renames repeated classes ___torch_mangle_N; one name is enough.
                 module = re.sub(r"\.___torch_mangle_\d+", "", inner[:-3].replace("/", "."))
-                text = archive.read(entry).decode("utf-8", errors="replace")
+                text = _small_entry(archive, info).decode("utf-8", errors="replace")
                 names.update(f"{module}.{name}" for name in _CLASS_LINE.findall(text))
     except Exception:  # a description is optional; the trusted load reports real damage
         return ()
     return tuple(sorted(names))
+
+
+def _small_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """An untrusted entry read for a description, only up to MAX_DESCRIPTION_ENTRY_BYTES
+    (inflation stops at the declared size)."""
+    return read_entry(archive, info, MAX_DESCRIPTION_ENTRY_BYTES, "the file")
 
 
 def _named_tensors(module: Any) -> dict[str, Any]:
