@@ -88,7 +88,7 @@ def _small(model, inputs) -> bool:
     from gradviz.core.modelio.limits import MAX_JACOBIAN_ENTRIES
 
     with torch.no_grad():
-        m = _outputs(model, inputs[:1]).shape[1]
+        m = _outputs(model, inputs).shape[1]
     return m * inputs.shape[1] <= MAX_JACOBIAN_ENTRIES
 
 
@@ -267,7 +267,7 @@ def _npy_of_samples(path: str) -> np.ndarray | None:
         )
     if array.nbytes > (1 << 30):
         raise GradvizError(f"{path} holds over 1 GiB of inputs; give a smaller batch.")
-    return np.asarray(array, dtype=np.float64)
+    return np.array(array, dtype=np.float64)  # a copy: the memory map is read-only
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:

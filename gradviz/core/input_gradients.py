@@ -4,8 +4,9 @@ Where the per-sample Jacobian is small enough (m x prod(in_shape) entries at mos
 ``limits.MAX_JACOBIAN_ENTRIES``, one million), it is computed as for (B, n) inputs and shaped
 (B, m, *in_shape). Otherwise (an image classifier's 1000 x 3 x 224 x 224) gradviz computes
 what people look at: the gradient of one output per sample with respect to that sample's
-input, (B, *in_shape): the saliency, with gradient x input and per-sample norms. Samples are
-run one at a time, so the result is exact even for a model that mixes samples.
+input, (B, *in_shape): the saliency, with gradient x input and per-sample norms. It comes from
+one backward pass of the batch when a probe shows samples do not interact, else one sample
+at a time, so it is exact either way.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def input_gradients(
     in_shape = tuple(int(s) for s in inputs.shape[1:])
     n = math.prod(in_shape)
     with torch.no_grad():
-        m = _outputs(model, inputs[:1]).shape[1]
+        m = _outputs(model, inputs).shape[1]  # the whole batch: a .pt2 may fix its size
     if output is None and m * n <= max_entries:
         flat = model if len(in_shape) == 1 else _Flattened(model, in_shape)
         result = compute_jacobians(flat, inputs.reshape(len(inputs), n), method)
@@ -88,27 +89,27 @@ def _saliency(
 ) -> InputGradients:
     if output is not None and not 0 <= output < m:
         raise GradvizError(f"--output {output} does not exist; the model has outputs 0..{m - 1}.")
-    grads, outs, explained = [], [], []
     with torch.enable_grad():
-        for sample in inputs:
-            x = sample[None].detach().clone().requires_grad_(True)
-            y = _outputs(model, x)[0]
-            k = (
-                int(torch.nan_to_num(y.detach(), nan=-math.inf).argmax())
-                if output is None
-                else output
-            )
-            (grad,) = torch.autograd.grad(y[k], x)
-            grads.append(grad[0])
-            outs.append(y.detach())
-            explained.append(k)
+        x = inputs.detach().clone().requires_grad_(True)
+        y = _outputs(model, x)
+        clean = torch.nan_to_num(y.detach(), nan=-math.inf)
+        explained = clean.argmax(dim=1) if output is None else torch.full((len(x),), output)
+        picked = y[torch.arange(len(x)), explained]
+        # The summed backward is each sample's own gradient only if samples do not interact:
+        # check it on the first sample (one backward pass), else go one sample at a time.
+        (first,) = torch.autograd.grad(picked[0], x, retain_graph=True)
+        if len(x) > 1 and bool(first[1:].ne(0).any()):
+            grads = [_one_sample(model, inputs[b], int(explained[b])) for b in range(len(x))]
+        else:
+            grads = list(torch.autograd.grad(picked.sum(), x)[0])
+    outs = list(y.detach())
     values = torch.stack(grads)
     which = "output " + str(output) if output is not None else "each sample's largest output"
     reason = (
         f"the per-sample Jacobian would have {m:,} x {n:,} entries, over "
-        f"{MAX_JACOBIAN_ENTRIES:,}, so the gradient of {which} was computed, one sample at a time"
+        f"{MAX_JACOBIAN_ENTRIES:,}, so the gradient of {which} was computed"
         if output is None
-        else f"the gradient of {which} was asked for, one sample at a time"
+        else f"the gradient of {which} was asked for"
     )
     return InputGradients(
         SALIENCY,
@@ -117,9 +118,15 @@ def _saliency(
         values.flatten(1).norm(dim=1),
         "saliency",
         reason,
-        explained=torch.tensor(explained),
+        explained=explained,
         grad_x_input=values * inputs,
     )
+
+
+def _one_sample(model: nn.Module, sample: torch.Tensor, k: int) -> torch.Tensor:
+    x = sample[None].detach().clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(_outputs(model, x)[0, k], x)
+    return grad[0]
 
 
 def _outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
