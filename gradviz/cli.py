@@ -150,17 +150,21 @@ def _add_inspect(sub) -> None:
         choices=list(ACTIVATIONS),
         help="activation to assume where the file cannot say",
     )
-    _add_model_choices(p)
+    _add_assume_sequential(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 
-def _add_model_choices(p) -> None:
-    """How a model file whose forward is not in it may still run (inspect and jacobian)."""
+def _add_assume_sequential(p) -> None:
     p.add_argument(
         "--assume-sequential",
         action="store_true",
         help="run a pickled module of a class of its own as its layers in declaration order",
     )
+
+
+def _add_model_choices(p) -> None:
+    """How a model file whose forward is not in it may still run."""
+    _add_assume_sequential(p)
     p.add_argument(
         "--model-class",
         metavar="FILE.py:NAME",

@@ -217,6 +217,8 @@ def _model_source(args) -> tuple[NetworkSpec | None, str | None]:
     """(spec, None) for --net, (None, path) for --model."""
     if args.model is not None:
         return None, args.model
+    if args.model_class is not None or args.assume_sequential:
+        raise GradvizError("--model-class and --assume-sequential apply to --model PATH only.")
     spec = NetworkSpec.parse(args.net)
     if args.activation is not None and ":" not in args.net and not args.net.strip().startswith("{"):
         widths = [spec.in_dim] + [lin.out_features for lin in spec.linears]
