@@ -52,7 +52,7 @@ JACOBIAN_METHODS: tuple[str, ...] = ("auto", "loop", "batchsum", "jacrev", "jacf
 MAX_POINTS = 20_000
 #: The largest point dimension D.
 MAX_DIM = 1024
-#: The largest seed (numpy's generators take seeds below 2**63).
+#: The largest seed: seeds go to numpy and torch, which both take whole numbers below 2**63.
 MAX_SEED = 2**63 - 1
 #: The largest batch for which the full (B*m, B*n) batch Jacobian is built (it grows as B^2);
 #: here, not in core.jacobians, so that the CLI and the app can check it before torch loads.
@@ -133,7 +133,7 @@ class FitConfig:
         tooltip="Step size; a change takes effect at the next step.",
         group="Optimiser",
         live=True,
-        limits=(1e-8, 100.0),
+        limits=(1e-8, 1e6),  # large rates provoke divergence on purpose
         cli_help="step size of the optimizer",
     )
     steps: int = setting(

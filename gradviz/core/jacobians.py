@@ -33,12 +33,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from gradviz.core.config import MAX_FULL_BATCH  # the one limit (torch-free for the CLI and app)
 from gradviz.core.errors import GradvizError
 
 #: Method names a caller may ask for; ``config.JACOBIAN_METHODS`` must agree (a test checks).
 METHODS: tuple[str, ...] = ("auto", "loop", "batchsum", "jacrev", "jacfwd")
-#: The largest batch for which the full (B*m, B*n) batch Jacobian is built.
-MAX_FULL_BATCH = 256
 #: Samples in the probe batch that ``auto`` uses to look for cross-sample derivatives.
 PROBE_SAMPLES = 4
 #: Tangent elements per vmap chunk of jacrev / jacfwd (bounds their memory on big batches).
