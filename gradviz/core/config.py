@@ -48,6 +48,13 @@ ACTIVATIONS: tuple[str, ...] = ("identity", "relu", "tanh", "sigmoid", "gelu", "
 
 JACOBIAN_METHODS: tuple[str, ...] = ("auto", "loop", "batchsum", "jacrev", "jacfwd")
 
+#: Losses for the explorer's parameter-gradient histograms (gradviz.core.histograms).
+HISTOGRAM_LOSSES: dict[str, str] = {
+    "sum": "sum of outputs",
+    "sumsq": "sum of squares of outputs",
+    "mse": "MSE to a target file",
+}
+
 #: The largest point set we accept; larger ones do not fit a distance matrix in a view.
 MAX_POINTS = 20_000
 #: The largest point dimension D.

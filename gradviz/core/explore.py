@@ -29,13 +29,6 @@ from gradviz.core.explore_batches import (
     make_inputs,
 )
 
-#: Losses for the parameter-gradient histograms (keys of core.histograms.LOSSES).
-HISTOGRAM_LOSSES: dict[str, str] = {
-    "sum": "sum of outputs",
-    "sumsq": "sum of squares of outputs",
-    "mse": "MSE to a target file",
-}
-
 
 @dataclass(frozen=True)
 class ExplorerJob:

@@ -35,8 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.core.config import HISTOGRAM_LOSSES
 from gradviz.core.errors import GradvizError
-from gradviz.core.explore import HISTOGRAM_LOSSES, ExplorerJob, ExplorerResult, parse_indices
+from gradviz.core.explore import ExplorerJob, ExplorerResult, parse_indices
 from gradviz.core.networks import NetworkSpec
 from gradviz.gui.explorer.explorer_views import (
     AcrossBatchView,

@@ -24,9 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.core.config import MAX_FULL_BATCH
+from gradviz.core.config import HISTOGRAM_LOSSES, MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
-from gradviz.core.explore import HISTOGRAM_LOSSES
 from gradviz.core.explore_batches import (
     INPUT_KINDS,
     MAX_BATCH,
