@@ -11,7 +11,6 @@ wires them up. The batches come from gradviz.core.explore_batches, which the CLI
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -194,11 +193,11 @@ def run_job(job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False) -
 
 # ---- stages ---------------------------------------------------------------------------------
 def _model(job: ExplorerJob, dtype):
-    from gradviz.core.networks import NetworkSpec
+    from gradviz.core.networks import NetworkSpec, module_copy
 
     if job.module is not None:
         # A copy per job: converting the dtype in place would lose precision for later jobs.
-        return copy.deepcopy(job.module).to(dtype)
+        return module_copy(job.module, dtype)
     if job.spec_text is None:
         raise GradvizError("There is no network yet: type a spec such as 2-20-20-4:tanh.")
     return NetworkSpec.parse(job.spec_text).build(seed=job.net_seed, dtype=dtype)

@@ -24,7 +24,6 @@ which a forward pass in training mode would otherwise update).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from torch import nn
 
 from gradviz.core.config import MAX_FULL_BATCH  # the one limit (torch-free for the CLI and app)
 from gradviz.core.errors import GradvizError
+from gradviz.core.torch_notices import torch_deprecations_logged
 
 #: Method names a caller may ask for; ``config.JACOBIAN_METHODS`` must agree (a test checks).
 METHODS: tuple[str, ...] = ("auto", "loop", "batchsum", "jacrev", "jacfwd")
@@ -164,12 +164,9 @@ def _vmapped(
     transform = jacfwd if forward_mode else jacrev
     name = "jacfwd" if forward_mode else "jacrev"
     try:
-        with warnings.catch_warnings():
-            # torch's forward-mode decompositions still use torch.jit.script on first import,
-            # which warns about its own deprecation; that is torch's business, not the user's.
-            warnings.filterwarnings(
-                "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
-            )
+        # torch's forward-mode decompositions still use torch.jit.script on first use, which
+        # warns about its own deprecation; that is torch's business, not the user's.
+        with torch_deprecations_logged():
             chunk = _vmap_chunk(model, x)
             jac, out = vmap(transform(one_sample, has_aux=True), chunk_size=chunk)(x.detach())
     except RuntimeError as exc:
