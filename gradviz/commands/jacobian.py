@@ -17,14 +17,15 @@ this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobian
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
+from gradviz.core.config import MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
+from gradviz.core.explore_batches import check_batch_size, random_batch
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, load_points
-
-MAX_FULL_BATCH = 256  # gradviz.core.jacobians.MAX_FULL_BATCH, checked before torch is imported
 
 
 def run(args) -> int:
@@ -103,8 +104,13 @@ def _input_tensor(args, points, in_shape, in_dim, source, dtype):
                 f"{source} does not declare its input shape; give it with --input-shape "
                 "(e.g. 3,32,32), --in-dim N, or give the inputs with --inputs file:PATH."
             )
-        generator = torch.Generator().manual_seed(args.seed)
-        return torch.randn(args.batch, *shape, generator=generator, dtype=dtype)
+        if args.batch * math.prod(shape) * 8 > (1 << 30):
+            raise GradvizError(
+                f"A random batch of {args.batch} inputs of shape {shape} would need over 1 GiB; "
+                "use a smaller --batch."
+            )
+        # The explorer's batch for this seed (one construction, in core).
+        return torch.as_tensor(random_batch(args.batch, shape, args.seed), dtype=dtype)
     if points.ndim == 2 and in_dim is not None and points.shape[1] != in_dim:
         raise GradvizError(
             f"The inputs have {points.shape[1]} columns but the model takes {in_dim} "
@@ -237,8 +243,7 @@ def _inputs(args) -> np.ndarray | None:
     """The --inputs samples: a CSV as (B, n) rows, an NPY file of any shape (B, *in_shape)
     as it is; None for a random --batch."""
     if args.inputs is None:
-        if args.batch < 1:
-            raise GradvizError(f"--batch must be at least 1, not {args.batch}.")
+        check_batch_size(args.batch)
         return None
     path = args.inputs[len(FILE_PREFIX) :]
     if not args.inputs.startswith(FILE_PREFIX) or not path:
