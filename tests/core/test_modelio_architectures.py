@@ -50,6 +50,24 @@ MODELS_PY = textwrap.dedent(
             h = torch.tanh(self.inp(x))
             h = h + torch.tanh(self.block(h))
             return self.out(h)
+
+    class SmallCNN(nn.Module):
+        def __init__(self, classes=10):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.head = nn.Linear(4 * 4 * 4, classes)
+
+        def forward(self, x):
+            return self.head(torch.relu(nn.functional.max_pool2d(self.conv(x), 2)).flatten(1))
+
+    class SmallLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(3, 5, batch_first=True)
+            self.head = nn.Linear(5, 2)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0][:, -1])
     """
 )
 
@@ -286,3 +304,57 @@ def test_exported_cnn_over_the_jacobian_limit_gives_saliency(capsys, tmp_path):
                          "--input-shape", "3,40,40", "--output", "7", "--json")  # fmt: skip
     assert code == 0, err
     assert json.loads(out.splitlines()[-1])["output"] == [7, 7]
+
+
+def reference_gradients(net, x, output=None):
+    """Per-sample Jacobians by autograd (or, with ``output``, that output's gradient)."""
+    if output is None:
+        rows = [torch.autograd.functional.jacobian(lambda v: net(v[None])[0], xb) for xb in x]
+        return torch.stack(rows).numpy().astype(np.float32)
+    xr = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(net(xr)[:, output].sum(), xr)
+    return grad.numpy().astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "extra"),
+    [
+        ("SmallCNN", (2, 3, 8, 8), ()),  # 10 x 192 entries: the Jacobian
+        ("SmallCNN", (2, 3, 8, 8), ("--output", "3")),  # saliency of output 3
+        ("SmallLSTM", (3, 6, 3), ()),
+    ],
+)
+def test_cnn_and_lstm_state_dicts_run_in_their_class(capsys, tmp_path, models, name, shape, extra):
+    path, namespace = models
+    torch.manual_seed(0)
+    net = namespace[name]().double().eval()
+    weights = tmp_path / "weights.pt"
+    torch.save(net.state_dict(), weights)
+    x = inputs(*shape)
+    klass = f"{path}:{name}"
+    got, summary = jacobian_by_cli(
+        capsys, tmp_path, weights, x, "--model-class", klass, "--trust", *extra
+    )
+    output = int(extra[1]) if extra else None
+    assert summary["kind"] == ("saliency" if extra else "jacobian")
+    np.testing.assert_allclose(got, reference_gradients(net, x, output), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.filterwarnings(  # torch.export's own notice while exporting the fixture
+    r"ignore:The tensor attributes self\.lstm\._flat_weights"
+)
+def test_exported_lstm_with_a_dynamic_batch_gives_exact_jacobians(capsys, tmp_path):
+    torch.manual_seed(0)
+    net = SmallLSTM().eval()
+    x = inputs(3, 6, 3).float()
+    path = tmp_path / "lstm.pt2"
+    batch = torch.export.Dim("batch")
+    torch.export.save(torch.export.export(net, (x,), dynamic_shapes=({0: batch},)), path)
+    np.save(tmp_path / "x.npy", x.numpy())
+    given = f"file:{tmp_path / 'x.npy'}"
+    code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--inputs", given,
+                         "--out", tmp_path / "j.npy", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["shape"] == [3, 2, 6, 3]
+    expected = reference_gradients(net, x)
+    np.testing.assert_allclose(np.load(tmp_path / "j.npy"), expected, rtol=1e-4, atol=1e-6)
