@@ -120,3 +120,12 @@ def test_symlink_loop_is_not_called_missing(tmp_path):
     dangling.symlink_to(tmp_path / "gone.pt")
     with pytest.raises(GradvizError, match="symbolic link to a file that does not exist"):
         inspect_model(dangling)
+
+
+def test_torchs_weights_only_advice_is_never_passed_on(tmp_path):
+    path = tmp_path / "odd_persistent_id.pkl"
+    path.write_bytes(b"\x80\x02X\x01\x00\x00\x00aQ.")  # a persistent id torch refuses
+    with pytest.raises(GradvizError) as exc_info:
+        inspect_model(path)
+    text = str(exc_info.value).replace(str(path), "FILE")
+    assert "weights_only" not in text and "persistent_load id must be tuple" in text
