@@ -358,3 +358,27 @@ def test_exported_lstm_with_a_dynamic_batch_gives_exact_jacobians(capsys, tmp_pa
     assert json.loads(out.splitlines()[-1])["shape"] == [3, 2, 6, 3]
     expected = reference_gradients(net, x)
     np.testing.assert_allclose(np.load(tmp_path / "j.npy"), expected, rtol=1e-4, atol=1e-6)
+
+
+@jit_deprecated
+def test_torchscript_with_nan_weights_reports_them_not_sample_mixing(capsys, tmp_path):
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    with torch.no_grad():
+        net[0].weight[1, 0] = float("nan")
+    path = tmp_path / "nan_script.pt"
+    torch.jit.save(torch.jit.script(net), path)
+    code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--in-dim", "2",
+                         "--batch", "3", "--json")  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out.splitlines()[-1])
+    assert out.splitlines()[0] == "NaN or Inf in weights: 0.weight"
+    assert summary["nonfinite_weights"] == ["0.weight"]
+    assert "mixes samples" not in summary["reason"] and "NaN" in summary["reason"]
+
+
+def test_exported_program_failing_when_run_says_code_from_the_file_ran(capsys, tmp_path):
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    path = tmp_path / "fixed_batch.pt2"
+    torch.export.save(torch.export.export(net.eval(), (torch.zeros(2, 2),)), path)
+    code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--batch", "3")
+    assert code == 2 and "after running code from the file" in err and "damaged" not in err

@@ -130,7 +130,8 @@ def _in_user_class(
         base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
     )
     module, info = user_class.build(model_class, model_args, tensors, base)
-    return LoadedModel(module=CheckedModel(module, None, os.path.basename(name)), info=info)
+    checked = CheckedModel(module, None, os.path.basename(name), ran="your model class")
+    return LoadedModel(module=checked, info=info)
 
 
 def _ready(opened: Opened, in_dim: int | None) -> LoadedModel:
