@@ -64,6 +64,7 @@ def run(args) -> int:
         label = str(spec) if spec is not None else f"{loaded.info.format} model {source}"
         parameters = loaded.info.parameters
         nonfinite = loaded.info.nonfinite_weights
+        in_shape = in_shape or loaded.info.in_shape
     model = model.to(device)
 
     inputs = _input_tensor(args, points, in_shape, in_dim, source, dtype).to(device)
@@ -274,7 +275,10 @@ def _npy_of_samples(path: str) -> np.ndarray | None:
         )
     if array.nbytes > (1 << 30):
         raise GradvizError(f"{path} holds over 1 GiB of inputs; give a smaller batch.")
-    return np.array(array, dtype=np.float64)  # a copy: the memory map is read-only
+    samples = np.array(array, dtype=np.float64)  # a copy: the memory map is read-only
+    if not np.isfinite(samples).all():
+        raise GradvizError(f"{path} holds NaN or Inf; inputs must be finite numbers.")
+    return samples
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:

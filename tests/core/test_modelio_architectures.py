@@ -300,8 +300,9 @@ def test_exported_cnn_over_the_jacobian_limit_gives_saliency(capsys, tmp_path):
     (grad,) = torch.autograd.grad(y[torch.arange(2), k].sum(), xr)
     np.testing.assert_allclose(sal, grad.numpy().astype(np.float32), rtol=1e-5, atol=1e-7)
 
+    assert inspect_model(path, trust=True).in_shape == (3, 40, 40)  # declared by the program
     code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--batch", "2",
-                         "--input-shape", "3,40,40", "--output", "7", "--json")  # fmt: skip
+                         "--output", "7", "--json")  # fmt: skip
     assert code == 0, err
     assert json.loads(out.splitlines()[-1])["output"] == [7, 7]
 

@@ -103,8 +103,11 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     tensors = {k: v for k, v in program.state_dict.items() if isinstance(v, torch.Tensor)}
     check_dense(tensors, base.path)
     nodes = {node.name: node for node in program.graph.nodes}
-    batch, in_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_inputs])
+    inputs = [nodes.get(n) for n in program.graph_signature.user_inputs]
+    batch, in_dim = _declared_shape(inputs)
     _, out_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_outputs])
+    sample_batch, in_shape = _declared_sample_shape(inputs)
+    batch = batch if batch is not None else sample_batch
     notes = base.assumptions
     if batch is not None:
         notes += (
@@ -115,11 +118,24 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
         base,
         layers=layers_from_tensors(tensors),
         in_dim=in_dim,
+        in_shape=in_shape,
         out_dim=out_dim,
         nonfinite_weights=nonfinite_names(tensors),
         assumptions=notes,
     )
     return Opened(info, build=program.module, probe_batch=batch or 2)
+
+
+def _declared_sample_shape(nodes: list) -> tuple[int | None, tuple[int, ...] | None]:
+    """(batch, sample shape) of a program's single (B, *in_shape) input: the batch None where
+    it is dynamic, the sample shape None unless every one of its sizes is fixed."""
+    if len(nodes) != 1 or nodes[0] is None:
+        return None, None
+    shape = getattr(nodes[0].meta.get("val"), "shape", None)
+    if shape is None or len(shape) < 2:
+        return None, None
+    sample = tuple(_static(size) for size in shape[1:])
+    return _static(shape[0]), (None if None in sample else sample)
 
 
 def _declared_shape(nodes: list) -> tuple[int | None, int | None]:
