@@ -209,10 +209,8 @@ def _gradients(args, model, inputs, device, label, parameters) -> dict:
 def _input_shape(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    try:
-        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
-    except ValueError:
-        shape = ()
+    parts = [part.strip() for part in text.replace("x", ",").split(",")]
+    shape = tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
     if not shape or min(shape) < 1:
         raise GradvizError(
             f"--input-shape takes positive sizes separated by commas (e.g. 3,32,32), not {text!r}."

@@ -383,3 +383,31 @@ def test_exported_program_failing_when_run_says_code_from_the_file_ran(capsys, t
     torch.export.save(torch.export.export(net.eval(), (torch.zeros(2, 2),)), path)
     code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--batch", "3")
     assert code == 2 and "after running code from the file" in err and "damaged" not in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (("--batch", "2", "--input-shape", "3,x"), "--input-shape takes positive sizes"),
+        (("--batch", "2", "--input-shape", "3,8,8", "--output", "10"), "--output 10 does not"),
+        (("--batch", "2", "--input-shape", "3,5,5"), "failed on inputs of shape (2, 3, 5, 5)"),
+        (("--batch", "2"), "does not declare its input shape"),
+        (("--inputs", "nan"), "holds NaN or Inf"),
+    ],
+    ids=["bad shape", "no such output", "wrong shape", "no shape", "NaN inputs"],
+)
+def test_bad_input_shapes_and_outputs_exit_2_with_one_sentence(
+    capsys, tmp_path, models, extra, said
+):
+    path, namespace = models
+    weights = tmp_path / "cnn.pt"
+    torch.save(namespace["SmallCNN"]().state_dict(), weights)
+    if extra[0] == "--inputs":
+        bad = np.zeros((2, 3, 8, 8))
+        bad[1, 0, 0, 0] = np.nan
+        np.save(tmp_path / "bad.npy", bad)
+        extra = ("--inputs", f"file:{tmp_path / 'bad.npy'}")
+    klass = f"{path}:SmallCNN"
+    code, out, err = run(capsys, "jacobian", "--model", weights, "--model-class", klass, "--trust",
+                         *extra)  # fmt: skip
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
