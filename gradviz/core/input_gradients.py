@@ -4,9 +4,10 @@ Where the per-sample Jacobian is small enough (m x prod(in_shape) entries at mos
 ``limits.MAX_JACOBIAN_ENTRIES``, one million), it is computed as for (B, n) inputs and shaped
 (B, m, *in_shape). Otherwise (an image classifier's 1000 x 3 x 224 x 224) gradviz computes
 what people look at: the gradient of one output per sample with respect to that sample's
-input, (B, *in_shape): the saliency, with gradient x input and per-sample norms. It comes from
-one backward pass of the batch when a probe shows samples do not interact, else one sample
-at a time, so it is exact either way.
+input, (B, *in_shape): the saliency, with gradient x input and per-sample norms. Like the
+Jacobian it is the diagonal block of the batch's derivative (d f(X)[b, k] / d X[b]): one
+backward pass of the batch when a probe shows samples do not interact, else one per sample,
+so it is exact either way.
 """
 
 from __future__ import annotations
@@ -93,28 +94,31 @@ def _saliency(
         x = inputs.detach().clone().requires_grad_(True)
         y = _outputs(model, x)
         clean = torch.nan_to_num(y.detach(), nan=-math.inf)
-        explained = clean.argmax(dim=1) if output is None else torch.full((len(x),), output)
-        picked = y[torch.arange(len(x)), explained]
-        # The summed backward is each sample's own gradient only if samples do not interact:
-        # check it on the first sample (one backward pass), else go one sample at a time.
-        (first,) = torch.autograd.grad(picked[0], x, retain_graph=True)
-        if len(x) > 1 and bool(first[1:].ne(0).any()):
-            grads = [_one_sample(model, inputs[b], int(explained[b])) for b in range(len(x))]
-        else:
-            grads = list(torch.autograd.grad(picked.sum(), x)[0])
-    outs = list(y.detach())
-    values = torch.stack(grads)
+        explained = (
+            clean.argmax(dim=1)
+            if output is None
+            else torch.full((len(x),), output, device=y.device)
+        )
+        picked = y[torch.arange(len(x), device=y.device), explained]
+        grads, mixes = _diagonal_gradients(picked, x)
     which = "output " + str(output) if output is not None else "each sample's largest output"
+    how = (
+        "one backward pass per sample, since the model mixes samples"
+        if mixes
+        else "one backward pass of the batch (a probe of the first and last samples showed "
+        "no cross-sample derivatives)"
+    )
     reason = (
         f"the per-sample Jacobian would have {m:,} x {n:,} entries, over "
-        f"{MAX_JACOBIAN_ENTRIES:,}, so the gradient of {which} was computed"
+        f"{MAX_JACOBIAN_ENTRIES:,}, so the gradient of {which} was computed by {how}"
         if output is None
-        else f"the gradient of {which} was asked for"
+        else f"the gradient of {which} was asked for; computed by {how}"
     )
+    values = grads.detach()
     return InputGradients(
         SALIENCY,
         values,
-        torch.stack(outs),
+        y.detach(),
         values.flatten(1).norm(dim=1),
         "saliency",
         reason,
@@ -123,10 +127,28 @@ def _saliency(
     )
 
 
-def _one_sample(model: nn.Module, sample: torch.Tensor, k: int) -> torch.Tensor:
-    x = sample[None].detach().clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(_outputs(model, x)[0, k], x)
-    return grad[0]
+def _diagonal_gradients(picked: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """d picked[b] / d x[b] for every sample b, (B, *in_shape), and whether samples mix.
+
+    One backward pass of the batch sum gives them all when no sample's output depends on
+    another sample's input; a probe of the first and last samples (two backward passes)
+    checks that, else each sample gets its own backward pass (B in all). NaN counts as
+    mixing."""
+    batch = len(x)
+    if batch > 1:
+        mixes = False
+        for b in (0, batch - 1):
+            (grad,) = torch.autograd.grad(picked[b], x, retain_graph=True)
+            others = torch.arange(batch, device=x.device) != b
+            mixes = mixes or bool(grad[others].ne(0).any())
+        if mixes:
+            rows = []
+            for b in range(batch):
+                (grad,) = torch.autograd.grad(picked[b], x, retain_graph=b < batch - 1)
+                rows.append(grad[b])
+            return torch.stack(rows), True
+    (grad,) = torch.autograd.grad(picked.sum(), x)
+    return grad, False
 
 
 def _outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
