@@ -1,6 +1,8 @@
 """Files that declare too much, nest too deep or name hostile callables are refused by what
 they declare, before torch reads them: exit 2 and one short sentence, nothing run."""
 
+import zipfile
+
 import hostile_files as hostile
 import pytest
 import torch
@@ -8,7 +10,7 @@ import torch
 from gradviz.cli import main
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import inspect_model, load_model
-from gradviz.core.modelio.limits import MESSAGE_CHARS
+from gradviz.core.modelio.limits import MAX_DESCRIPTION_ENTRY_BYTES, MESSAGE_CHARS
 
 
 def refused_by_the_cli(capsys, path, *extra):
@@ -129,3 +131,18 @@ def test_torchs_weights_only_advice_is_never_passed_on(tmp_path):
         inspect_model(path)
     text = str(exc_info.value).replace(str(path), "FILE")
     assert "weights_only" not in text and "persistent_load id must be tuple" in text
+
+
+@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.(script|save)` is deprecated")
+def test_untrusted_torchscript_code_entries_over_the_limit_are_not_read(tmp_path):
+    path = tmp_path / "script.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), path)
+    prefix = zipfile.ZipFile(path).namelist()[0].split("/")[0]
+    with zipfile.ZipFile(path, "a") as archive:
+        small = "class Small(Module):\n    pass\n"
+        archive.writestr(f"{prefix}/code/__torch__/small.py", small)
+        big = "class Big(Module):\n" + "#" * (MAX_DESCRIPTION_ENTRY_BYTES + 10)
+        archive.writestr(f"{prefix}/code/__torch__/big.py", big)
+    info = inspect_model(path)  # untrusted: described from the code/ text
+    assert "__torch__.small.Small" in info.classes
+    assert not any(name.endswith(".Big") for name in info.classes)
