@@ -146,3 +146,13 @@ def test_untrusted_torchscript_code_entries_over_the_limit_are_not_read(tmp_path
     info = inspect_model(path)  # untrusted: described from the code/ text
     assert "__torch__.small.Small" in info.classes
     assert not any(name.endswith(".Big") for name in info.classes)
+
+
+def test_harmless_objects_beside_the_weights_are_not_called_hostile(tmp_path):
+    import types
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"state_dict": net.state_dict(), "args": types.SimpleNamespace(lr=0.1)}, path)
+    assert inspect_model(path).runnable
