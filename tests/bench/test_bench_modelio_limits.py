@@ -58,6 +58,7 @@ def test_every_hostile_file_is_refused_within_the_limits(tmp_path):
         print(f"{name:32} {code:>4} {peak:>8.0f} {seconds:>8.2f}  {said[:90]}")
         assert code == 2 and len(message) == 1, (name, message)
         assert seconds < SECONDS_LIMIT, name
-        # Refused by what it declares: memory near the empty run's (the file's bytes aside).
-        assert peak < base_peak + 2 * path.stat().st_size / 2**20 + 100, name
+        # Refused by what it declares: memory near the empty run's, plus a few copies of the
+        # file's own bytes (the file, its pickle entry, a decoded string), never its claims.
+        assert peak < base_peak + 4 * path.stat().st_size / 2**20 + 100, name
     assert not marker.exists()
