@@ -7,6 +7,7 @@ Everything returned is a numpy copy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,8 +207,7 @@ def _size_on_disk(path: Path) -> int:
     total = 0
     for folder, _, files in os.walk(path):
         for name in files:
-            try:
+            # A writer's temporary file may vanish while we walk.
+            with contextlib.suppress(OSError):
                 total += os.stat(os.path.join(folder, name)).st_size
-            except OSError:  # removed while we walked (a writer's temporary file)
-                pass
     return total
