@@ -126,7 +126,9 @@ def _add_jacobian(sub) -> None:
 
 
 def _add_inspect(sub) -> None:
-    p = sub.add_parser("inspect", help="describe a saved model file without running it")
+    p = sub.add_parser(
+        "inspect", help="describe a saved model file without running it, or a recording"
+    )
     p.add_argument("path", metavar="PATH")
     p.add_argument(
         "--trust",

@@ -68,6 +68,7 @@ class Recorder:
         ]
         self._images: set[str] = set()
         self._frozen = False  # the tensor list is fixed at the first recorded step
+        self._seen_bad = False
         self._probe = probe
         if probe is not None and self._module is None:
             raise GradvizError("probe= needs an nn.Module target (its Jacobians are recorded).")
@@ -157,8 +158,12 @@ class Recorder:
         self._count += 1
 
     def _wants(self, bad_now: bool) -> bool:
+        """Record this step? Every interval-th step and every non-finite one within the
+        budget; the first non-finite step even beyond it."""
+        first_bad = bad_now and not self._seen_bad
+        self._seen_bad = self._seen_bad or bad_now
         if self._writer.bytes_written >= self.budget_bytes:
-            return False
+            return first_bad
         return bad_now or self._count % self.interval == 0
 
     def _check_finite(self, grads: list, number: int) -> bool:
