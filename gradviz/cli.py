@@ -90,6 +90,11 @@ def _add_fit(sub) -> None:
         help="stop before an optimizer step on non-finite gradients",
     )
     p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
+    p.add_argument(
+        "--record",
+        metavar="RUN",
+        help="record gradient statistics and matrix snapshots into a new recording directory",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -39,6 +39,7 @@ class _Pending:
     images: dict[str, torch.Tensor]  # name -> (H, W)
     before: list[torch.Tensor | None]  # parameter values at the step (for the update norm)
     first_bad: torch.Tensor  # (3,) float64: step, tensor, sum of the first non-finite step
+    host_images: dict[str, np.ndarray] = field(default_factory=dict)  # added by add_images
 
 
 class Recorder:
@@ -120,6 +121,14 @@ class Recorder:
         if t.requires_grad:
             t.register_hook(self._capture_hook(name))
         return t
+
+    def add_images(self, step: int, images: dict[str, np.ndarray]) -> bool:
+        """Attach 2-D numpy ``images`` to recorded step ``step`` if it is the step just
+        recorded (its row is still pending); returns whether they were attached."""
+        if self._pending is None or self._pending.step != step:
+            return False
+        self._pending.host_images.update(images)
+        return True
 
     def close(self) -> None:
         """Write the last step and mark the recording complete."""
@@ -229,6 +238,7 @@ class Recorder:
             images[name] = flat.reshape(image.shape).astype(
                 np.uint8 if image.dtype == torch.uint8 else np.float32
             )
+        images.update(pending.host_images)
         first = self._first_nonfinite(pending.step, names, host_rows, first_bad)
         self._writer.append(pending.step, loss_value, host_rows, images, first)
         self._adjust_interval()
