@@ -21,7 +21,7 @@ RANK_PREFIX = "rank"
 #: Columns before the histogram: L2 norm of the finite gradient entries, largest finite
 #: |g|, parameter L2 norm, L2 norm of the update the optimizer applied after the step (NaN
 #: where unknown: a bare tensor, or the last step), flat index of the first non-finite
-#: gradient entry (-1 if none).
+#: gradient entry (meaningful only where the histogram counts a NaN or Inf).
 STAT_COLUMNS: tuple[str, ...] = (
     "grad_norm",
     "max_abs",

@@ -21,7 +21,7 @@ from torch import nn
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record import stats
-from gradviz.core.record.writer import RankWriter
+from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
 DEFAULT_EVERY = 50
@@ -269,7 +269,7 @@ class Recorder:
 
     # ---- helpers -----------------------------------------------------------------------------
     def _create_writer(self, names: list[str]) -> None:
-        self._writer = RankWriter(self.path, tensors=names, **self._writer_args)
+        self._writer = BackgroundWriter(RankWriter(self.path, tensors=names, **self._writer_args))
         self._writer.meta["every"] = self.every
 
     def _gradient(self, name: str) -> torch.Tensor | None:

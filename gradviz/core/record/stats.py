@@ -19,21 +19,25 @@ MAX_IMAGE_SIDE = 512
 
 
 def histogram_bins(values: torch.Tensor) -> torch.Tensor:
-    """Bin index (int64, same numel, flat) of each entry in the layout's fixed bins."""
+    """Bin index (int64, flat) of each entry of ``values`` in the layout's fixed bins.
+
+    With k = floor(log10|g|) - LOWEST_DECADE + 1 (1 .. DECADES for finite non-zero values,
+    DECADES + 1 for an infinity), the bin is ZERO_BIN + sign(g) * k: zero lands on ZERO_BIN,
+    NaN on NAN_BIN, the infinities one past the outermost finite bins (NEG_INF_BIN,
+    POS_INF_BIN). A handful of in-place passes, no boolean selection (slow on the CPU).
+    """
     flat = values.detach().reshape(-1)
     if flat.dtype != torch.float64:
         flat = flat.to(torch.float32)
-    decade = torch.log10(flat.abs())
-    decade = decade.floor_().clamp_(L.LOWEST_DECADE, L.HIGHEST_DECADE - 1)
-    positive = L.FIRST_POSITIVE_BIN + (decade - L.LOWEST_DECADE)
-    negative = L.FIRST_NEGATIVE_BIN + (L.HIGHEST_DECADE - 1 - decade)
-    bins = torch.where(flat > 0, positive, negative).nan_to_num_(float(L.NAN_BIN))
-    bins = bins.to(torch.int64)
-    bins.masked_fill_(flat == 0, L.ZERO_BIN)
-    bins.masked_fill_(flat == math.inf, L.POS_INF_BIN)
-    bins.masked_fill_(flat == -math.inf, L.NEG_INF_BIN)
-    bins.masked_fill_(torch.isnan(flat), L.NAN_BIN)
-    return bins
+        decade = torch.log10(flat.abs())  # float32 tops out at 3.4e38: only Inf reaches 39
+    else:
+        decade = torch.log10(flat.abs().clamp_max_(10.0 ** (L.HIGHEST_DECADE - 1)))
+        decade += torch.isinf(flat)  # float64 can exceed 1e39 and stay finite
+    decade.floor_().clamp_(L.LOWEST_DECADE, L.HIGHEST_DECADE)
+    decade -= L.LOWEST_DECADE - 1
+    decade *= torch.sign(flat)
+    decade += L.ZERO_BIN
+    return decade.nan_to_num_(float(L.NAN_BIN)).to(torch.int64)
 
 
 def gradient_rows(
@@ -45,27 +49,26 @@ def gradient_rows(
 
     ``grads[t]`` None (no gradient reached it) gives NaN statistics and an empty histogram;
     ``params[t]`` None (a bare tensor whose value is not tracked) gives a NaN parameter norm.
-    The update column is left NaN here (the recorder fills it in from the next step).
+    The update column is left NaN here (the recorder fills it in from the next step). The
+    first-bad-index column holds the flat index of the first non-finite entry, or 0 when
+    there is none (the histogram's NaN and Inf counts say which).
     """
     rows = torch.full((len(grads), L.ROW_WIDTH), math.nan, dtype=torch.float64, device=device)
     bins = []
     for t, (g, p) in enumerate(zip(grads, params)):
         if p is not None:
-            rows[t, 2] = torch.linalg.vector_norm(p.detach().to(device), dtype=torch.float64)
+            rows[t, 2] = _norm(p.detach().to(device))
         if g is None:
             continue
         g = g.detach().to(device).reshape(-1)
-        finite = torch.isfinite(g)
-        clean = torch.where(finite, g, torch.zeros((), dtype=g.dtype, device=device))
         if g.numel():
-            rows[t, 0] = torch.linalg.vector_norm(clean, dtype=torch.float64)
-            rows[t, 1] = clean.abs().max().to(torch.float64)
-            bad = ~finite
-            first = bad.to(torch.uint8).argmax()  # the first maximum: the first bad entry
-            rows[t, 4] = torch.where(bad.any(), first, -1).to(torch.float64)
+            clean = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
+            rows[t, 0] = _norm(clean)
+            rows[t, 1] = _norm(clean, math.inf)
+            # NaN != 0 and Inf != 0: the entries nan_to_num changed are the bad ones.
+            rows[t, 4] = clean.ne(g).view(torch.uint8).argmax()  # the first maximum
         else:
-            rows[t, 0] = rows[t, 1] = 0.0
-            rows[t, 4] = -1.0
+            rows[t, 0] = rows[t, 1] = rows[t, 4] = 0.0
         bins.append(histogram_bins(g) + t * L.BINS)
     counts = torch.bincount(
         torch.cat(bins) if bins else torch.zeros(0, dtype=torch.int64, device=device),
@@ -75,16 +78,28 @@ def gradient_rows(
     return rows
 
 
+def _norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
+    """The vector norm in the values' own dtype (no float64 copy of a whole tensor)."""
+    return torch.linalg.vector_norm(values, ord=order).to(torch.float64)
+
+
 def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> torch.Tensor:
     """(T,) float64: the sum of each gradient (0 for None): non-finite when the gradient has
     a NaN or Inf (or, rarely, when a finite sum overflows: the caller then checks in full)."""
-    sums = [
-        torch.zeros((), dtype=torch.float64, device=device)
-        if g is None
-        else g.detach().sum(dtype=torch.float64).to(device)
-        for g in grads
-    ]
-    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.float64, device=device)
+    present = [g.detach() for g in grads if g is not None]
+    if len(present) == len(grads) and len({(g.dtype, g.device) for g in present}) == 1:
+        return torch.stack([g.sum() for g in present]).to(device=device, dtype=torch.float64)
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    return (
+        torch.stack(
+            [
+                zero if g is None else g.detach().sum().to(device=device, dtype=torch.float64)
+                for g in grads
+            ]
+        )
+        if grads
+        else torch.zeros(0, dtype=torch.float64, device=device)
+    )
 
 
 def health_image(grad: torch.Tensor) -> torch.Tensor:

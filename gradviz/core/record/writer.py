@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 import os
+import queue
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -177,3 +179,55 @@ class RankWriter:
         index[i] = np.array([step, rows, cols], dtype=np.int64)
         self.bytes_written += canvas.nbytes + 24
         info["count"] = i + 1
+
+
+class BackgroundWriter:
+    """A RankWriter fed through a queue by a daemon thread, so that the file writes of a
+    recorded step overlap the training loop instead of stalling it.
+
+    ``bytes_written`` counts what was handed over (the budget's view); ``close()`` waits
+    for every queued step, then marks the stream complete. An error in the thread is raised
+    by the next ``append`` or by ``close``.
+    """
+
+    #: Steps that may wait in the queue before ``append`` blocks (back-pressure).
+    QUEUE_STEPS = 32
+
+    def __init__(self, writer: RankWriter) -> None:
+        self.writer = writer
+        self.meta = writer.meta
+        self.bytes_written = 0
+        self._queue: queue.Queue = queue.Queue(self.QUEUE_STEPS)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="gradviz-recording", daemon=True)
+        self._thread.start()
+
+    def set_tensors(self, names: list[str]) -> None:
+        self.writer.set_tensors(names)  # before the first append: the thread is idle
+
+    def append(self, step, loss, rows, images=None, first_nonfinite=None) -> None:
+        self._raise_error()
+        self.bytes_written += 16 + rows.size * 8
+        self.bytes_written += sum(image.nbytes + 24 for image in (images or {}).values())
+        self._queue.put((step, loss, rows, images, first_nonfinite))
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._raise_error()
+        self.writer.close()
+
+    def _drain(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self.writer.append(*item)
+                except BaseException as exc:  # handed to the training thread
+                    self._error = exc
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            if isinstance(error, OSError):
+                raise GradvizError(f"Cannot write the recording ({error}).") from None
+            raise error
