@@ -1,0 +1,194 @@
+"""Benchmark: the cost of ``gradviz.watch`` in a training loop, as a ratio to the bare loop.
+
+Two CPU training steps (zero_grad, forward, cross-entropy, backward, Adam): an MLP
+784-512-512-10 at batch 256 and a small CNN (two 3x3 convolutions, 28x28 inputs) at batch
+32. Each is timed bare, with ``gradviz.watch`` at its default interval K and at every step,
+and, where installed, with TensorBoard's ``SummaryWriter.add_histogram`` per parameter every
+K steps and every step (the peer doing the same job; an optional, benchmark-only
+dependency). A repeat runs whole multiples of K steps, so the recorded steps' cost is
+included; the cases are interleaved. Also: how soon a reader sees a step a writer logged.
+Target: gradviz's ratio <= 1.05 at its defaults for both nets.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradviz
+from gradviz.bench.harness import Case, format_table, median_ratio, time_interleaved
+from gradviz.core.record.reader import Reader
+from gradviz.core.record.recorder import DEFAULT_EVERY
+
+TARGET_RATIO = 1.05
+BASELINE = "bare"
+
+
+def mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """MLP 784-512-512-10, a batch of 256 inputs and class labels."""
+    net = nn.Sequential(
+        nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
+    return net, torch.randn(256, 784), torch.randint(0, 10, (256,))
+
+
+def cnn() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """Conv 1->16 -> pool -> conv 16->32 -> pool -> linear, 28x28 inputs, batch 32."""
+    net = nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 10),
+    )
+    return net, torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+
+
+NETS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor, torch.Tensor]]] = {
+    "MLP 784-512-512-10, B=256": mlp,
+    "CNN 2 conv, B=32": cnn,
+}
+
+
+def tensorboard_available() -> bool:
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def training_step(build, folder: Path, how: str, every: int) -> Callable[[], None]:
+    """One training step of a fresh seeded net, watched as ``how`` says."""
+    torch.manual_seed(0)
+    net, x, y = build()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    rec = gradviz.watch(net, folder / how, every=every) if how.startswith("gradviz") else None
+    writer = None
+    if how.startswith("tensorboard"):
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(folder / how))
+    count = [0]
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        if rec is not None:
+            rec.log(loss=loss)
+        elif writer is not None and count[0] % every == 0:
+            for name, p in net.named_parameters():
+                writer.add_histogram(name, p.grad, count[0])
+        opt.step()
+        count[0] += 1
+
+    step.close = lambda: (rec.close() if rec else None, writer.close() if writer else None)
+    return step
+
+
+def cases_for(every: int) -> dict[str, int]:
+    """Case name -> interval."""
+    cases = {BASELINE: 1, f"gradviz K={every}": every, "gradviz K=1": 1}
+    if tensorboard_available():
+        cases[f"tensorboard K={every}"] = every
+        cases["tensorboard K=1"] = 1
+    return cases
+
+
+def follow_latency(folder: Path, trials: int = 20) -> list[float]:
+    """Seconds from ``rec.log()`` returning to a Reader's ``refresh()`` seeing that step."""
+    w = torch.zeros(1000, requires_grad=True)
+    seconds = []
+    with gradviz.watch({"w": w}, folder / "latency", every=1) as rec:
+        w.grad = torch.ones(1000)
+        rec.log()
+        rec.log()  # step 0 is written once step 1 tells its update
+        reader = Reader(folder / "latency")
+        for i in range(trials):
+            rec.log()
+            start = time.perf_counter()
+            while True:
+                reader.refresh()
+                if reader.rank(0).steps >= i + 2:
+                    break
+                time.sleep(0.001)
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+    """Time every case on both nets (``quick`` changes nothing: the run is short already)."""
+    every = DEFAULT_EVERY
+    cases = cases_for(every)
+    emit(
+        f"watch: training-step time with gradviz.watch (default K = {every}) and peers, "
+        f"ratio to the bare step, one torch thread, {repeats} interleaved repeat(s) of "
+        f"{every} steps"
+    )
+    if not tensorboard_available():
+        emit("  (tensorboard not installed: peer skipped)")
+    emit("  (wandb: not measured; install it and add a case to compare)")
+    ratios: dict[str, dict[str, float]] = {}
+    ms: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for net_name, build in NETS.items():
+            folder = Path(tmp) / str(len(ratios))
+            steps = {
+                name: training_step(build, folder, name.split()[0] + name.split()[-1], k)
+                for name, k in cases.items()
+            }
+            # A repeat is one whole interval: exactly one recorded step of each watched case.
+            plans = {name: Case(fn, calls=every, warmup=5) for name, fn in steps.items()}
+            started = time.perf_counter()
+            timings = time_interleaved(plans, repeats, threads=1)
+            for fn in steps.values():
+                fn.close()
+            ms[net_name] = {n: t.median * 1e3 for n, t in timings.items()}
+            ratios[net_name] = {n: median_ratio(timings[BASELINE], t) for n, t in timings.items()}
+            emit(f"  {net_name}: measured in {time.perf_counter() - started:.1f} s")
+        latency = follow_latency(Path(tmp))
+    headers = ["case", *ratios]
+    emit("ms per training step")
+    for line in format_table(headers, [[c, *(ms[n][c] for n in ms)] for c in cases]):
+        emit("  " + line)
+    emit("ratio to the bare step (median of per-repeat ratios)")
+    for line in format_table(headers, [[c, *(ratios[n][c] for n in ratios)] for c in cases]):
+        emit("  " + line)
+    median_ms, max_ms = statistics.median(latency) * 1e3, max(latency) * 1e3
+    emit(
+        f"a reader sees a logged step after {median_ms:.1f} ms "
+        f"(median of {len(latency)}; max {max_ms:.1f} ms)"
+    )
+    default = f"gradviz K={every}"
+    measured = {n: r[default] for n, r in ratios.items()}
+    met = all(r <= TARGET_RATIO for r in measured.values())
+    summary = (
+        f"target (gradviz at defaults <= {TARGET_RATIO}x the bare step): "
+        f"{'met' if met else 'NOT met'} ("
+        + ", ".join(f"{r:.3f}x {n}" for n, r in measured.items())
+        + ")"
+    )
+    emit(summary)
+    return {
+        "unit": "ms per training step",
+        "every": every,
+        "threads": 1,
+        "repeats": repeats,
+        "ms": ms,
+        "ratio_to_bare": ratios,
+        "follow_latency_ms": {"median": median_ms, "max": max_ms},
+        "target": {
+            "rule": f"{default} <= {TARGET_RATIO}",
+            "ratios": measured,
+            "met": met,
+            "summary": summary,
+        },
+    }
