@@ -208,3 +208,38 @@ def test_a_recording_is_never_overwritten_and_a_file_is_refused(tmp_path):
 def test_reader_refuses_a_directory_that_is_not_a_recording(tmp_path):
     with pytest.raises(GradvizError, match="is not a gradviz recording"):
         Reader(tmp_path)
+
+
+def test_probe_batch_records_the_per_input_jacobians_of_each_recorded_step(tmp_path):
+    losses = load_example("jacobian_probe").train(tmp_path / "r", steps=6, every=5)
+    assert losses[-1] < losses[0]
+    stream = Reader(tmp_path / "r").rank(0)
+    assert list(stream.image_steps("probe_jacobians")) == [0, 5]
+    step, jac = stream.image("probe_jacobians", 1)
+    assert step == 5 and jac.shape == (16, 4 * 2)
+    assert np.isfinite(jac).all() and np.abs(jac).max() > 0
+    # Step 0 is the freshly built net: its Jacobians by direct autograd, sample by sample.
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 20), nn.Tanh(), nn.Linear(20, 20), nn.Tanh(), nn.Linear(20, 4))
+    probe = torch.linspace(-2, 2, 16)[:, None].repeat(1, 2)
+    direct = torch.stack([torch.autograd.functional.jacobian(net, p) for p in probe])
+    np.testing.assert_allclose(
+        stream.image("probe_jacobians", 0)[1], direct.reshape(16, 8), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_a_later_larger_matrix_is_downsampled_into_the_first_ones_picture(tmp_path):
+    x = torch.zeros(4, 4, requires_grad=True)
+    y = torch.zeros(10, 9, requires_grad=True)
+    grad = torch.ones(10, 9)
+    grad[9, 8] = math.inf
+    with gradviz.watch({}, tmp_path / "r", every=1) as rec:
+        rec.tensor("d", x * 1.0).backward(torch.ones(4, 4))
+        rec.log()
+        rec.tensor("d", y * 1.0).backward(grad)
+        rec.log()
+    stream = Reader(tmp_path / "r").rank(0)
+    assert stream.image("d", 0)[1].shape == (4, 4)
+    step, image = stream.image("d", 1)
+    assert step == 1 and image.shape == (4, 3)
+    assert image[3, 2] == 4 and np.count_nonzero(image == 4) == 1  # Health.POS_INF kept

@@ -185,7 +185,8 @@ class Recorder:
         newly = bad.any() & (self._first_bad[0] < 0)
         current = torch.stack(
             [
-                torch.tensor(float(number), dtype=torch.float64, device=self.device),
+                # A fill on the device, not a host-to-device copy (which may synchronise).
+                torch.full((), float(number), dtype=torch.float64, device=self.device),
                 bad.to(torch.uint8).argmax().to(torch.float64),
                 sums[bad.to(torch.uint8).argmax()] if len(sums) else sums.new_zeros(()),
             ]

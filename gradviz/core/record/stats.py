@@ -70,10 +70,12 @@ def gradient_rows(
         else:
             rows[t, 0] = rows[t, 1] = rows[t, 4] = 0.0
         bins.append(histogram_bins(g) + t * L.BINS)
-    counts = torch.bincount(
-        torch.cat(bins) if bins else torch.zeros(0, dtype=torch.int64, device=device),
-        minlength=len(grads) * L.BINS,
-    ).reshape(len(grads), L.BINS)
+    # index_add_ rather than bincount: CUDA's bincount reads the largest index (a sync).
+    counts = torch.zeros(len(grads) * L.BINS, dtype=torch.int64, device=device)
+    if bins:
+        index = torch.cat(bins)
+        counts.index_add_(0, index, torch.ones_like(index))
+    counts = counts.reshape(len(grads), L.BINS)
     rows[:, len(L.STAT_COLUMNS) :] = counts  # a missing gradient: an empty histogram
     return rows
 

@@ -170,8 +170,9 @@ class RankWriter:
             self.meta["images"][name] = info
         data, index = self._images[name]
         canvas = np.full(data.shape[1:], data.fill_value, dtype=data.dtype)
-        rows, cols = min(image.shape[0], canvas.shape[0]), min(image.shape[1], canvas.shape[1])
-        canvas[:rows, :cols] = image[:rows, :cols]
+        image = fit_into(image, canvas.shape)
+        rows, cols = image.shape
+        canvas[:rows, :cols] = image
         i = info["count"]
         self._grow(data, i)
         self._grow(index, i)
@@ -179,6 +180,23 @@ class RankWriter:
         index[i] = np.array([step, rows, cols], dtype=np.int64)
         self.bytes_written += canvas.nbytes + 24
         info["count"] = i + 1
+
+
+def fit_into(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """``image`` (R, C) block-reduced until it fits ``shape``: the largest value of a block
+    for uint8 codes (the most alarming Health code), the mean for floats (NaN stays NaN).
+    Edge blocks are completed by repeating the last row and column."""
+    ky, kx = (math.ceil(n / m) for n, m in zip(image.shape, shape))
+    if ky == 1 and kx == 1:
+        return image
+    rows, cols = image.shape
+    pad = ((0, -rows % ky), (0, -cols % kx))
+    blocks = np.pad(image, pad, mode="edge")
+    blocks = blocks.reshape(blocks.shape[0] // ky, ky, blocks.shape[1] // kx, kx)
+    if image.dtype == np.uint8:
+        return blocks.max(axis=(1, 3))
+    with np.errstate(invalid="ignore"):
+        return blocks.mean(axis=(1, 3)).astype(image.dtype)
 
 
 class BackgroundWriter:
