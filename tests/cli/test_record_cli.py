@@ -55,3 +55,14 @@ def test_inspect_of_a_directory_that_is_not_a_recording_is_one_sentence(tmp_path
     assert main(["inspect", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "is not a gradviz recording" in err and err.count("\n") == 1
+
+
+def test_large_fit_matrices_are_recorded_downsampled_keeping_the_nan_diagonal(tmp_path, capsys):
+    run = tmp_path / "RUN"
+    args = ["fit", "--method", "naive", "--n", "600", "--steps", "2", "--record", str(run)]
+    assert main(args) == 0
+    stream = Reader(run).rank(0)
+    _, health = stream.image("entry_health", 0)
+    _, distances = stream.image("distances", 0)
+    assert health.shape == distances.shape == (300, 300)
+    assert np.all(np.diagonal(health) == Health.NAN)

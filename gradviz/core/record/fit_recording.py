@@ -13,11 +13,10 @@ import os
 from dataclasses import asdict
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from gradviz.core.record import stats
 from gradviz.core.record.recorder import DEFAULT_BUDGET_BYTES, Recorder
+from gradviz.core.record.writer import fit_into
 
 #: At most this many recorded steps carry matrices.
 MAX_SNAPSHOTS = 200
@@ -50,9 +49,9 @@ class FitRecording:
             self.recorder.add_images(
                 step,
                 {
-                    "distances": _block_mean(snap.distances),
-                    "error": _block_mean(snap.error),
-                    "entry_health": _block_max(snap.entry_health),
+                    "distances": _small(snap.distances),
+                    "error": _small(snap.error),
+                    "entry_health": _small(snap.entry_health),
                 },
             )
 
@@ -60,23 +59,6 @@ class FitRecording:
         self.recorder.close()
 
 
-def _factors(shape: tuple[int, int]) -> tuple[int, int]:
-    return tuple(math.ceil(n / stats.MAX_IMAGE_SIDE) for n in shape)
-
-
-def _block_mean(matrix: np.ndarray) -> np.ndarray:
-    """(N, N) float32 -> at most MAX_IMAGE_SIDE a side, block means (NaN/Inf kept visible)."""
-    k = _factors(matrix.shape)
-    if k == (1, 1):
-        return np.asarray(matrix, dtype=np.float32)
-    t = torch.from_numpy(np.asarray(matrix, dtype=np.float32))[None, None]
-    return F.avg_pool2d(t, k, ceil_mode=True)[0, 0].numpy()
-
-
-def _block_max(codes: np.ndarray) -> np.ndarray:
-    """(N, N) uint8 Health codes -> at most MAX_IMAGE_SIDE a side, the most alarming code."""
-    k = _factors(codes.shape)
-    if k == (1, 1):
-        return np.asarray(codes, dtype=np.uint8)
-    t = torch.from_numpy(np.asarray(codes, dtype=np.float32))[None, None]
-    return F.max_pool2d(t, k, ceil_mode=True)[0, 0].numpy().astype(np.uint8)
+def _small(matrix: np.ndarray) -> np.ndarray:
+    """At most MAX_IMAGE_SIDE a side (block means; block maxima of Health codes)."""
+    return fit_into(np.asarray(matrix), (stats.MAX_IMAGE_SIDE, stats.MAX_IMAGE_SIDE))
