@@ -89,14 +89,19 @@ def test_a_reader_in_another_process_follows_a_growing_recording(tmp_path):
     assert reader.rank(0).complete and list(reader.rank(0).losses()) == list(range(12))
 
 
-DDP_RANK = textwrap.dedent(
+DISTRIBUTED_RANK = textwrap.dedent(
     """
     import sys, torch, torch.distributed as dist, gradviz
     from torch import nn
-    rank, init, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    rank, init, path, wrap = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    if wrap == "ddp":
+        model = nn.parallel.DistributedDataParallel(model)
+    else:
+        from torch.distributed.fsdp import fully_shard
+        fully_shard(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(8, 4) + rank
     with gradviz.watch(model, path, every=1) as rec:
@@ -111,23 +116,41 @@ DDP_RANK = textwrap.dedent(
 )
 
 
-def test_a_two_process_gloo_ddp_run_records_both_ranks(tmp_path):
-    path, init = tmp_path / "ddp", f"file://{tmp_path / 'init'}"
+def record_two_ranks(tmp_path, wrap: str) -> Reader:
+    path, init = tmp_path / wrap, f"file://{tmp_path / 'init'}"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     ranks = [
-        subprocess.Popen([sys.executable, "-c", DDP_RANK, str(r), init, str(path)], env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", DISTRIBUTED_RANK, str(r), init, str(path), wrap], env=env
+        )
         for r in (0, 1)
     ]
     assert [p.wait(TIMEOUT_S) for p in ranks] == [0, 0]
-    reader = Reader(path)
+    return Reader(path)
+
+
+def test_a_two_process_gloo_ddp_run_records_both_ranks(tmp_path):
+    reader = record_two_ranks(tmp_path, "ddp")
     summary = reader.describe()
     assert summary["ranks"] == [0, 1] and summary["complete"] and summary["steps"] == 3
-    assert summary["tensors"] == ["module.weight", "module.bias"]
+    assert summary["tensors"] == [
+        "module.0.weight",
+        "module.0.bias",
+        "module.1.weight",
+        "module.1.bias",
+    ]
     r0, r1 = reader.rank(0), reader.rank(1)
     assert r0.meta["world_size"] == r1.meta["world_size"] == 2
     # DDP averages gradients across ranks: both streams saw the same gradients, but each
     # rank its own loss (its own data).
-    np.testing.assert_allclose(
-        r0.tensor("module.weight").grad_norm, r1.tensor("module.weight").grad_norm
-    )
+    weight = "module.0.weight"
+    np.testing.assert_allclose(r0.tensor(weight).grad_norm, r1.tensor(weight).grad_norm)
     assert not np.allclose(r0.losses(), r1.losses())
+
+
+def test_a_two_process_fsdp_run_records_each_ranks_shard(tmp_path):
+    reader = record_two_ranks(tmp_path, "fsdp")
+    assert reader.ranks == [0, 1] and reader.describe()["complete"]
+    # Each rank records its own shard of the (8, 4) weight: together every entry, once.
+    entries = [reader.rank(r).tensor("0.weight").counts[0].sum() for r in (0, 1)]
+    assert entries == [16, 16]

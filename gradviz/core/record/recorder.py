@@ -275,14 +275,14 @@ class Recorder:
 
     def _gradient(self, name: str) -> torch.Tensor | None:
         if name in self._captured:
-            return self._captured[name]
+            return _local(self._captured[name])
         t = self._named[name]
-        return t.grad if t.is_leaf else None
+        return _local(t.grad) if t.is_leaf else None
 
     def _parameter(self, name: str) -> torch.Tensor | None:
         """The tensor's value where it is a leaf the optimizer updates, else None."""
         t = self._named.get(name)
-        return t if t is not None and t.is_leaf and name not in self._images else None
+        return _local(t) if t is not None and t.is_leaf and name not in self._images else None
 
     def _capture_hook(self, name: str):
         def hook(grad: torch.Tensor) -> None:
@@ -344,6 +344,12 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _local(t: torch.Tensor | None) -> torch.Tensor | None:
+    """This rank's shard of a sharded tensor (FSDP's DTensor parameters), else ``t``."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if to_local is not None else t
 
 
 def _distributed_rank() -> tuple[int, int]:

@@ -24,6 +24,7 @@ import math
 import os
 import queue
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +60,7 @@ class RankWriter:
                 "a recording directory."
             )
         try:
-            root = zarr.open_group(self.path, mode="a")
+            root = _open_root(self.path)
             if f"{L.RANK_PREFIX}{rank}" in root:
                 raise GradvizError(
                     f"{str(self.path)!r} already holds a recording of rank {rank}; "
@@ -180,6 +181,23 @@ class RankWriter:
         index[i] = np.array([step, rows, cols], dtype=np.int64)
         self.bytes_written += canvas.nbytes + 24
         info["count"] = i + 1
+
+
+def _open_root(path: Path, attempts: int = 20) -> zarr.Group:
+    """The recording's root group, created if missing. Ranks starting together race to
+    create it (zarr creates it exclusively, so the loser fails): open it again then."""
+    for attempt in range(attempts):
+        try:
+            return zarr.open_group(path, mode="a")
+        except OSError as exc:
+            if not isinstance(exc, FileExistsError) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05)
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
 
 
 def fit_into(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
