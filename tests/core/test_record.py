@@ -15,6 +15,7 @@ import gradviz
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
+from gradviz.core.record.recorder import DEFAULT_EVERY
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "resources" / "examples"
 
@@ -52,7 +53,7 @@ def test_the_same_loop_with_pairwise_distances_trains_finite_and_decreasing(tmp_
     assert reader.first_nonfinite() is None
     stream = reader.rank(0)
     # Recorded every DEFAULT_EVERY steps; the recorded losses are the loop's own.
-    assert list(stream.step_numbers()) == list(range(0, 60, 50))
+    assert list(stream.step_numbers()) == list(range(0, 60, DEFAULT_EVERY))
     np.testing.assert_allclose(stream.losses(), [losses[s] for s in stream.step_numbers()])
 
 

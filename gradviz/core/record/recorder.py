@@ -24,7 +24,7 @@ from gradviz.core.record import stats
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
-DEFAULT_EVERY = 50
+DEFAULT_EVERY = 100
 DEFAULT_BUDGET_BYTES = 1 << 30
 
 
@@ -176,23 +176,31 @@ class Recorder:
         return bad_now or self._count % self.interval == 0
 
     def _check_finite(self, grads: list, number: int) -> bool:
-        """Update the device's record of the first non-finite step; on the CPU (where a read
-        costs nothing) return whether this step's gradients are non-finite."""
+        """Keep the record of the first non-finite step up to date; on the CPU (where a read
+        costs nothing) return whether this step's gradients are non-finite, elsewhere
+        False (the record then stays on the device until the next recorded step)."""
         if not grads:
             return False
         sums = stats.finiteness_sums(grads, self.device)
+        if self.device.type == "cpu":
+            bad = not math.isfinite(float(sums.sum()))
+            if bad and self._first_bad[0] < 0:
+                t = int((~torch.isfinite(sums)).to(torch.uint8).argmax())
+                self._first_bad = torch.tensor([float(number), float(t), float(sums[t])])
+            return bad
         bad = ~torch.isfinite(sums)
-        newly = bad.any() & (self._first_bad[0] < 0)
+        first = bad.to(torch.uint8).argmax()
         current = torch.stack(
             [
                 # A fill on the device, not a host-to-device copy (which may synchronise).
                 torch.full((), float(number), dtype=torch.float64, device=self.device),
-                bad.to(torch.uint8).argmax().to(torch.float64),
-                sums[bad.to(torch.uint8).argmax()] if len(sums) else sums.new_zeros(()),
+                first.to(torch.float64),
+                sums[first],
             ]
         )
+        newly = bad.any() & (self._first_bad[0] < 0)
         self._first_bad = torch.where(newly, current, self._first_bad)
-        return self.device.type == "cpu" and bool(bad.any())
+        return False
 
     def _gather(self, number: int, loss, names: list[str], grads: list) -> _Pending:
         if not self._frozen:

@@ -19,12 +19,13 @@ MAX_IMAGE_SIDE = 512
 
 
 def histogram_bins(values: torch.Tensor) -> torch.Tensor:
-    """Bin index (int64, flat) of each entry of ``values`` in the layout's fixed bins.
+    """Bin index (int32, flat) of each entry of ``values`` in the layout's fixed bins.
 
     With k = floor(log10|g|) - LOWEST_DECADE + 1 (1 .. DECADES for finite non-zero values,
-    DECADES + 1 for an infinity), the bin is ZERO_BIN + sign(g) * k: zero lands on ZERO_BIN,
-    NaN on NAN_BIN, the infinities one past the outermost finite bins (NEG_INF_BIN,
-    POS_INF_BIN). A handful of in-place passes, no boolean selection (slow on the CPU).
+    DECADES + 1 for an infinity, 0 for zero, whose log10 is -Inf), the bin is
+    ZERO_BIN + k with the sign of g: zero lands on ZERO_BIN, NaN on NAN_BIN, the
+    infinities one past the outermost finite bins (NEG_INF_BIN, POS_INF_BIN). A handful of
+    in-place passes, no boolean selection (slow on the CPU).
     """
     flat = values.detach().reshape(-1)
     if flat.dtype != torch.float64:
@@ -33,11 +34,12 @@ def histogram_bins(values: torch.Tensor) -> torch.Tensor:
     else:
         decade = torch.log10(flat.abs().clamp_max_(10.0 ** (L.HIGHEST_DECADE - 1)))
         decade += torch.isinf(flat)  # float64 can exceed 1e39 and stay finite
-    decade.floor_().clamp_(L.LOWEST_DECADE, L.HIGHEST_DECADE)
+    # Subnormal float32 reaches 1e-45 (k = 1): only an exact zero falls below, to k = 0.
+    decade.floor_().clamp_(L.LOWEST_DECADE - 1, L.HIGHEST_DECADE)
     decade -= L.LOWEST_DECADE - 1
-    decade *= torch.sign(flat)
+    decade.copysign_(flat)
     decade += L.ZERO_BIN
-    return decade.nan_to_num_(float(L.NAN_BIN)).to(torch.int64)
+    return decade.nan_to_num_(float(L.NAN_BIN)).to(torch.int32)
 
 
 def gradient_rows(
@@ -54,7 +56,7 @@ def gradient_rows(
     there is none (the histogram's NaN and Inf counts say which).
     """
     rows = torch.full((len(grads), L.ROW_WIDTH), math.nan, dtype=torch.float64, device=device)
-    bins = []
+    rows[:, len(L.STAT_COLUMNS) :] = 0  # a missing gradient: an empty histogram
     for t, (g, p) in enumerate(zip(grads, params)):
         if p is not None:
             rows[t, 2] = _norm(p.detach().to(device))
@@ -69,15 +71,17 @@ def gradient_rows(
             rows[t, 4] = clean.ne(g).view(torch.uint8).argmax()  # the first maximum
         else:
             rows[t, 0] = rows[t, 1] = rows[t, 4] = 0.0
-        bins.append(histogram_bins(g) + t * L.BINS)
-    # index_add_ rather than bincount: CUDA's bincount reads the largest index (a sync).
-    counts = torch.zeros(len(grads) * L.BINS, dtype=torch.int64, device=device)
-    if bins:
-        index = torch.cat(bins)
-        counts.index_add_(0, index, torch.ones_like(index))
-    counts = counts.reshape(len(grads), L.BINS)
-    rows[:, len(L.STAT_COLUMNS) :] = counts  # a missing gradient: an empty histogram
+        rows[t, len(L.STAT_COLUMNS) :] = _count(histogram_bins(g))
     return rows
+
+
+def _count(bins: torch.Tensor) -> torch.Tensor:
+    """(BINS,) counts of bin indices. bincount on the CPU (one pass); elsewhere index_add_,
+    because CUDA's bincount reads the largest index back to the host (a sync)."""
+    if bins.device.type == "cpu":
+        return torch.bincount(bins, minlength=L.BINS)
+    counts = torch.zeros(L.BINS, dtype=torch.int64, device=bins.device)
+    return counts.index_add_(0, bins.long(), torch.ones_like(bins, dtype=torch.int64))
 
 
 def _norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
