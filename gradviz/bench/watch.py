@@ -104,11 +104,16 @@ def cases_for(every: int) -> dict[str, int]:
     return cases
 
 
+#: Steps per repeat of a case that records every step (the cost of each step is alike).
+EVERY_STEP_CALLS = 20
+
+
 def time_cases(
     steps: dict[str, Callable[[], None]], calls: int, repeats: int
 ) -> tuple[dict[str, Timing], dict[str, Timing]]:
     """(CPU, wall) seconds per step of each case: ``repeats`` interleaved rounds of ``calls``
-    steps (one whole recording interval) after 5 warm-up steps, on one torch thread.
+    steps (one whole recording interval; EVERY_STEP_CALLS for the cases named "K=1") after
+    5 warm-up steps, on one torch thread.
 
     CPU time is this process's, all threads together (the recorder's background writer
     included), so it charges gradviz its whole cost while other processes' load, which
@@ -122,11 +127,12 @@ def time_cases(
                 step()
         for _ in range(repeats):
             for name, step in steps.items():
+                n = EVERY_STEP_CALLS if name.endswith("K=1") else calls
                 c0, w0 = time.process_time(), time.perf_counter()
-                for _ in range(calls):
+                for _ in range(n):
                     step()
-                cpu[name].append((time.process_time() - c0) / calls)
-                wall[name].append((time.perf_counter() - w0) / calls)
+                cpu[name].append((time.process_time() - c0) / n)
+                wall[name].append((time.perf_counter() - w0) / n)
     return (
         {n: Timing(n, calls, tuple(v)) for n, v in cpu.items()},
         {n: Timing(n, calls, tuple(v)) for n, v in wall.items()},
@@ -161,7 +167,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     emit(
         f"watch: training-step time with gradviz.watch (default K = {every}) and peers, "
         f"ratio to the bare step, one torch thread, {repeats} interleaved repeat(s) of "
-        f"{every} steps"
+        f"{every} steps ({EVERY_STEP_CALLS} for K=1)"
     )
     if not tensorboard_available():
         emit("  (tensorboard not installed: peer skipped)")
