@@ -154,3 +154,16 @@ def test_a_two_process_fsdp_run_records_each_ranks_shard(tmp_path):
     # Each rank records its own shard of the (8, 4) weight: together every entry, once.
     entries = [reader.rank(r).tensor("0.weight").counts[0].sum() for r in (0, 1)]
     assert entries == [16, 16]
+
+
+def test_a_script_that_never_closes_its_recorder_still_writes_every_step(tmp_path):
+    script = WRITER.replace("rec.close()", "")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "run"), "7", "0"],
+        env=env,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0
+    stream = Reader(tmp_path / "run").rank(0)
+    assert stream.steps == 7 and stream.complete

@@ -10,8 +10,11 @@ synchronisation): the first non-finite step is still named exactly, with its ten
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
+import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,6 +96,11 @@ class Recorder:
             else None
         )
         self.closed = False
+        # A script that ends without close() still gets its queued steps written. zarr's
+        # file writes go through a thread pool that stops at the threading module's exit
+        # hooks, which run before atexit's: close from one of those, registered after it.
+        register = getattr(threading, "_register_atexit", atexit.register)
+        register(_close_at_exit, weakref.ref(self))
 
     # ---- the user's calls --------------------------------------------------------------------
     def log(self, loss: torch.Tensor | float | None = None, step: int | None = None) -> None:
@@ -352,6 +360,12 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _close_at_exit(recorder: weakref.ref) -> None:
+    alive = recorder()
+    if alive is not None and not alive.closed:
+        alive.close()
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:
