@@ -29,6 +29,9 @@ from gradviz.core.record.writer import BackgroundWriter, RankWriter
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
 DEFAULT_EVERY = 100
 DEFAULT_BUDGET_BYTES = 1 << 30
+#: A recorded step copies the watched parameters to measure the update the optimizer makes;
+#: above this size (a large model) it does not, and the update size is left unknown (NaN).
+UPDATE_COPY_LIMIT_BYTES = 1 << 29
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Recorder:
         self._first_bad = torch.tensor([-1.0, -1.0, 0.0], dtype=torch.float64, device=self.device)
         rank, world = _distributed_rank()
         self._writer_args = dict(source=source, rank=rank, world_size=world, meta=meta)
-        self._writer: RankWriter | None = None
+        self._writer: BackgroundWriter | None = None
         self.path = path
         self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
         self._optimizer_hook = (
@@ -227,6 +230,8 @@ class Recorder:
             jac = per_input_jacobians(self._module, self._probe).detach()
             images["probe_jacobians"] = jac.reshape(len(jac), -1)[:512, :512].float()
         before = [None if p is None else p.detach().clone() for p in params]
+        if sum(b.nbytes for b in before if b is not None) > UPDATE_COPY_LIMIT_BYTES:
+            before = [None] * len(params)  # too big to copy: the update size stays unknown
         first_bad = self._first_bad.clone()
         return _Pending(number, _as_loss(loss, self.device), rows, images, before, first_bad)
 
@@ -240,8 +245,10 @@ class Recorder:
         for t, (name, before) in enumerate(zip(names, pending.before)):
             now = self._parameter(name)
             if before is not None and now is not None and now.shape == before.shape:
-                rows[t, 3] = torch.linalg.vector_norm(now.detach() - before, dtype=torch.float64)
-        loss = pending.loss if pending.loss is not None else rows.new_tensor(math.nan)
+                rows[t, 3] = stats.vector_norm(now.detach() - before)
+        loss = pending.loss
+        if loss is None:  # a fill on the device, not a copy from the host
+            loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
         parts = [rows.reshape(-1), loss.reshape(1).to(rows), pending.first_bad.to(rows)]
         parts += [image.reshape(-1).to(rows) for image in pending.images.values()]
         host = torch.cat(parts).cpu().numpy()  # the one synchronisation of a recorded step

@@ -59,14 +59,14 @@ def gradient_rows(
     rows[:, len(L.STAT_COLUMNS) :] = 0  # a missing gradient: an empty histogram
     for t, (g, p) in enumerate(zip(grads, params)):
         if p is not None:
-            rows[t, 2] = _norm(p.detach().to(device))
+            rows[t, 2] = vector_norm(p.detach().to(device))
         if g is None:
             continue
         g = g.detach().to(device).reshape(-1)
         if g.numel():
             clean = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
-            rows[t, 0] = _norm(clean)
-            rows[t, 1] = _norm(clean, math.inf)
+            rows[t, 0] = vector_norm(clean)
+            rows[t, 1] = vector_norm(clean, math.inf)
             # NaN != 0 and Inf != 0: the entries nan_to_num changed are the bad ones.
             rows[t, 4] = clean.ne(g).view(torch.uint8).argmax()  # the first maximum
         else:
@@ -84,7 +84,7 @@ def _count(bins: torch.Tensor) -> torch.Tensor:
     return counts.index_add_(0, bins.long(), torch.ones_like(bins, dtype=torch.int64))
 
 
-def _norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
+def vector_norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
     """The vector norm in the values' own dtype (no float64 copy of a whole tensor)."""
     return torch.linalg.vector_norm(values, ord=order).to(torch.float64)
 
