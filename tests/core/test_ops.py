@@ -114,7 +114,8 @@ def test_import_gradviz_loads_neither_torch_nor_qt_until_an_operation_is_used():
     script = (
         "import sys, gradviz\n"
         "assert 'torch' not in sys.modules, 'torch imported by import gradviz'\n"
-        "gradviz.pairwise_distances\n"
+        "gradviz.pairwise_distances, gradviz.watch, gradviz.Reader\n"
+        "import gradviz.core.record.fit_recording\n"
         "assert 'torch' in sys.modules\n"
         "bad = [m for m in ('PySide6', 'pyqtgraph', 'superqt') if m in sys.modules]\n"
         "assert not bad, bad\n"
