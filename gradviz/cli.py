@@ -51,6 +51,11 @@ def _add_fit(sub) -> None:
     p = sub.add_parser("fit", help="run the distance-matrix fit headless")
     add_arguments(p, FitConfig)  # one option per run setting, described in core.config
     p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
+    p.add_argument(
+        "--record",
+        metavar="RUN",
+        help="record gradient statistics and matrix snapshots into a new recording directory",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 
@@ -99,7 +104,9 @@ def _add_jacobian(sub) -> None:
 
 
 def _add_inspect(sub) -> None:
-    p = sub.add_parser("inspect", help="describe a saved model file without running it")
+    p = sub.add_parser(
+        "inspect", help="describe a saved model file without running it, or a recording"
+    )
     p.add_argument("path", metavar="PATH")
     p.add_argument(
         "--trust",
@@ -138,7 +145,9 @@ def _add_model_choices(p) -> None:
 
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure speed (ratios against named baselines)")
-    p.add_argument("--suite", default="all", choices=["all", "distances", "jacobians", "gui"])
+    p.add_argument(
+        "--suite", default="all", choices=["all", "distances", "jacobians", "gui", "watch"]
+    )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     p.add_argument("--json", action="store_true", help="print results as JSON")

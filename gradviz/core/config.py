@@ -23,6 +23,8 @@ DISTANCE_METHODS: dict[str, str] = {
     "clamp": "Gram formula, sqrt(max(sq, eps)): finite, but blocks gradients of close pairs.",
     "safe": "Exact pairwise differences with a custom backward: never NaN (recommended).",
     "cdist": "torch.cdist as users call it: Gram formula for large N, inexact for close pairs.",
+    "detach": "Gram formula and sqrt, diagonal of d detached after sqrt: still NaN (0 x Inf in "
+    "sqrt's backward); the gradient must be stopped before sqrt.",
 }
 
 #: Point-set generators.
