@@ -71,7 +71,11 @@ def test_net_x_state_dict_gives_the_live_modules_jacobians(tmp_path):
     net = make_net_x()
     path = tmp_path / "net_x.pt"
     torch.save(net.state_dict(), path)
-    loaded = load_model(path)
+    # fc1, fc2, out: a class's own names, so the order is the user's call, as for a pickle.
+    refused = inspect_model(path)
+    assert not refused.runnable and "'fc1' -> 'fc2' -> 'out'" in refused.not_runnable_reason
+    assert "--assume-sequential" in refused.not_runnable_reason
+    loaded = load_model(path, assume_sequential=True)
     assert loaded.info.format == "state_dict" and not loaded.info.needs_trust
     assert loaded.spec is not None and str(loaded.spec) == "2-20-20-4"
     assert any("'identity'" in s for s in loaded.info.assumptions)
@@ -242,7 +246,7 @@ def test_checkpoint_with_nested_state_dict_loads_its_weights(tmp_path, key):
     net = make_net_x()
     path = tmp_path / "checkpoint.pt"
     torch.save({"epoch": 3, "optimizer": {"lr": 0.1}, key: net.state_dict()}, path)
-    loaded = load_model(path)
+    loaded = load_model(path, assume_sequential=True)
     assert any(repr(key) in s for s in loaded.info.assumptions)
     assert_same_function(loaded.module, net, inputs())
 
@@ -313,7 +317,8 @@ def test_nan_weights_load_and_are_flagged(tmp_path):
         net.out.bias[0] = float("inf")
     path = tmp_path / "nan.pt"
     torch.save(net.state_dict(), path)
-    loaded = load_model(path)
+    assert inspect_model(path).nonfinite_weights == ("fc2.weight", "out.bias")  # also refused
+    loaded = load_model(path, assume_sequential=True)
     assert loaded.info.nonfinite_weights == ("fc2.weight", "out.bias")
     assert loaded.module(inputs()).isnan().any()
 

@@ -128,6 +128,10 @@ def test_custom_and_residual_modules_are_refused_then_exact_with_their_class(
 
     weights = tmp_path / "weights.pt"
     torch.save(net.state_dict(), weights)
+    # Weights alone do not say how the class runs its layers: refused, never a wrong answer.
+    code, out, err = run(capsys, "jacobian", "--model", weights, "--batch", "3")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--assume-sequential" in err and "--model-class" in err
     klass = f"{path}:{name}"
     code, _, err = run(
         capsys, "jacobian", "--model", weights, "--batch", "3", "--model-class", klass

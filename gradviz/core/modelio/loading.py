@@ -233,7 +233,7 @@ def _read(
         program_format = fmt.TORCHSCRIPT if kind == sniff.TORCHSCRIPT else fmt.EXPORTED_PROGRAM
         return programs.open_program(data, replace(base, format=program_format), trust=trust)
     if kind == sniff.SAFETENSORS:
-        return readers.open_safetensors(data, base, activation)
+        return readers.open_safetensors(data, base, activation, assume_sequential=assume)
     return readers.open_torch_file(
         data, base, activation, zip_format=kind == sniff.TORCH_ZIP, assume_sequential=assume
     )

@@ -102,6 +102,7 @@ def _open_object(
             activation,
             natural_order=False,
             notes=notes,
+            assume_sequential=assume,
         )
     if nested_in is None and isinstance(obj, Mapping):
         for key in CHECKPOINT_KEYS:
@@ -159,8 +160,14 @@ def open_tensors(
     *,
     natural_order: bool,
     notes: list[str],
+    assume_sequential: bool = False,
 ) -> Opened:
-    """Named tensors (a state_dict or safetensors file): a Linear chain where they are one."""
+    """Named tensors (a state_dict or safetensors file): a Linear chain where they are one.
+
+    Weights named as an ``nn.Sequential`` names them (``0``, ``2``, ``net.4``: one index under
+    a common prefix) run as that chain. Other names (``fc1``, ``blocks.0.fc``) come from a
+    class of its own whose forward (a skip connection, a shared layer) is not in the file, so
+    they run only with ``assume_sequential``: never a silently wrong answer."""
     check_dense(tensors, base.path)
     info = replace(
         base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
@@ -169,8 +176,15 @@ def open_tensors(
         linears = linear_items(tensors, natural_order=natural_order)
     except (NotAChain, GradvizError) as exc:  # not a chain, or a broken one: say which
         return Opened(replace(info, runnable=False, not_runnable_reason=bounded(str(exc))))
+    prefixes = [item.name for item in linears]
+    if len(linears) > 1 and not assume_sequential and not _sequential_names(prefixes):
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=bounded(_names_refusal(prefixes)))
+        )
     notes = list(notes)
     if len(linears) > 1:
+        if not _sequential_names(prefixes):
+            notes.append(ORDER_ASSUMED)
         notes.append(
             "The layer order was taken from the tensor names (safetensors does not keep the "
             "saved order)."
@@ -184,7 +198,9 @@ def open_tensors(
     return _chain_opened(with_activation(linears, act), info, notes)
 
 
-def open_safetensors(data: bytes, base: ModelInfo, activation: str | None) -> Opened:
+def open_safetensors(
+    data: bytes, base: ModelInfo, activation: str | None, *, assume_sequential: bool = False
+) -> Opened:
     """safetensors: gradviz's model file when it carries ``gradviz.spec``, else named
     tensors rebuilt as a chain where they are one."""
     _, metadata = read_header(data, base.path)
@@ -198,7 +214,12 @@ def open_safetensors(data: bytes, base: ModelInfo, activation: str | None) -> Op
     except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
         raise GradvizError(f"{base.path} is not a valid safetensors file ({exc}).") from None
     return open_tensors(
-        tensors, replace(base, format=fmt.SAFETENSORS), activation, natural_order=True, notes=[]
+        tensors,
+        replace(base, format=fmt.SAFETENSORS),
+        activation,
+        natural_order=True,
+        notes=[],
+        assume_sequential=assume_sequential,
     )
 
 
@@ -249,6 +270,25 @@ def _order_refusal(tree: Any) -> str:
         f"so gradviz would have to assume its layers run in the order "
         f"{' -> '.join(tree.order)}; run it so with --assume-sequential, give its class with "
         "--model-class (and --trust), or save it as TorchScript or .pt2."
+    )
+
+
+def _sequential_names(prefixes: list[str]) -> bool:
+    """True when the layers are named as one nn.Sequential names its children: a single
+    integer index each, under one common prefix (``0``, ``2`` or ``net.0``, ``net.2``)."""
+    parts = [p.split(".") for p in prefixes]
+    if len({len(p) for p in parts}) != 1 or len({tuple(p[:-1]) for p in parts}) != 1:
+        return False
+    return all(p[-1].isdigit() for p in parts)
+
+
+def _names_refusal(prefixes: list[str]) -> str:
+    order = " -> ".join(quoted(p) for p in prefixes)
+    return (
+        f"The layers are named as a class of its own names them ({order}), and the file "
+        "holds weights only, so gradviz would have to assume they run one after another in "
+        "this order; run it so with --assume-sequential, give the class with --model-class "
+        "(and --trust), or save the model as TorchScript or .pt2."
     )
 
 
