@@ -15,8 +15,8 @@ import torch
 
 from gradviz.core.decimate import block_counts
 
-#: Full-resolution entries reduced at a time (a band of rows): 16 MiB of float32 at most.
-_BAND_ENTRIES = 1 << 22
+#: Full-resolution entries reduced at a time (a band of rows): 4 MiB of float32 at most.
+_BAND_ENTRIES = 1 << 20
 
 
 def display_block(n: int, max_display: int | None) -> int:

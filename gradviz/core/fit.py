@@ -46,7 +46,7 @@ class _Capture:
     own outputs and gradients (nothing moves them after the backward pass), not copies."""
 
     attempt: int  # index of the evaluation (the step index when taken during a step)
-    step: int  # completed steps when it was taken (the step of its Snapshot)
+    step: int  # the step of the Snapshot made from it (completed steps)
     loss: float
     coords: torch.Tensor  # (N, D)
     distances: torch.Tensor  # (N, N)
@@ -212,6 +212,7 @@ class DistanceFitRun:
         self._capture = None
         self.done = True
         traceback.clear_frames(exc.__traceback__)  # the failed step's tensors are freed now
+        memory.return_freed_memory()
         raise memory.out_of_memory(
             exc,
             self.config,
@@ -304,6 +305,7 @@ class DistanceFitRun:
         capture = self._capture
         if capture is None or capture.attempt != self._attempts - 1:
             capture = self._fresh_capture()
+        capture.step = self.completed_steps  # the Snapshot's step, for cell_values
         block = self.display_block
         target_d = self.target_distances_numpy()
         return Snapshot(

@@ -10,9 +10,9 @@ method    step   what is alive at the peak of a step
 ========  =====  ==========================================================================
 safe      5      target, distances, dL/dd, W = dL/dd / d, mse's difference, coincident mask
 cdist     5      target, distances, dL/dd, cdist's backward intermediates
-naive     7      target, Gram, squared, distances, dL/dd, dL/dsq, mse's difference
-clamp     8      naive's + the clamped squared distances and the clamp mask
-masked    11     naive's + gathered off-diagonal copies (values, gradients) and the mask
+naive     8      target, Gram, squared, distances, dL/dd, dL/dsq, mse's difference, a temporary
+clamp     9      naive's + the clamped squared distances and the clamp mask
+masked    12     naive's + gathered off-diagonal copies (values, gradients) and the mask
 ========  =====  ==========================================================================
 
 A run that takes Snapshots (the app) also holds, between steps, what the latest Snapshot
@@ -35,6 +35,8 @@ so tests and users can set a budget.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import re
 import resource
@@ -47,7 +49,7 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.networks import NetworkSpec
 
 #: (N, N) matrices in the run's dtype alive at the peak of one step, by method.
-STEP_MATRICES: dict[str, float] = {"safe": 5, "cdist": 5, "naive": 7, "clamp": 8, "masked": 11}
+STEP_MATRICES: dict[str, float] = {"safe": 5, "cdist": 5, "naive": 8, "clamp": 9, "masked": 12}
 
 #: Matrices in the run's dtype held between steps for the latest Snapshot: the target,
 #: distances, their gradient, and squared distances for the Gram methods (plus one byte an
@@ -173,6 +175,21 @@ def _address_space_available() -> int | None:
     except (OSError, StopIteration):
         return None
     return max(0, soft - mapped)
+
+
+def return_freed_memory() -> None:
+    """Hand memory the process has freed back to the system (glibc's ``malloc_trim``).
+
+    Freed matrices above 32 MB go back at once; smaller ones (masks, Health codes, display
+    copies) stay in the allocator's heap, so after a big run is released RSS would not
+    fall. Call it after dropping a run (a reset, a failure). A no-op without glibc.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 # ---- refusing and failing in words ----------------------------------------------------------
