@@ -80,3 +80,21 @@ def test_a_cell_outside_the_matrix_is_named():
     run.snapshot()
     with pytest.raises(GradvizError, match=r"Cell \(30, 0\) is outside the 30 x 30 matrix"):
         run.cell_values(30, 0)
+
+
+def test_the_pinned_first_nan_reads_at_full_resolution_on_request():
+    from gradviz.core.anomaly import pinned_run, replay_to_first_nonfinite
+
+    config = FitConfig(n=40, method="naive", steps=5, device="cpu")
+    pinned = replay_to_first_nonfinite(config, max_display=8)
+    full = replay_to_first_nonfinite(config)
+    assert pinned.snapshot.distances.shape == (8, 8) and pinned.step == full.step == 0
+    run = pinned_run(config, pinned)
+    run.snapshot()
+    for i, j in [(0, 0), (17, 17), (3, 30)]:
+        cell = run.cell_values(i, j)
+        np.testing.assert_equal(cell["entry_grads"], full.snapshot.entry_grads[i, j])
+        assert cell["entry_health"] == full.snapshot.entry_health[i, j]
+    assert (
+        cell["entry_health"] != Health.NAN and run.cell_values(5, 5)["entry_health"] == Health.NAN
+    )
