@@ -11,7 +11,8 @@ settings), each measured in a fresh child process (``os.wait4`` reports its peak
 
 Targets: app <= headless + 1 GB, and the estimate (``core.memory``) within a third of the
 headless peak. The run of N = 20000 needs about 8 GB and a few minutes; ``--quick`` measures
-N = 1000 and 2000 only.
+N = 1000 and 2000 only. A measurement whose estimate does not fit in the memory free now
+(less a margin for the rest of the machine) is skipped, and the table says why.
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 from gradviz.core import memory
 from gradviz.core.config import FitConfig
 from gradviz.core.decimate import MAX_DISPLAY
 
 TARGET_APP_OVER_HEADLESS = 1e9  # bytes
+#: Memory left to the rest of the machine: a measurement whose estimate needs more than
+#: what is available less this is skipped (and says so) rather than run into swap or OOM.
+MARGIN = 2e9
+#: The side of the app's Snapshot matrices: None (full resolution) until its views take
+#: display-sized Snapshots (then decimate.MAX_DISPLAY); used to skip app sizes that would
+#: not fit.
+APP_SNAPSHOT_SIDE: int | None = None
 SIZES = (5000, 10000, 20000)
 QUICK_SIZES = (1000, 2000)
 STEPS = 3
@@ -54,56 +64,87 @@ def _config(n: int) -> FitConfig:
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
-    """Measure peak RSS of each way of running at each size; returns the figures (bytes)."""
+    """Measure peak RSS of each way of running at each size; returns the figures (bytes,
+    None for a measurement skipped because its estimate does not fit here)."""
     del repeats  # one measurement each: a peak, not a time that drifts
     sizes = QUICK_SIZES if quick else SIZES
     baseline = peak_rss([sys.executable, "-m", "gradviz", "fit", "--n", "2", "--steps", "1"])
     emit("memory: peak RSS (GB), safe, float32, CPU; app target <= headless + 1 GB")
     emit(f"the process itself (gradviz fit at N = 2): {baseline / 1e9:.2f} GB; estimate = "
-         "core.memory's estimate of the run + that")  # fmt: skip
+         "core.memory's estimate of the headless run + that")  # fmt: skip
     emit(f"{'N':>6} {'headless':>9} {'snapshots':>10} {'app':>6} {'estimate':>9}  app-headless")
     results: dict = {"baseline": baseline}
     with tempfile.TemporaryDirectory(prefix="gradviz-bench-memory-") as folder:
         for n in sizes:
-            row = _measure(n, Path(folder))
-            row["estimate"] += baseline
+            row = _measure(n, Path(folder), baseline)
             results[str(n)] = row
-            over = row["app"] - row["headless"]
-            verdict = "ok" if over <= TARGET_APP_OVER_HEADLESS else "over target"
-            emit(
-                f"{n:>6} {row['headless'] / 1e9:>9.2f} {row['snapshots'] / 1e9:>10.2f} "
-                f"{row['app'] / 1e9:>6.2f} {row['estimate'] / 1e9:>9.2f}  "
-                f"{over / 1e9:+.2f} ({verdict}; app ran {row['app_seconds']:.0f} s)"
-            )
+            emit(f"{n:>6} " + " ".join(_gb(row[k], w) for k, w in _COLUMNS) + _verdict(row))
     return results
 
 
-def _measure(n: int, folder: Path) -> dict:
+_COLUMNS = (("headless", 9), ("snapshots", 10), ("app", 6), ("estimate", 9))
+
+
+def _gb(value: float | None, width: int) -> str:
+    return f"{'-' if value is None else f'{value / 1e9:.2f}':>{width}}"
+
+
+def _verdict(row: dict) -> str:
+    if row["app"] is None or row["headless"] is None:
+        return f"  ({row['skipped']})"
+    over = row["app"] - row["headless"]
+    verdict = "ok" if over <= TARGET_APP_OVER_HEADLESS else "over target"
+    return f"  {over / 1e9:+.2f} ({verdict}; the app ran {row['app_seconds']:.0f} s)"
+
+
+def _measure(n: int, folder: Path, baseline: int) -> dict:
+    """One size: each way of running that fits in the memory available now (with a margin
+    for the rest of the machine), in its own child process."""
     config = _config(n)
-    fit_args = ["fit", "--n", str(n), "--method", "safe", "--dtype", "float32"]
-    fit_args += ["--steps", str(STEPS), "--device", "cpu", "--lr", "1e-3"]
-    headless = peak_rss([sys.executable, "-m", "gradviz", *fit_args])
-    settings = json.dumps(config.to_dict())
-    snapshots = peak_rss([sys.executable, "-c", _SNAPSHOT_RUN, settings, str(MAX_DISPLAY)])
+    room = memory.available_bytes(torch.device("cpu")) - MARGIN - baseline
+    row: dict = {"estimate": memory.estimate(config).total + baseline, "app_seconds": None}
+    row["headless"] = row["snapshots"] = row["app"] = None
+    # The app takes full-resolution Snapshots until its views read display-sized ones.
+    needs = {
+        "headless": memory.estimate(config).total,
+        "snapshots": memory.estimate(config, snapshot_side=min(n, MAX_DISPLAY)).total,
+        "app": memory.estimate(config, snapshot_side=APP_SNAPSHOT_SIDE or n).total,
+    }
+    skipped = [k for k, need in needs.items() if need > room]
+    if skipped:
+        row["skipped"] = (
+            f"{', '.join(skipped)} skipped: needs about "
+            f"{memory.format_bytes(max(needs[k] for k in skipped))}, "
+            f"{memory.format_bytes(room)} free beyond a {memory.format_bytes(MARGIN)} margin"
+        )
+    if "headless" not in skipped:
+        fit_args = ["fit", "--n", str(n), "--method", "safe", "--dtype", "float32"]
+        fit_args += ["--steps", str(STEPS), "--device", "cpu", "--lr", "1e-3"]
+        row["headless"] = peak_rss([sys.executable, "-m", "gradviz", *fit_args])
+    if "snapshots" not in skipped:
+        settings = json.dumps(config.to_dict())
+        argv = [sys.executable, "-c", _SNAPSHOT_RUN, settings, str(MAX_DISPLAY)]
+        row["snapshots"] = peak_rss(argv)
+    if "app" not in skipped:
+        started = time.perf_counter()
+        row["app"] = _app_peak(config, folder)
+        row["app_seconds"] = time.perf_counter() - started
+    return row
+
+
+def _app_peak(config: FitConfig, folder: Path) -> int:
+    """Peak RSS of the app running ``config`` offscreen until a screenshot."""
+    n = config.n
     experiment = folder / f"n{n}.json"
     steps = 10**6  # the app keeps running until the screenshot
     experiment.write_text(json.dumps({"fit": config.with_changes(steps=steps).to_dict()}))
     # Long enough for a few steps at this size (about 5 s a step at N = 20000 here).
     run_for = max(3.0, 2.5e-8 * n * n * STEPS)
-    shot = folder / f"n{n}.png"
-    started = time.perf_counter()
-    app = peak_rss(
+    return peak_rss(
         [sys.executable, "-m", "gradviz", "gui", "--experiment", str(experiment),
-         "--screenshot", str(shot), "--run-for", f"{run_for:.0f}"],
+         "--screenshot", str(folder / f"n{n}.png"), "--run-for", f"{run_for:.0f}"],
         env={"QT_QPA_PLATFORM": "offscreen", "GRADVIZ_SETTINGS_SCOPE": "bench"},
     )  # fmt: skip
-    return {
-        "headless": headless,
-        "snapshots": snapshots,
-        "app": app,
-        "app_seconds": time.perf_counter() - started,
-        "estimate": memory.estimate(config).total,
-    }
 
 
 def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:

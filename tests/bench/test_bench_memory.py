@@ -17,6 +17,8 @@ def figures():
 @pytest.mark.parametrize("n", memory_bench.SIZES)
 def test_the_app_costs_at_most_a_gigabyte_more_than_the_headless_run(figures, n):
     row = figures[str(n)]
+    if row["app"] is None:
+        pytest.skip(row["skipped"])
     assert row["app"] <= row["headless"] + memory_bench.TARGET_APP_OVER_HEADLESS
 
 
@@ -24,6 +26,8 @@ def test_the_app_costs_at_most_a_gigabyte_more_than_the_headless_run(figures, n)
 @pytest.mark.parametrize("n", memory_bench.SIZES)
 def test_the_estimate_is_within_a_third_of_the_headless_peak(figures, n):
     row = figures[str(n)]
+    if row["headless"] is None:
+        pytest.skip(row["skipped"])
     assert row["headless"] / 1.35 <= row["estimate"] <= row["headless"] * 1.35
 
 
