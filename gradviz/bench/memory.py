@@ -94,7 +94,8 @@ def _verdict(row: dict) -> str:
         return f"  ({row['skipped']})"
     over = row["app"] - row["headless"]
     verdict = "ok" if over <= TARGET_APP_OVER_HEADLESS else "over target"
-    return f"  {over / 1e9:+.2f} ({verdict}; the app ran {row['app_seconds']:.0f} s)"
+    exit_note = f", then exited with {row['app_exit']}" if row["app_exit"] else ""
+    return f"  {over / 1e9:+.2f} ({verdict}; the app ran {row['app_seconds']:.0f} s{exit_note})"
 
 
 def _measure(n: int, folder: Path, baseline: int) -> dict:
@@ -102,7 +103,8 @@ def _measure(n: int, folder: Path, baseline: int) -> dict:
     for the rest of the machine), in its own child process."""
     config = _config(n)
     room = memory.available_bytes(torch.device("cpu")) - MARGIN - baseline
-    row: dict = {"estimate": memory.estimate(config).total + baseline, "app_seconds": None}
+    row: dict = {"estimate": memory.estimate(config).total + baseline}
+    row["app_seconds"] = row["app_exit"] = None
     row["headless"] = row["snapshots"] = row["app"] = None
     # The app takes full-resolution Snapshots until its views read display-sized ones.
     needs = {
@@ -127,29 +129,42 @@ def _measure(n: int, folder: Path, baseline: int) -> dict:
         row["snapshots"] = peak_rss(argv)
     if "app" not in skipped:
         started = time.perf_counter()
-        row["app"] = _app_peak(config, folder)
+        row["app"], row["app_exit"] = _app_peak(config, folder)
         row["app_seconds"] = time.perf_counter() - started
     return row
 
 
-def _app_peak(config: FitConfig, folder: Path) -> int:
-    """Peak RSS of the app running ``config`` offscreen until a screenshot."""
+def _app_peak(config: FitConfig, folder: Path) -> tuple[int, int]:
+    """Peak RSS of the app running ``config`` offscreen until a screenshot, and its exit
+    code. An app that saved its screenshot but then exited abnormally still ran the whole
+    time: its peak counts (the exit code is reported); one that saved nothing is an error."""
     n = config.n
     experiment = folder / f"n{n}.json"
     steps = 10**6  # the app keeps running until the screenshot
     experiment.write_text(json.dumps({"fit": config.with_changes(steps=steps).to_dict()}))
     # Long enough for a few steps at this size (about 5 s a step at N = 20000 here).
     run_for = max(3.0, 2.5e-8 * n * n * STEPS)
-    return peak_rss(
-        [sys.executable, "-m", "gradviz", "gui", "--experiment", str(experiment),
-         "--screenshot", str(folder / f"n{n}.png"), "--run-for", f"{run_for:.0f}"],
-        env={"QT_QPA_PLATFORM": "offscreen", "GRADVIZ_SETTINGS_SCOPE": "bench"},
-    )  # fmt: skip
+    shot = folder / f"n{n}.png"
+    argv = [sys.executable, "-m", "gradviz", "gui", "--experiment", str(experiment),
+            "--screenshot", str(shot), "--run-for", f"{run_for:.0f}"]  # fmt: skip
+    env = {"QT_QPA_PLATFORM": "offscreen", "GRADVIZ_SETTINGS_SCOPE": "bench"}
+    peak, code, tail = _run_child(argv, env)
+    if not shot.exists():
+        raise RuntimeError(f"the app saved no screenshot at N = {n} (exit {code}): {tail}")
+    return peak, code
 
 
 def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:
     """Run ``argv`` in the repository and return its peak resident set size in bytes; a
     child that fails raises RuntimeError with the end of its stderr."""
+    peak, code, tail = _run_child(argv, env)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} failed ({code}): {tail}")
+    return peak
+
+
+def _run_child(argv: list[str], env: dict[str, str] | None) -> tuple[int, int, str]:
+    """(peak RSS in bytes, exit code, end of stderr) of ``argv`` run in the repository."""
     environment = {**os.environ, **(env or {})}
     with tempfile.TemporaryFile() as err:
         child = subprocess.Popen(
@@ -157,8 +172,6 @@ def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:
         )
         _pid, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0:
-            err.seek(0)
-            tail = err.read().decode(errors="replace")[-2000:]
-            raise RuntimeError(f"{' '.join(argv[:4])} failed ({child.returncode}): {tail}")
-    return usage.ru_maxrss * 1024  # kilobytes on Linux
+        err.seek(0)
+        tail = err.read().decode(errors="replace")[-2000:]
+    return usage.ru_maxrss * 1024, child.returncode, tail  # ru_maxrss: kilobytes on Linux
