@@ -312,10 +312,12 @@ def out_of_memory(
 
 
 def format_bytes(count: float) -> str:
-    """``1.6 GB``, ``350 MB`` (decimal units, as system monitors show them)."""
+    """``1.6 GB``, ``350 MB``, ``12 kB`` (decimal units, as system monitors show them)."""
     if count >= _GB:
         return f"{count / _GB:.1f} GB"
-    return f"{max(count, 0) / 1e6:.0f} MB"
+    if count >= 1e6:
+        return f"{count / 1e6:.0f} MB"
+    return f"{max(count, 0) / 1e3:.0f} kB"
 
 
 def _where(device: torch.device) -> str:
