@@ -13,18 +13,17 @@ import math
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from gradviz.core import diagnostics, display, mds, memory
+from gradviz.core.capture import Capture
 from gradviz.core.config import FitConfig
 from gradviz.core.devices import resolve_device
 from gradviz.core.distances import DistanceResult, pairwise_distances
 from gradviz.core.errors import GradvizError
-from gradviz.core.health import Health
 from gradviz.core.jacobians import compute_jacobians
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
@@ -37,26 +36,6 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _INIT_STREAM, _FEATURE_STREAM = 1, 2  # the target uses the seed itself
 
 _EXACT = "donot_use_mm_for_euclid_dist"  # torch.cdist from differences, not the Gram formula
-
-
-@dataclass
-class _Capture:
-    """Device tensors of one evaluated forward/backward, kept for the next Snapshot and for
-    full-resolution readouts of it until the next step starts. The matrices are the graph's
-    own outputs and gradients (nothing moves them after the backward pass), not copies."""
-
-    attempt: int  # index of the evaluation (the step index when taken during a step)
-    step: int  # the step of the Snapshot made from it (completed steps)
-    loss: float
-    coords: torch.Tensor  # (N, D)
-    distances: torch.Tensor  # (N, N)
-    squared: torch.Tensor | None  # (N, N)
-    entry_grads: torch.Tensor  # (N, N)
-    entry_health: torch.Tensor  # (N, N) uint8
-    coord_grads: torch.Tensor  # (N, D)
-    coord_health: torch.Tensor  # (N, D) uint8
-    param_health: tuple[tuple[str, int], ...]
-    jacobians: torch.Tensor | None  # (N, D, F)
 
 
 class DistanceFitRun:
@@ -121,7 +100,7 @@ class DistanceFitRun:
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
         self._timed_steps = 0
-        self._capture: _Capture | None = None
+        self._capture: Capture | None = None
         self._reference_loss: float | None = None
         self._target_display: tuple[int, np.ndarray] | None = None  # (block, matrix)
 
@@ -316,14 +295,8 @@ class DistanceFitRun:
             reference_loss=self.reference_loss,
             coords=_f32(capture.coords),
             target_coords=self.target_points.astype(np.float32),
-            distances=display.reduce_mean(capture.distances, block),
             target_distances=target_d,
-            error=display.reduce_mean(capture.distances, block, minus=self.target_distances),
-            squared=None
-            if capture.squared is None
-            else display.reduce_mean(capture.squared, block),
-            entry_grads=display.reduce_mean(capture.entry_grads, block),
-            entry_health=display.reduce_max(capture.entry_health, block),
+            **capture.display_matrices(block, self.target_distances),
             coord_grads=_f32(capture.coord_grads),
             coord_health=_to_numpy(capture.coord_health),
             param_health=capture.param_health,
@@ -335,7 +308,6 @@ class DistanceFitRun:
             method=self.config.method,
             done=self.done,
             display_block=block,
-            entry_health_counts=_code_counts(capture.entry_health),
         )
 
     def cell_values(self, i: int, j: int, step: int | None = None) -> dict[str, float]:
@@ -356,18 +328,7 @@ class DistanceFitRun:
             raise GradvizError(
                 f"Cell ({i}, {j}) is outside the {self.n_points:,} x {self.n_points:,} matrix."
             )
-        picks = {
-            "distances": capture.distances,
-            "target_distances": self.target_distances,
-            "squared": capture.squared,
-            "entry_grads": capture.entry_grads,
-            "entry_health": capture.entry_health,
-        }
-        values = {name: matrix[i, j].item() for name, matrix in picks.items() if matrix is not None}
-        values["error"] = float(
-            np.float32(values["distances"]) - np.float32(values["target_distances"])
-        )
-        return values
+        return capture.cell_values(i, j, self.target_distances)
 
     # ---- internals -----------------------------------------------------------------------------
     def _build_network(self) -> None:
@@ -433,7 +394,7 @@ class DistanceFitRun:
         coords: torch.Tensor,
         result: DistanceResult,
         entry_grad: list[torch.Tensor],
-    ) -> _Capture:
+    ) -> Capture:
         """Keep what a Snapshot shows out of the live graph (before the optimizer moves it)."""
         squared = result.squared
         # The graph's own gradient (nothing changes it after the backward pass), or zeros
@@ -443,7 +404,7 @@ class DistanceFitRun:
         if coord_grads is None:
             coord_grads = torch.zeros_like(coords)
         coord_grads = coord_grads.detach().clone()
-        return _Capture(
+        return Capture(
             attempt=self._attempts,
             step=self.completed_steps,
             loss=loss_value,
@@ -458,7 +419,7 @@ class DistanceFitRun:
             jacobians=self._jacobians(),
         )
 
-    def _fresh_capture(self) -> _Capture:
+    def _fresh_capture(self) -> Capture:
         """Forward/backward of the current parameters without an optimizer step."""
         self.optimizer.zero_grad()
         loss, coords, result, entry_grad = self._forward_backward(capture=True)
@@ -533,13 +494,6 @@ def _make_optimizer(name: str, params: list[torch.nn.Parameter], lr: float):
     if name == "adam":
         return torch.optim.Adam(params, lr=lr)
     return torch.optim.SGD(params, lr=lr)
-
-
-def _code_counts(codes: torch.Tensor) -> tuple[int, ...]:
-    """Entries of each Health code (index = code) in a full-resolution code matrix."""
-    # One comparison per code: bincount would first widen the whole matrix to int64.
-    counts = torch.stack([torch.count_nonzero(codes == h) for h in Health])
-    return tuple(int(c) for c in counts.tolist())
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
