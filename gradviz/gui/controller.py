@@ -38,8 +38,6 @@ from gradviz.gui.worker import FitWorker, WorkerHandle, WorkerPool, describe_fai
 
 log = logging.getLogger(__name__)
 
-LIVE_FIELDS = frozenset({"lr", "frame_rate"})
-
 
 class TorchLoader(QObject):
     """Imports torch and the core run on a background thread (window first).
@@ -386,7 +384,7 @@ class FitController(QObject):
     # ---- settings ----------------------------------------------------------------------------
     @Slot(str)
     def _on_setting_changed(self, name: str) -> None:
-        if name in LIVE_FIELDS:
+        if not self.form.needs_reset(name):
             if self.handle is not None:
                 live = self.form.live_settings()
                 self.handle.worker.set_frame_rate(live.frame_rate)
@@ -401,8 +399,8 @@ class FitController(QObject):
             and started
             and not self.confirm(
                 "Reset the run?",
-                f"Changing {name} needs a fresh run. Reset now? (No keeps the current run; "
-                "the change applies at the next Reset.)",
+                f"Changing the {self.form.title(name)} needs a fresh run. Reset now? (No keeps "
+                "the current run; the change applies at the next Reset.)",
             )
         ):
             return

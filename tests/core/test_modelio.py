@@ -17,9 +17,11 @@ from gradviz.core.jacobians import compute_jacobians
 from gradviz.core.modelio import detect_format, inspect_model, load_model
 from gradviz.core.networks import Linear, NetworkSpec, save_network
 
-# torch 2.13 marks TorchScript as deprecated; these tests still need to write such files.
+# torch deprecates TorchScript (2.13: DeprecationWarning, 2.14: FutureWarning); these tests
+# still need to write such files, as people have them.
 jit_deprecated = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning"
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:FutureWarning",
 )
 
 
@@ -106,7 +108,9 @@ class NetX(torch.nn.Module):
 """
 
 
-def test_net_x_whole_pickle_from_another_process_opens_without_trust_or_its_class(tmp_path):
+def test_net_x_whole_pickle_from_another_process_runs_only_when_its_order_is_confirmed(
+    tmp_path,
+):
     module_name = "netx_private_model_module"
     (tmp_path / f"{module_name}.py").write_text(NET_X_MODULE)
     model_path, reference_path = tmp_path / "whole.pt", tmp_path / "reference.pt"
@@ -115,7 +119,15 @@ def test_net_x_whole_pickle_from_another_process_opens_without_trust_or_its_clas
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
 
-    loaded = load_model(model_path)  # no trust
+    refused = inspect_model(model_path)  # a class of its own: its order is a guess
+    assert not refused.runnable
+    assert "fc1 (Linear) -> fc2 (Linear) -> out (Linear)" in refused.not_runnable_reason
+    for way in ("--assume-sequential", "--model-class", "TorchScript or .pt2"):
+        assert way in refused.not_runnable_reason
+    with pytest.raises(GradvizError, match="--assume-sequential"):
+        load_model(model_path)
+
+    loaded = load_model(model_path, assume_sequential=True)  # no trust
 
     assert module_name not in sys.modules
     assert f"{module_name}.NetX" in loaded.info.classes
@@ -359,7 +371,7 @@ def test_checkpoint_holding_a_whole_module_rebuilds_it(tmp_path):
     net = make_net_x()
     path = tmp_path / "checkpoint_module.pt"
     torch.save({"model": net, "epoch": 2}, path)
-    loaded = load_model(path)
+    loaded = load_model(path, assume_sequential=True)
     assert loaded.info.format == "pickled_module"
     assert_same_function(loaded.module, net, inputs())
 

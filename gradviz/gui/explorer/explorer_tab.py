@@ -35,7 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.core.config import HISTOGRAM_LOSSES
 from gradviz.core.errors import GradvizError
+from gradviz.core.explore import ExplorerJob, ExplorerResult, parse_indices
 from gradviz.core.networks import NetworkSpec
 from gradviz.gui.explorer.explorer_views import (
     AcrossBatchView,
@@ -47,7 +49,6 @@ from gradviz.gui.explorer.explorer_views import (
 )
 from gradviz.gui.explorer.explorer_worker import ExplorerThread
 from gradviz.gui.explorer.histogram_view import HistogramView
-from gradviz.gui.explorer.jobs import HISTOGRAM_LOSSES, ExplorerJob, ExplorerResult, parse_indices
 from gradviz.gui.explorer.settings import ExplorerSettings, show_message
 
 #: Quiet time after an edit before recomputing (ms): typing a spec computes once at the end.

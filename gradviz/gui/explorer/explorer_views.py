@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.gui.explorer.jobs import ExplorerResult
+from gradviz.core.explore import ExplorerResult
 from gradviz.gui.views.arrays import ladder_ceil
 from gradviz.gui.views.heatmap import HeatmapView
 from gradviz.gui.views.panel import format_value
