@@ -11,6 +11,7 @@ method    step   what is alive at the peak of a step
 safe      5      target, distances, dL/dd, W = dL/dd / d, mse's difference, coincident mask
 cdist     5      target, distances, dL/dd, cdist's backward intermediates
 naive     8      target, Gram, squared, distances, dL/dd, dL/dsq, mse's difference, a temporary
+detach    9      naive's + the distances with the diagonal detached and the diagonal mask
 clamp     9      naive's + the clamped squared distances and the clamp mask
 masked    12     naive's + gathered off-diagonal copies (values, gradients) and the mask
 ========  =====  ==========================================================================
@@ -49,12 +50,26 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.networks import NetworkSpec
 
 #: (N, N) matrices in the run's dtype alive at the peak of one step, by method.
-STEP_MATRICES: dict[str, float] = {"safe": 5, "cdist": 5, "naive": 8, "clamp": 9, "masked": 12}
+STEP_MATRICES: dict[str, float] = {
+    "safe": 5,
+    "cdist": 5,
+    "naive": 8,
+    "detach": 9,
+    "clamp": 9,
+    "masked": 12,
+}
 
 #: Matrices in the run's dtype held between steps for the latest Snapshot: the target,
 #: distances, their gradient, and squared distances for the Gram methods (plus one byte an
 #: entry for the Health codes).
-CAPTURE_MATRICES: dict[str, float] = {"safe": 3, "cdist": 3, "naive": 4, "clamp": 4, "masked": 4}
+CAPTURE_MATRICES: dict[str, float] = {
+    "safe": 3,
+    "cdist": 3,
+    "naive": 4,
+    "detach": 4,
+    "clamp": 4,
+    "masked": 4,
+}
 
 #: Host bytes per display entry: two Snapshots of four float32 matrices and a uint8 one.
 SNAPSHOT_BYTES_PER_ENTRY = 2 * (4 * 4 + 1)

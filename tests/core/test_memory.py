@@ -255,3 +255,9 @@ def test_out_of_memory_mid_run_in_the_cli_names_the_last_good_step(monkeypatch, 
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0
     assert "ran out of memory after step 3 (an allocation of 1.6 GB failed" in err
+
+
+def test_every_distance_method_has_an_estimate():
+    from gradviz.core.config import DISTANCE_METHODS
+
+    assert set(memory.STEP_MATRICES) == set(DISTANCE_METHODS) == set(memory.CAPTURE_MATRICES)
