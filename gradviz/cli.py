@@ -146,7 +146,9 @@ def _add_model_choices(p) -> None:
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure speed (ratios against named baselines)")
     p.add_argument(
-        "--suite", default="all", choices=["all", "distances", "jacobians", "gui", "watch"]
+        "--suite",
+        default="all",
+        choices=["all", "distances", "jacobians", "gui", "watch", "memory"],
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")

@@ -26,6 +26,8 @@ class FitRecording:
     """Records a DistanceFitRun; call ``after_step(run)`` after each step, then ``close()``."""
 
     def __init__(self, run, path: str | os.PathLike, budget_bytes: int = DEFAULT_BUDGET_BYTES):
+        # Snapshots reduced on the run's device: no full (N, N) host copies per recorded step.
+        run.max_display = stats.MAX_IMAGE_SIDE
         steps = max(1, run.config.steps)
         self.every = max(1, math.ceil(steps / MAX_SNAPSHOTS))
         self.recorder = Recorder(
