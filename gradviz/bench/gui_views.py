@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from gradviz.gui.views.synthetic import synthetic_snapshot
+from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 GRID_KEYS = (
     ("distances", "target", "error", "mask"),
@@ -65,7 +65,7 @@ def measure_refresh(
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from gradviz.gui.views.fit_views import FitViews
+    from gradviz.gui.lab.views import FitViews
 
     app = QApplication.instance() or QApplication([])
     views = FitViews()

@@ -91,10 +91,10 @@ def build_controller(
     log_path: str | None = None,
 ):
     """The controller with its window (not shown) and views; torch is not loaded yet."""
-    from gradviz.gui.controller import FitController
+    from gradviz.gui.lab.controller import FitController
 
     if views is None:
-        from gradviz.gui.views.fit_views import FitViews
+        from gradviz.gui.lab.views import FitViews
 
         views = FitViews()
     return FitController(

@@ -36,7 +36,7 @@ from gradviz.core.config import FitConfig
 from gradviz.core.explain import Explanation, explain_first_nan
 from gradviz.core.health import Health
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.worker import describe_failure
+from gradviz.gui.lab.worker import describe_failure
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QWidget
 from gradviz.gui.about_dialog import AboutDialog
 from gradviz.gui.compare.window import CompareWindow
 from gradviz.gui.diagnose import DiagnoseWorker, WhyNanPanel
-from gradviz.gui.worker import WorkerHandle
+from gradviz.gui.lab.worker import WorkerHandle
 
 log = logging.getLogger(__name__)
 

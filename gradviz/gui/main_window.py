@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from gradviz.gui.dock_tabs import hide_stray_tab_bars
 from gradviz.gui.explorer import ExplorerTab
-from gradviz.gui.explorer.workspace import WorkspacePages
+from gradviz.gui.pages import WorkspacePages
 from gradviz.gui.models.model_panel import ModelPanel
 
 DEFAULT_SIZE = (1440, 900)

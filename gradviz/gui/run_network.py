@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Slot
 
 from gradviz.core.networks import NetworkSpec
-from gradviz.gui.worker import NetworkCopy
+from gradviz.gui.lab.worker import NetworkCopy
 
 log = logging.getLogger(__name__)
 

@@ -154,7 +154,7 @@ def test_torch_ready_arriving_after_shutdown_starts_no_run(qtbot, make_lab):
 
 
 def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_lab):
-    from gradviz.gui.worker import default_run_factory
+    from gradviz.gui.lab.worker import default_run_factory
 
     def out_of_memory(config):
         raise MemoryError("simulated")

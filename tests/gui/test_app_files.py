@@ -66,7 +66,7 @@ def test_gui_with_a_missing_experiment_file_exits_2_with_one_sentence(tmp_path):
 def test_the_gui_import_path_does_not_import_torch():
     code = (
         "import sys\n"
-        "import gradviz.gui.app, gradviz.gui.controller, gradviz.gui.views.fit_views\n"
+        "import gradviz.gui.app, gradviz.gui.lab.controller, gradviz.gui.lab.views\n"
         "from gradviz.gui.app import build_controller, create_application\n"
         "create_application(); c = build_controller(); c.window.show()\n"
         "assert 'torch' not in sys.modules, 'torch imported before the window'\n"

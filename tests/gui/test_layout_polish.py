@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
 
 from gradviz.gui.dock_tabs import hide_stray_tab_bars
-from gradviz.gui.views.panel import HINT, MatrixPanel
+from gradviz.gui.widgets.panel import HINT, MatrixPanel
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 

@@ -20,7 +20,7 @@ EXPLORE_TIMEOUT_MS = 120_000
 
 
 def _recording_factory(runs: list):
-    from gradviz.gui.worker import default_run_factory
+    from gradviz.gui.lab.worker import default_run_factory
 
     def factory(config):
         run = default_run_factory(config)

@@ -3,7 +3,7 @@ thread as the app delivers snapshots. Guards the Qt-binding pin: PySide6 6.12.0 
 3.11 loses a reference to True on every Signal.emit() and to None on every Python override of
 a void virtual (paintEvent), and the interpreter aborts after ~1,000 frames. The counts must
 also not grow: PySide6 6.11.3 adds 6 references to None per QPainter on a new paint device,
-which the views avoid (gradviz.gui.views.axes); a steady gain would hide a loss."""
+which the views avoid (gradviz.gui.widgets.axes); a steady gain would hide a loss."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from gradviz.gui.views.fit_views import FitViews
-from gradviz.gui.views.synthetic import synthetic_snapshot
+from gradviz.gui.lab.views import FitViews
+from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 FRAMES = 3000
 # The bugs guarded against move a count by at least one per frame, 3,000 over the run: True

@@ -2,7 +2,7 @@
 
 PySide6 6.11.3 on Python 3.11 adds 6 references to None for every QPainter opened on a
 newly made paint device; pyqtgraph's own AxisItem opens one on a new QPicture each time its
-ticks change (see gradviz.gui.views.axes).
+ticks change (see gradviz.gui.widgets.axes).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication, QGraphicsView
 
-from gradviz.gui.views import axes
-from gradviz.gui.views.heatmap import HeatmapView
+from gradviz.gui.widgets import axes
+from gradviz.gui.widgets.heatmap import HeatmapView
 
 REDRAWS = 200
 

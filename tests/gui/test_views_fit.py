@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gradviz.core.health import Health
-from gradviz.gui.views.fit_views import TITLES, FitViews
+from gradviz.gui.lab.views import TITLES, FitViews
 
 KEYS = [
     "distances",

@@ -16,10 +16,10 @@ from PySide6.QtWidgets import QFrame, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from gradviz.core.config import FitConfig
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.views.healthmap import HealthMapView
-from gradviz.gui.views.heatmap import HeatmapView
-from gradviz.gui.views.loss import LossView
-from gradviz.gui.worker import FitWorker, WorkerHandle, WorkerPool
+from gradviz.gui.widgets.healthmap import HealthMapView
+from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.loss import LossView
+from gradviz.gui.lab.worker import FitWorker, WorkerHandle, WorkerPool
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from gradviz.core.config import DISTANCE_METHODS, FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.gui.compare.side import CompareSide
-from gradviz.gui.views.panel import RangeLink
+from gradviz.gui.widgets.panel import RangeLink
 
 
 class CompareWindow(QMainWindow):

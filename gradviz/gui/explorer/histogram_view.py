@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
-from gradviz.gui.views import axes
-from gradviz.gui.views.palette import OKABE_ITO
+from gradviz.gui.widgets import axes
+from gradviz.gui.widgets.palette import OKABE_ITO
 
 #: The special bins, in the order drawn, with their colours (the gradient-health palette).
 SPECIAL_BINS: tuple[tuple[str, str, str], ...] = (

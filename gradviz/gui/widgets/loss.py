@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
-from gradviz.gui.views import axes, palette
-from gradviz.gui.views.panel import status_label
+from gradviz.gui.widgets import axes, palette
+from gradviz.gui.widgets.panel import status_label
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 

@@ -14,14 +14,14 @@ from PySide6.QtCore import QEvent, QObject, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.views.coord_grads import CoordGradsView
-from gradviz.gui.views.healthmap import HealthMapView
-from gradviz.gui.views.heatmap import HeatmapView
-from gradviz.gui.views.jacobian_dock import JacobianView
-from gradviz.gui.views.loss import LossView
-from gradviz.gui.views.pair import PairView
-from gradviz.gui.views.panel import MatrixPanel, RangeLink
-from gradviz.gui.views.points import PointsView
+from gradviz.gui.widgets.coord_grads import CoordGradsView
+from gradviz.gui.widgets.healthmap import HealthMapView
+from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.jacobian_dock import JacobianView
+from gradviz.gui.widgets.loss import LossView
+from gradviz.gui.widgets.pair import PairView
+from gradviz.gui.widgets.panel import MatrixPanel, RangeLink
+from gradviz.gui.widgets.points import PointsView
 
 TITLES: dict[str, str] = {
     "distances": "Predicted distances",

@@ -9,8 +9,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QWidget
 
-from gradviz.gui.views import arrays, axes, palette
-from gradviz.gui.views.panel import MatrixPanel, format_value, status_label
+from gradviz.gui.widgets import arrays, axes, palette
+from gradviz.gui.widgets.panel import MatrixPanel, format_value, status_label
 
 
 class HeatmapView(MatrixPanel):

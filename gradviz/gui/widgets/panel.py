@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from gradviz.gui.views import arrays, axes
+from gradviz.gui.widgets import arrays, axes
 
 HINT = "hover: read a cell · click: select · double-click: zoom out"
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui import settings_store
+from gradviz.gui import settings as settings_store
 from gradviz.gui.dialogs import ErrorDialog
 from gradviz.gui.experiments import (
     experiment_from_dict,
@@ -34,7 +34,7 @@ from gradviz.gui.experiments import (
 from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
 from gradviz.gui.main_window import MainWindow
 from gradviz.gui.models.wiring import ModelActions
-from gradviz.gui.worker import FitWorker, WorkerHandle, WorkerPool, describe_failure
+from gradviz.gui.lab.worker import FitWorker, WorkerHandle, WorkerPool, describe_failure
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
-from gradviz.gui.views import axes, geometry
-from gradviz.gui.views.panel import status_label
+from gradviz.gui.widgets import axes, geometry
+from gradviz.gui.widgets.panel import status_label
 
 _TARGET_COLOUR = "#E69F00"
 _PRED_COLOUR = "#56B4E9"
