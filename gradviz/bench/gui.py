@@ -92,11 +92,11 @@ class _Lab:
         c = self.controller
         c.form.set_config(_config(n), LiveSettings(frame_rate=frame_rate))
         c.reset()
-        self.wait(lambda: c.handle is not None and c.last_snapshot is not None, 120)
+        self.wait(lambda: c.session.worker is not None and c.session.latest is not None, 120)
         c.start()
 
     def steps_per_second(self, seconds: float) -> float:
-        worker = self.controller.handle.worker
+        worker = self.controller.session.worker
         self.spin(0.5)  # warm-up: first frames, caches
         s0, t0 = worker.steps_taken, time.perf_counter()
         self.spin(seconds)

@@ -13,8 +13,9 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyqtgraph.util.garbage_collector import GarbageCollector
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
@@ -22,6 +23,9 @@ from PySide6.QtWidgets import QApplication
 
 from gradviz.core.config import FitConfig
 from gradviz.gui.forms import LiveSettings
+
+if TYPE_CHECKING:
+    from gradviz.gui.lab.controller import LabController
 
 log = logging.getLogger("gradviz")
 
@@ -86,18 +90,15 @@ def collect_garbage_on_gui_thread() -> None:
 def build_controller(
     config: FitConfig | None = None,
     live: LiveSettings | None = None,
-    run_factory: Any = None,
-    views: Any = None,
+    run_factory: Callable[[FitConfig], Any] | None = None,
     log_path: str | None = None,
-):
-    """The controller with its window (not shown) and views; torch is not loaded yet."""
-    from gradviz.gui.lab.controller import FitController
+) -> LabController:
+    """The lab with its window (not shown) and views; torch is not loaded yet."""
+    from gradviz.gui.lab.controller import LabController
+    from gradviz.gui.lab.views import LabViews
 
-    if views is None:
-        from gradviz.gui.lab.views import FitViews
-
-        views = FitViews()
-    return FitController(
+    views = LabViews()
+    return LabController(
         views,
         log_path=log_path or str(log_file_path()),
         run_factory=run_factory,
@@ -109,8 +110,8 @@ def build_controller(
 class ExceptionHook:
     """Turns an exception that escaped a Qt slot into a logged error and a dialog."""
 
-    def __init__(self, controller: Any) -> None:
-        self.controller = controller
+    def __init__(self, report: Callable[[BaseException, str], object]) -> None:
+        self.report = report
         self.previous = sys.excepthook
         self.previous_thread = threading.excepthook
 
@@ -126,7 +127,7 @@ class ExceptionHook:
         details = "".join(traceback.format_exception(kind, value, tb))
         log.error("unhandled exception\n%s", details)
         if threading.current_thread() is threading.main_thread():
-            self.controller.report_exception(value, details)
+            self.report(value, details)
 
     def _on_thread_exception(self, args) -> None:
         details = "".join(
@@ -138,7 +139,7 @@ class ExceptionHook:
 class ScreenshotDirector(QObject):
     """--screenshot: run the experiment for ``run_for`` seconds, save the window, quit."""
 
-    def __init__(self, controller: Any, path: str, run_for: float) -> None:
+    def __init__(self, controller: LabController, path: str, run_for: float) -> None:
         super().__init__()
         self.controller = controller
         self.path = path
@@ -188,7 +189,7 @@ def main(experiment: str | None = None, screenshot: str | None = None, run_for: 
 
         config, live = load_experiment(experiment)  # GradvizError: exit 2 via the CLI
     controller = build_controller(config, live, log_path=str(log_path))
-    hook = ExceptionHook(controller)
+    hook = ExceptionHook(controller.report_exception)
     hook.install()
     app.aboutToQuit.connect(controller.shutdown)
     director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None

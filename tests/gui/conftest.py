@@ -19,11 +19,11 @@ def make_snapshot():
 
 @pytest.fixture
 def fit_views(qtbot):
-    """FitViews with all its widgets shown in one window (offscreen), 1600 x 900."""
+    """LabViews with all its widgets shown in one window (offscreen), 1600 x 900."""
     from gradviz.bench.gui_views import views_window
-    from gradviz.gui.lab.views import FitViews
+    from gradviz.gui.lab.views import LabViews
 
-    views = FitViews()
+    views = LabViews()
     window = views_window(views)
     qtbot.addWidget(window)
     window.show()

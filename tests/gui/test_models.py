@@ -225,7 +225,8 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
 
 
 def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
-    from gradviz.gui.models import recent_models
+    from gradviz.gui.models.open_model import RECENT_MODELS_KEY
+    from gradviz.gui.settings import RecentFiles
 
     for name in ("net_x.pt", "net_x_script.pt", "net_x.pt"):
         app.models.opener.open_path(str(model_files / name))
@@ -233,7 +234,7 @@ def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
             qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
     expected = [str(model_files / "net_x.pt"), str(model_files / "net_x_script.pt")]
-    assert recent_models.read(app.settings) == expected
+    assert RecentFiles(app.settings, RECENT_MODELS_KEY).read() == expected
     menu = app.window.recent_models_menu
     assert [a.text() for a in menu.actions()] == expected and menu.isEnabled()
     menu.actions()[1].trigger()  # reopening from the menu asks for trust again

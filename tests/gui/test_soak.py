@@ -25,7 +25,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from gradviz.gui.lab.views import FitViews
+from gradviz.gui.lab.views import LabViews
 from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 FRAMES = 3000
@@ -67,7 +67,7 @@ class _Screen(QObject):
     """GUI-thread receiver: draws each frame in the real views and paints the window."""
 
     def __init__(
-        self, views: FitViews, window: QWidget, emitter: _Emitter, loop: QEventLoop
+        self, views: LabViews, window: QWidget, emitter: _Emitter, loop: QEventLoop
     ) -> None:
         super().__init__()
         self.views, self.window, self.emitter, self.loop = views, window, emitter, loop
@@ -76,7 +76,7 @@ class _Screen(QObject):
 
     @Slot(object, float)
     def on_frame(self, snapshot, _index: float) -> None:
-        self.views.show_snapshot(snapshot)
+        self.views.show(snapshot)
         self.frames += 1
         # Release the next frame only after the event loop has painted this one, as the app
         # does: every frame goes through the views' paint overrides.
@@ -99,7 +99,7 @@ def _settle() -> None:
 
 
 def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtbot):
-    views = FitViews()
+    views = LabViews()
     window = QWidget()
     grid = QGridLayout(window)
     for k, widget in enumerate(views.widgets.values()):
@@ -122,7 +122,7 @@ def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtb
         )
         for s in range(3)
     ]
-    views.show_snapshot(snapshots[0])
+    views.show(snapshots[0])
     qtbot.wait(50)
     _settle()
     true_before, none_before = sys.getrefcount(True), sys.getrefcount(None)

@@ -59,10 +59,10 @@ def test_every_axis_of_the_live_views_is_the_picture_reusing_one(fit_views):
     assert len(found) >= 4 * 12 and not stock, f"{len(stock)} of {len(found)} axes are stock"
     # Sides shown as pyqtgraph shows them: a plot's left and bottom, a colorbar's four.
     plots = [p.plot for p in fit_views.matrix_panels()]
-    plots += [fit_views.loss_view.plot, fit_views.points_view.plot]
+    plots += [fit_views.widgets["loss"].plot, fit_views.widgets["points"].plot]
     assert all(p.getAxis("left").isVisible() and p.getAxis("bottom").isVisible() for p in plots)
     assert not any(p.getAxis("top").isVisible() or p.getAxis("right").isVisible() for p in plots)
-    bar = fit_views.error_view.colorbar
+    bar = fit_views.widgets["error"].colorbar
     assert all(bar.getAxis(side).isVisible() for side in axes.SIDES)
 
 

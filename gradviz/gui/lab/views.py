@@ -1,13 +1,19 @@
-"""All live views of the distance-fit lab, fed one Snapshot at a time.
+"""The lab's views: one interface, one registry.
 
-The window places ``FitViews.widgets`` into docks (titles in ``FitViews.titles``) and calls
-``show_snapshot`` whenever a frame arrives, up to ~30 times a second. Each view redraws only
-what changed: the target matrix and target points when the target changes, the loss curve
-when the history grows, the gradient mask when its codes change. Views that are hidden
-(a tabbed-away dock) draw their latest data when shown.
+Each view is a ``LabView``: a widget (``widget``) and two methods, ``show(snapshot)`` and
+``clear()``. ``VIEWS`` lists them once as (key, title, factory, dock area); the main window
+builds its docks from that table and ``LabViews`` feeds every view from it. Adding a view
+is one class plus one line in ``VIEWS``.
+
+Views are fed up to ~30 times a second and redraw only what changed. Views that are
+hidden (a tabbed-away dock) draw their latest snapshot when shown.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, Signal, Slot
@@ -23,73 +29,208 @@ from gradviz.gui.widgets.pair import PairView
 from gradviz.gui.widgets.panel import MatrixPanel, RangeLink
 from gradviz.gui.widgets.points import PointsView
 
-TITLES: dict[str, str] = {
-    "distances": "Predicted distances",
-    "target": "Target distances",
-    "error": "Error (predicted - target)",
-    "mask": "Gradient health",
-    "coord_grads": "Coordinate gradients",
-    "loss": "Loss",
-    "points": "Points: predicted vs target",
-    "pair": "Selected pair",
-    "jacobians": "Per-point Jacobians",
-}
+Pair = tuple[int, int] | None
 
 
-def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a is b or (a.shape == b.shape and np.array_equal(a, b))
+class LabView:
+    """A view of a run: ``widget`` draws one aspect of the Snapshot given to ``show``.
+
+    ``panel`` is set by the N x N matrix views (they share zoom, pan and the selected cell).
+    """
+
+    widget: QWidget
+    panel: MatrixPanel | None = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        self.widget.clear()  # type: ignore[attr-defined]
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        """The user selected entry (i, j) (None: no selection)."""
+        if self.panel is not None:
+            self.panel.set_marker(*(pair or (None, None)))
 
 
-class FitViews(QObject):
-    """The distance-fit views and the pair selection they share.
+class MatrixView(LabView):
+    """An (N, N) matrix field of the snapshot as a heatmap."""
 
-    ``widgets`` maps a key (see ``TITLES``) to the widget for its dock. Clicking a cell of
-    any distance matrix or of the gradient mask selects the pair (i, j): the pair widget
-    shows its numbers, the matrices outline the cell, the scatter rings points i and j, and
-    ``pairSelected(i, j)`` is emitted. Zoom and pan are shared by the four N x N matrices.
+    def __init__(self, field: str, label: str, diverging: bool = False) -> None:
+        self.field = field
+        self.widget = self.panel = HeatmapView(label, diverging=diverging)
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_matrix(getattr(snapshot, self.field))
+
+
+class TargetView(MatrixView):
+    """The target matrix, redrawn only when the target changes (rarely)."""
+
+    def __init__(self) -> None:
+        super().__init__("target_distances", "d_target")
+        self._target: np.ndarray | None = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        target = snapshot.target_distances
+        if self._target is not None and (
+            target is self._target
+            or (target.shape == self._target.shape and np.array_equal(target, self._target))
+        ):
+            return
+        self._target = target
+        self.widget.set_matrix(target)
+
+    def clear(self) -> None:
+        self._target = None
+        super().clear()
+
+
+class HealthView(LabView):
+    """The health code of every entry gradient, with the values in the readout."""
+
+    def __init__(self) -> None:
+        self.widget = self.panel = HealthMapView("dLoss/d entry", legend_columns=3)
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_codes(snapshot.entry_health, snapshot.entry_grads)
+
+
+class CoordGradientsView(LabView):
+    def __init__(self) -> None:
+        self.widget = CoordGradsView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_grads(snapshot.coord_grads, snapshot.coord_health)
+
+
+class LossCurveView(LabView):
+    def __init__(self) -> None:
+        self.widget = LossView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_history(snapshot.loss_history, snapshot.reference_loss)
+
+
+class PointsLabView(LabView):
+    def __init__(self) -> None:
+        self.widget = PointsView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_points(snapshot.coords, snapshot.target_coords)
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        self.widget.set_pair(*(pair or (None, None)))
+
+
+class SelectedPairView(LabView):
+    """The numbers of the selected entry (i, j)."""
+
+    def __init__(self) -> None:
+        self.widget = PairView()
+        self._pair: Pair = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        if self._pair is not None:
+            self.widget.show_pair(snapshot, *self._pair)
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        self._pair = pair
+        if pair is None or snapshot is None:
+            self.widget.clear()
+        else:
+            self.widget.show_pair(snapshot, *pair)
+
+
+class JacobiansView(LabView):
+    def __init__(self) -> None:
+        self.widget = JacobianView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_jacobians(snapshot.jacobians)
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        if pair is not None:
+            self.widget.select_point(pair[0])
+
+
+class DockArea(enum.Enum):
+    """Where a view's dock goes: the top or bottom row beside the setup, or the left column."""
+
+    TOP = "top"
+    BOTTOM = "bottom"
+    LEFT = "left"
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewEntry:
+    """One line of the registry. ``tab_with``: the key whose dock this one is tabbed behind.
+    ``share``: the view's share of its row's width."""
+
+    key: str
+    title: str
+    factory: Callable[[], LabView]
+    area: DockArea
+    tab_with: str | None = None
+    share: float = 1.0
+
+
+#: Every lab view, in dock order within each area.
+VIEWS: tuple[ViewEntry, ...] = (
+    ViewEntry(
+        "distances",
+        "Predicted distances",
+        lambda: MatrixView("distances", "d_pred"),
+        DockArea.TOP,
+    ),  # fmt: skip
+    ViewEntry("target", "Target distances", TargetView, DockArea.TOP, tab_with="distances"),
+    ViewEntry(
+        "error",
+        "Error (predicted - target)",
+        lambda: MatrixView("error", "d_pred - d_target", diverging=True),
+        DockArea.TOP,
+    ),  # fmt: skip
+    ViewEntry("mask", "Gradient health", HealthView, DockArea.TOP),
+    ViewEntry("loss", "Loss", LossCurveView, DockArea.BOTTOM, share=0.9),
+    ViewEntry("points", "Points: predicted vs target", PointsLabView, DockArea.BOTTOM),
+    ViewEntry(
+        "coord_grads", "Coordinate gradients", CoordGradientsView, DockArea.BOTTOM, share=1.1
+    ),
+    ViewEntry("jacobians", "Per-point Jacobians", JacobiansView, DockArea.BOTTOM, tab_with="loss"),
+    ViewEntry("pair", "Selected pair", SelectedPairView, DockArea.LEFT),
+)
+
+TITLES: dict[str, str] = {entry.key: entry.title for entry in VIEWS}
+
+
+class LabViews(QObject):
+    """Every view of ``VIEWS``, fed one snapshot at a time, and the pair they share.
+
+    Clicking a cell of any matrix selects the pair (i, j): every view hears of it
+    (``LabView.select_pair``) and ``pairSelected(i, j)`` is emitted. Zoom and pan are shared
+    by the N x N matrices.
     """
 
     pairSelected = Signal(int, int)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.distances_view = HeatmapView("d_pred")
-        self.target_view = HeatmapView("d_target")
-        self.error_view = HeatmapView("d_pred - d_target", diverging=True)
-        self.mask_view = HealthMapView("dLoss/d entry", legend_columns=3)
-        self.coord_grads_view = CoordGradsView()
-        self.loss_view = LossView()
-        self.points_view = PointsView()
-        self.pair_view = PairView()
-        self.jacobian_view = JacobianView()
-        self.widgets: dict[str, QWidget] = {
-            "distances": self.distances_view,
-            "target": self.target_view,
-            "error": self.error_view,
-            "mask": self.mask_view,
-            "coord_grads": self.coord_grads_view,
-            "loss": self.loss_view,
-            "points": self.points_view,
-            "pair": self.pair_view,
-            "jacobians": self.jacobian_view,
-        }
-        self.titles: dict[str, str] = dict(TITLES)
+        self.views: dict[str, LabView] = {entry.key: entry.factory() for entry in VIEWS}
+        self.widgets: dict[str, QWidget] = {k: v.widget for k, v in self.views.items()}
+        self.titles = dict(TITLES)
         self._range_link = RangeLink(self.matrix_panels(), self)
         for panel in self.matrix_panels():
             panel.cellClicked.connect(self._on_cell_clicked)
         self._snapshot: Snapshot | None = None
         self._generation: int | None = None
-        self._target: np.ndarray | None = None
-        self._pair: tuple[int, int] | None = None
+        self._pair: Pair = None
         self._stale: set[str] = set()  # views that skipped snapshots while hidden
         for widget in self.widgets.values():
             widget.installEventFilter(self)
 
     def matrix_panels(self) -> list[MatrixPanel]:
         """The N x N panels, which share zoom, pan and the selected cell."""
-        return [self.distances_view, self.target_view, self.error_view, self.mask_view]
+        return [v.panel for v in self.views.values() if v.panel is not None]
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -97,93 +238,58 @@ class FitViews(QObject):
         return self._snapshot
 
     @property
-    def selected_pair(self) -> tuple[int, int] | None:
+    def selected_pair(self) -> Pair:
         return self._pair
 
-    def show_snapshot(self, snapshot: Snapshot) -> None:
+    @Slot(object)
+    def show(self, snapshot: Snapshot) -> None:
         """Draw ``snapshot`` in every visible view (cheap: unchanged parts are not redrawn).
 
-        Hidden views (a closed or tabbed-away dock) are brought up to date when shown.
+        A snapshot of another run starts every view over; hidden views (a closed or
+        tabbed-away dock) are brought up to date when shown.
         """
         if snapshot.generation != self._generation:
+            if self._generation is not None:
+                self.clear()
             self._generation = snapshot.generation
-            self.loss_view.clear()  # a new run: its history starts over
         self._snapshot = snapshot
         if self._pair is not None and max(self._pair) >= snapshot.n_points:
             self._set_pair(None)  # a smaller point set: the pair is gone
-        for key in self.widgets:
-            if self.widgets[key].isVisible():
-                self._update(key, snapshot)
+        for key, view in self.views.items():
+            if view.widget.isVisible():
+                self._stale.discard(key)
+                view.show(snapshot)
             else:
                 self._stale.add(key)
 
-    def _update(self, key: str, snapshot: Snapshot) -> None:
-        """Bring one view up to ``snapshot``."""
-        self._stale.discard(key)
-        if key == "distances":
-            self.distances_view.set_matrix(snapshot.distances)
-        elif key == "target":
-            if not _same_array(snapshot.target_distances, self._target):
-                self._target = snapshot.target_distances
-                self.target_view.set_matrix(snapshot.target_distances)
-        elif key == "error":
-            self.error_view.set_matrix(snapshot.error)
-        elif key == "mask":
-            self.mask_view.set_codes(snapshot.entry_health, snapshot.entry_grads)
-        elif key == "coord_grads":
-            self.coord_grads_view.set_grads(snapshot.coord_grads, snapshot.coord_health)
-        elif key == "loss":
-            self.loss_view.set_history(snapshot.loss_history, snapshot.reference_loss)
-        elif key == "points":
-            self.points_view.set_points(snapshot.coords, snapshot.target_coords)
-        elif key == "jacobians":
-            self.jacobian_view.set_jacobians(snapshot.jacobians)
-        elif key == "pair" and self._pair is not None:
-            self.pair_view.show_pair(snapshot, *self._pair)
-
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.Type.Show and self._snapshot is not None:
-            for key, widget in self.widgets.items():
-                if widget is watched and key in self._stale:
-                    self._update(key, self._snapshot)
+            for key, view in self.views.items():
+                if view.widget is watched and key in self._stale:
+                    self._stale.discard(key)
+                    view.show(self._snapshot)
         return False
 
+    @Slot()
     def clear(self) -> None:
         """Forget the snapshot on screen and empty every view."""
         self._snapshot = None
         self._generation = None
-        self._target = None
         self._stale.clear()
-        for view in (
-            self.distances_view,
-            self.target_view,
-            self.error_view,
-            self.mask_view,
-            self.coord_grads_view,
-            self.loss_view,
-            self.points_view,
-            self.jacobian_view,
-        ):
-            view.clear()
         self._set_pair(None)
+        for view in self.views.values():
+            view.clear()
 
     def select_pair(self, i: int, j: int) -> None:
         """Select entry (i, j), as a click on that cell does, and emit ``pairSelected``."""
         self._set_pair((i, j))
-        self.jacobian_view.select_point(i)
         self.pairSelected.emit(i, j)
 
     @Slot(int, int)
     def _on_cell_clicked(self, i: int, j: int) -> None:
         self.select_pair(i, j)
 
-    def _set_pair(self, pair: tuple[int, int] | None) -> None:
+    def _set_pair(self, pair: Pair) -> None:
         self._pair = pair
-        i, j = pair if pair is not None else (None, None)
-        for panel in self.matrix_panels():
-            panel.set_marker(i, j)
-        self.points_view.set_pair(i, j)
-        if pair is None or self._snapshot is None:
-            self.pair_view.clear()
-        else:
-            self.pair_view.show_pair(self._snapshot, *pair)
+        for view in self.views.values():
+            view.select_pair(pair, self._snapshot)

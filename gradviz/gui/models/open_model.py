@@ -19,12 +19,15 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidge
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import LoadedModel, ModelInfo
-from gradviz.gui.models import recent_models
 from gradviz.gui.models.model_panel import ModelPanel
 from gradviz.gui.models.model_worker import ModelTasks, file_sha256
 from gradviz.gui.models.trust_dialog import TrustDialog
+from gradviz.gui.settings import RecentFiles
 
 log = logging.getLogger(__name__)
+
+#: The settings key of the recently opened model files.
+RECENT_MODELS_KEY = "recent_models"
 
 MODEL_FILTER = "Model files (*.pt *.pth *.pt2 *.ckpt *.safetensors *.bin);;All files (*)"
 
@@ -219,7 +222,7 @@ class ModelOpener(QObject):
         self.modelShown.emit(info)
 
     def _remember(self, path: str) -> None:
-        paths = recent_models.add(self.settings, path)
+        paths = RecentFiles(self.settings, RECENT_MODELS_KEY).add(path)
         setter = getattr(self.window, "set_recent_models", None)
         if setter is not None:
             setter(paths)
