@@ -220,12 +220,12 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.status_labels: dict[str, QLabel] = {}
         for name, width in (
-            ("state", 150),
+            ("state", 120),
             ("step", 120),
-            ("loss", 150),
-            ("speed", 110),
-            ("device", 150),
-            ("nan", 190),
+            ("loss", 190),
+            ("speed", 100),
+            ("device", 120),
+            ("nan", 220),
         ):
             label = QLabel("")
             label.setMinimumWidth(width)

@@ -95,12 +95,13 @@ def test_loss_history_with_nan_and_inf_is_marked_not_logged(fit_views, make_snap
     fit_views.show(snap)
     loss = fit_views.widgets["loss"]
     x, y = loss.curve.getOriginalDataset()
-    assert x.tolist() == [1, 2, 4, 8] and y.tolist() == [1.0, 0.5, 0.25, 0.1]
-    assert loss.nonfinite_steps().tolist() == [3, 5, 6]
-    assert loss.first_bad_line.isVisible() and loss.first_bad_line.value() == 3
+    # Entry k is step k's loss, as the CLI's per-step array counts (0-based).
+    assert x.tolist() == [0, 1, 3, 7] and y.tolist() == [1.0, 0.5, 0.25, 0.1]
+    assert loss.nonfinite_steps().tolist() == [2, 4, 5]
+    assert loss.first_bad_line.isVisible() and loss.first_bad_line.value() == 2
     assert loss.reference_line.isVisible()
     assert loss.reference_line.value() == pytest.approx(np.log10(0.05))
-    assert "3 non-finite (first at step 3)" in loss.summary.text()
+    assert "3 non-finite losses (first at step 2)" in loss.summary.text()
 
 
 def test_all_nan_loss_history_and_zero_reference_are_shown_without_error(fit_views, make_snapshot):
@@ -108,7 +109,7 @@ def test_all_nan_loss_history_and_zero_reference_are_shown_without_error(fit_vie
     snap = dataclasses.replace(make_snapshot(n=10), loss_history=history, reference_loss=0.0)
     fit_views.show(snap)
     loss = fit_views.widgets["loss"]
-    assert loss.nonfinite_steps().tolist() == [1, 2, 3, 4, 5]
+    assert loss.nonfinite_steps().tolist() == [0, 1, 2, 3, 4]
     assert not loss.reference_line.isVisible()  # 0 has no place on a log axis
     assert "classical MDS = 0" in loss.summary.text()
 

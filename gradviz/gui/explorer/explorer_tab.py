@@ -49,6 +49,7 @@ from gradviz.gui.explorer.explorer_worker import ExplorerThread
 from gradviz.gui.explorer.histogram_view import HistogramView
 from gradviz.gui.explorer.jobs import HISTOGRAM_LOSSES, ExplorerJob, ExplorerResult, parse_indices
 from gradviz.gui.explorer.settings import ExplorerSettings, show_message
+from gradviz.gui.widgets import palette
 
 #: Quiet time after an edit before recomputing (ms): typing a spec computes once at the end.
 DEBOUNCE_MS = 300
@@ -410,7 +411,7 @@ def _short_verdict(result: ExplorerResult) -> str:
     if result.constant:
         return _coloured("same Jacobian for every input (linear on this batch)", "#56B4E9")
     if not np.isfinite(result.jacobians).all():
-        return _coloured("Jacobians hold NaN or Inf", "#F0E442")
+        return _coloured("Jacobians hold NaN or Inf", palette.ALARM_TEXT)
     return _coloured("Jacobian varies across this batch", "#E69F00")
 
 

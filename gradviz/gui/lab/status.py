@@ -20,16 +20,30 @@ NAN_STYLE = "color: #c0392b; font-weight: bold;"
 
 
 def rate_text(steps_per_second: float) -> str:
-    """ "1,234 steps/s", "2.5 steps/s"; empty when unknown."""
+    """The speed as "1,234 steps/s" or "2.5 steps/s"; empty when unknown."""
     if not math.isfinite(steps_per_second):
         return ""
-    if steps_per_second >= 100:
+    if steps_per_second >= 10:
         return f"{steps_per_second:,.0f} steps/s"
-    return f"{steps_per_second:.2g} steps/s"
+    return f"{steps_per_second:.1f} steps/s"
 
 
 def loss_text(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+def loss_label(snapshot: Snapshot) -> str:
+    """The snapshot's loss, named for what it is: the loss computed in step k before its
+    update (the CLI's per-step ``loss[k]``), or the loss after the last update (the CLI's
+    ``final_loss``) once the run has ended."""
+    history, loss = snapshot.loss_history, snapshot.loss
+    if len(history) and (history[-1] == loss or (math.isnan(history[-1]) and math.isnan(loss))):
+        return f"loss of step {len(history) - 1:,} = {loss_text(loss)}"
+    if snapshot.step == 0:
+        return f"loss of step 0 = {loss_text(loss)}"
+    if snapshot.done:
+        return f"final loss = {loss_text(loss)}"
+    return f"loss now = {loss_text(loss)}"
 
 
 def first_nonfinite_text(session: RunSession) -> str:
@@ -108,8 +122,8 @@ class RunStatus(QObject):
                 labels[name].setText("")
             labels["nan"].setStyleSheet("")
             return
-        labels["step"].setText(f"step {snap.step:,}")
-        labels["loss"].setText(f"loss {loss_text(snap.loss)}")
+        labels["step"].setText(f"{snap.step:,} steps done")
+        labels["loss"].setText(loss_label(snap))
         labels["speed"].setText(rate_text(s.steps_per_second))
         labels["device"].setText(f"{snap.device} · {snap.method}")
         nonfinite = first_nonfinite_text(s)
