@@ -178,8 +178,31 @@ class ScreenshotDirector(QObject):
             self._on_failed("torch did not load in time.", "")
 
 
-def main(experiment: str | None = None, screenshot: str | None = None, run_for: float = 3.0) -> int:
-    """Open the app; returns the exit code."""
+def parse_window_size(text: str) -> tuple[int, int]:
+    """``"1024x700"`` -> (1024, 700); a GradvizError names what is wrong otherwise."""
+    from gradviz.core.errors import GradvizError
+    from gradviz.gui.main_window import MIN_WINDOW_SIZE
+
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise GradvizError(f"--window-size must look like 1024x700 (width x height), got {text!r}.")
+    width, height = (int(p) for p in parts)
+    if width < MIN_WINDOW_SIZE[0] or height < MIN_WINDOW_SIZE[1]:
+        raise GradvizError(
+            f"--window-size must be at least {MIN_WINDOW_SIZE[0]}x{MIN_WINDOW_SIZE[1]}, "
+            f"got {width}x{height}."
+        )
+    return width, height
+
+
+def main(
+    experiment: str | None = None,
+    screenshot: str | None = None,
+    run_for: float = 3.0,
+    window_size: tuple[int, int] | None = None,
+) -> int:
+    """Open the app; returns the exit code. ``window_size`` (width, height) in pixels
+    overrides the remembered size; a screenshot without it is taken at the default size."""
     started = time.perf_counter()
     log_path = setup_logging()
     app = create_application()
@@ -193,6 +216,10 @@ def main(experiment: str | None = None, screenshot: str | None = None, run_for: 
     hook.install()
     app.aboutToQuit.connect(controller.shutdown)
     director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None
+    if window_size is not None or screenshot:
+        from gradviz.gui.main_window import DEFAULT_SIZE
+
+        controller.window.resize(*(window_size or DEFAULT_SIZE))
     controller.window.show()
     log.info("window shown %.2f s after start", time.perf_counter() - started)
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark

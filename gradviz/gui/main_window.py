@@ -27,10 +27,16 @@ from gradviz.gui.models.model_panel import ModelPanel
 from gradviz.gui.pages import WorkspacePages
 
 DEFAULT_SIZE = (1440, 900)
-MIN_SIZE = (1280, 800)
+#: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
+MIN_WINDOW_SIZE = (960, 600)
 
 #: Width of the setup column (px): its longest values fit, the views get the rest.
 SETUP_WIDTH = 330
+#: The setup column never grows past this: a wide window widens the views instead.
+SETUP_MAX_WIDTH = 420
+#: Smallest size of a view's dock (px): a small window squeezes the views (their controls
+#: may be cut short) instead of drawing docks over each other.
+VIEW_MIN_SIZE = (150, 110)
 
 _RUN_ACTIONS = (
     ("start", "Start", None, "Start the run, or resume it (Space)"),
@@ -54,7 +60,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("gradviz — distance-fit lab")
         self.setObjectName("gradviz-main-window")
         self.setDockNestingEnabled(True)
-        self.setMinimumSize(960, 600)
+        self.setMinimumSize(*MIN_WINDOW_SIZE)
         self.resize(*DEFAULT_SIZE)
         self.setAcceptDrops(True)
         #: Asked before closing; returns False to keep the window open.
@@ -249,9 +255,10 @@ class MainWindow(QMainWindow):
 
     def _make_docks(self, setup: QWidget, views: dict[str, QWidget]) -> None:
         """One dock per entry of the views registry, placed by its area, plus the setup."""
-        self._dock("setup", "Setup", setup)
+        self._dock("setup", "Setup", setup).setMaximumWidth(SETUP_MAX_WIDTH)
         for entry in VIEWS:
             if entry.key in views:
+                views[entry.key].setMinimumSize(*VIEW_MIN_SIZE)
                 self._dock(entry.key, entry.title, views[entry.key])
         d = self.docks
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["setup"])

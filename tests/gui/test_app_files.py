@@ -88,3 +88,34 @@ def test_plain_gradviz_and_main_py_open_the_window(tmp_path):
 def test_example_experiments_are_valid_json_objects():
     for path in EXAMPLES:
         assert isinstance(json.loads(path.read_text()), dict)
+
+
+def _screenshot(tmp_path, name: str, window_size=None) -> tuple[int, int]:
+    from PySide6.QtGui import QImage
+
+    out = tmp_path / name
+    code = (
+        "from gradviz.gui.app import main\n"
+        f"code = main(screenshot={str(out)!r}, run_for=0.2, window_size={window_size!r})\n"
+        "raise SystemExit(code)\n"
+    )
+    proc = _run(["-c", code], QT_QPA_PLATFORM="offscreen",
+                GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(out))
+    return image.width(), image.height()
+
+
+def test_a_screenshot_is_exactly_the_window_size_asked_for_and_else_the_default(tmp_path):
+    assert _screenshot(tmp_path, "small.png", (1024, 700)) == (1024, 700)
+    # The next launch does not take the size the last one left behind.
+    assert _screenshot(tmp_path, "default.png") == (1440, 900)
+
+
+@pytest.mark.parametrize(("text", "words"), [("1024", "look like"), ("10x10", "at least")])
+def test_a_bad_window_size_is_named_in_one_sentence(text, words):
+    from gradviz.gui.app import parse_window_size
+
+    assert parse_window_size("1024x700") == (1024, 700)
+    with pytest.raises(GradvizError, match=words):
+        parse_window_size(text)

@@ -42,9 +42,15 @@ class PointsView(QWidget):
 
         self.projection_box = QComboBox()
         self.projection_box.setToolTip("How points with more than two dimensions are drawn")
-        self.align_box = QCheckBox("align (Procrustes)")
+        self.projection_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.projection_box.setMinimumContentsLength(8)
+        self.align_box = QCheckBox("align")
         self.align_box.setChecked(True)
-        self.align_box.setToolTip("Rotate/reflect/translate the prediction onto the target")
+        self.align_box.setToolTip(
+            "Align the prediction onto the target (Procrustes: rotate, reflect, translate)"
+        )
         self.links_box = QCheckBox("residuals")
         self.links_box.setChecked(True)
         self.links_box.setToolTip("Join each predicted point to its target point")
