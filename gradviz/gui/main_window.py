@@ -63,6 +63,7 @@ class MainWindow(QMainWindow):
         self.setMinimumSize(*MIN_WINDOW_SIZE)
         self.resize(*DEFAULT_SIZE)
         self.setAcceptDrops(True)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # the one-key shortcuts' home
         #: Asked before closing; returns False to keep the window open.
         self.close_guard: Callable[[], bool] = lambda: True
         self.actions: dict[str, QAction] = {}

@@ -208,3 +208,20 @@ def test_views_are_fed_through_one_path_from_a_worker_or_a_file(make_lab, make_s
     assert lab.views.snapshot is recorded
     assert lab.views.widgets["mask"].counts()[Health.NAN] == 15
     assert _status(lab, "device") == f"{recorded.device} · {recorded.method}"
+
+
+# ---- defect 8: Enter in a setup field gives the keys back ------------------------------------
+def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
+    from PySide6.QtCore import Qt
+
+    lab = make_lab(small("safe"))
+    lab.window.activateWindow()
+    spin = next(iter(lab.form.param("seed").items)).widget
+    spin.show()
+    spin.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is spin, timeout=5_000)
+    qtbot.keyClick(spin, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not spin, timeout=5_000)
+    assert "Space starts or pauses" in lab.window.statusBar().currentMessage()
+    qtbot.keyClick(QApplication.focusWidget() or lab.window, Qt.Key.Key_S)
+    qtbot.waitUntil(lambda: lab.session.latest.step == 1, timeout=RUN_TIMEOUT_MS)

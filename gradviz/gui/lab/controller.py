@@ -28,6 +28,7 @@ from gradviz.gui.experiments import (
     save_experiment,
 )
 from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
+from gradviz.gui.lab.focus import EnterLeavesField
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.status import RunActions, RunStatus
 from gradviz.gui.lab.torch_loader import TorchLoader
@@ -117,6 +118,7 @@ class LabController(QObject):
         self.models = ModelActions(self.window, self.settings, self.session, self.show_error)
         self.form.changed.connect(self._on_setting_changed)
         self.window.set_recent_files(self.recent.read())
+        self.enter_leaves_field = EnterLeavesField(self.window.docks["setup"], self.window)
 
     def _restore(self, config: FitConfig | None, live: LiveSettings | None) -> None:
         geometry = self.settings.value("window/geometry")
@@ -308,6 +310,7 @@ class LabController(QObject):
         if self._shut_down:
             return
         self._shut_down = True
+        self.enter_leaves_field.uninstall()
         self.window.pages.show_page(0)  # save the lab's layout, not the explorer page
         self._save_settings()
         if self.error_dialog is not None:
