@@ -292,6 +292,11 @@ def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tm
     assert spec.to_text() == "4-8-3"
     for name, tensor in expected.state_dict().items():
         torch.testing.assert_close(module.state_dict()[name], tensor, rtol=0, atol=0)
+    # Readable as any file the user saves (the umask decides), not private to the owner.
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert f"Saved the network to {path}" in controller.window.statusBar().currentMessage()
 
 
 def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):

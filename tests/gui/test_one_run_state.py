@@ -225,3 +225,20 @@ def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
     assert "Space starts or pauses" in lab.window.statusBar().currentMessage()
     qtbot.keyClick(QApplication.focusWidget() or lab.window, Qt.Key.Key_S)
     qtbot.waitUntil(lambda: lab.session.latest.step == 1, timeout=RUN_TIMEOUT_MS)
+
+
+def test_colormap_palette_and_locked_levels_are_remembered(make_lab):
+    lab = make_lab(small("safe"), wait_ready=False)
+    error = lab.views.widgets["error"]
+    error.colormap_box.setCurrentIndex(1)
+    chosen = error.colormap_box.currentText()
+    mask = lab.views.widgets["mask"]
+    mask.palette_box.setCurrentIndex(1)
+    palette = mask.palette_box.currentText()
+    lab.views.widgets["distances"].lock_levels((0.25, 2.5))
+    lab.shutdown()
+    again = make_lab(small("safe"), wait_ready=False)
+    assert again.views.widgets["error"].colormap_box.currentText() == chosen
+    assert again.views.widgets["mask"].palette_box.currentText() == palette
+    distances = again.views.widgets["distances"]
+    assert distances.locked() and distances.levels() == pytest.approx((0.25, 2.5))

@@ -28,6 +28,7 @@ from gradviz.gui.experiments import (
     save_experiment,
 )
 from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
+from gradviz.gui.lab.display_memory import DisplayMemory
 from gradviz.gui.lab.focus import EnterLeavesField
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.status import RunActions, RunStatus
@@ -119,6 +120,7 @@ class LabController(QObject):
         self.form.changed.connect(self._on_setting_changed)
         self.window.set_recent_files(self.recent.read())
         self.enter_leaves_field = EnterLeavesField(self.window.docks["setup"], self.window)
+        self.display_memory = DisplayMemory(self.settings, self.views)
 
     def _restore(self, config: FitConfig | None, live: LiveSettings | None) -> None:
         geometry = self.settings.value("window/geometry")

@@ -98,6 +98,11 @@ class HeatmapView(MatrixPanel):
     def locked(self) -> bool:
         return self.lock_box.isChecked()
 
+    def lock_levels(self, levels: tuple[float, float]) -> None:
+        """Fix the colour levels at ``levels`` (low, high) across frames."""
+        self._set_levels(levels)
+        self.lock_box.setChecked(True)
+
     def displayed_image(self) -> np.ndarray | None:
         """The (downsampled, sanitised) float32 image handed to pyqtgraph."""
         return self.image.image
