@@ -123,6 +123,21 @@ def test_choosing_another_activation_reloads_the_pickle_with_it(qtbot, app, mode
     assert app.sent[1][2].to_text() == "3-5-4-2:tanh"
 
 
+def test_the_model_panel_never_describes_a_network_the_explorer_does_not_show(
+    qtbot, app, model_files
+):
+    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    qtbot.waitUntil(lambda: len(app.sent) == 1, timeout=WAIT_MS)
+    panel = app.models.opener.panel
+    assert "--activation" not in panel.assumptions.text()  # the app's words, not the CLI's
+    assert "choose another below" in panel.assumptions.text()
+    assert not panel.reason.isVisibleTo(panel) and panel.activation_row.isVisibleTo(panel)
+    app.window.explorer.set_spec_text("3-8-2")  # the user explores a typed spec instead
+    assert panel.reason.isVisibleTo(panel)
+    assert "The explorer now shows typed spec, not this file" in panel.reason.text()
+    assert not panel.activation_row.isVisibleTo(panel)  # no choice that would replace it
+
+
 def _wait_trust_dialog(qtbot, app):
     qtbot.waitUntil(
         lambda: (

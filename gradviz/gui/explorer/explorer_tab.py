@@ -54,6 +54,8 @@ class ExplorerTab(QWidget):
 
     failed = Signal(str, str)
     resultShown = Signal()
+    #: What is explored changed: the label of ``set_network``, or "typed spec".
+    networkChanged = Signal(str)
     busyChanged = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -129,6 +131,7 @@ class ExplorerTab(QWidget):
             ok=True,
         )
         self.settings.set_source(label)
+        self.networkChanged.emit(label)
         if self.isVisible():
             self.compute()
         else:
@@ -307,6 +310,7 @@ class ExplorerTab(QWidget):
         if self._module is not None:
             self._module = None
             self.settings.set_source("typed spec")
+            self.networkChanged.emit("typed spec")
         if self.settings.spec is not None:
             self._schedule()
 

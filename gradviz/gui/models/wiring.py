@@ -59,6 +59,7 @@ class ModelActions(QObject):
         session.stateChanged.connect(self.update_actions)
         session.networkCopied.connect(self._on_network_copied)
         window.pages.bar.currentChanged.connect(self.update_actions)
+        self.explorer.networkChanged.connect(self._on_explored_network_changed)
 
     # ---- opening -------------------------------------------------------------------------
     @Slot(str)
@@ -69,9 +70,21 @@ class ModelActions(QObject):
         self._sent_label = label
         self.explorer.set_network(module, label, spec, in_dim, out_dim)
 
+    @Slot(str)
+    def _on_explored_network_changed(self, label: str) -> None:
+        """The panel describes the opened file only while the explorer shows it."""
+        if label != self._sent_label and self.opener.loaded is not None:
+            self.opener.panel.show_not_explored(label)
+
     @Slot(object)
-    def _on_model_shown(self, _info: object) -> None:
-        """Bring the model panel forward once a model is on screen."""
+    def _on_model_shown(self, info: Any) -> None:
+        """Bring the model panel forward once a model is on screen; a file that cannot run
+        leaves the explorer as it was, and the panel says what the explorer shows."""
+        if not info.runnable and self.explorer.network_label():
+            panel = self.opener.panel
+            panel.reason.setText(
+                f"{panel.reason.text()}. The explorer still shows {self.explorer.network_label()}."
+            )
         pages = self.window.pages
         index = pages.stack.indexOf(self.opener.panel.parentWidget())
         if index >= 0:
