@@ -225,7 +225,14 @@ def main(
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark
         QTimer.singleShot(0, _report_shown_and_quit)
     else:
-        QTimer.singleShot(0, controller.start_loading)
+        from gradviz.gui.startup import StartupWatch
+
+        watch = StartupWatch(  # noqa: F841 - parented to the window
+            controller.window,
+            controller.session,
+            controller.window.actions["start"],
+            controller.start_loading,
+        )
     try:
         code = app.exec()
     finally:

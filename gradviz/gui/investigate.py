@@ -158,7 +158,7 @@ class Investigations(QObject):
         self.window.explorer.release_computations()
         for session in self._resume:
             pinned_on_screen = session.viewing_pinned
-            session.resume()  # which follows the run again: keep the pinned snapshot
+            session.start()  # resumes, and follows the run again: keep the pinned snapshot
             if pinned_on_screen:
                 session.show_first_nan()
         self._resume = []

@@ -119,3 +119,13 @@ def test_a_bad_window_size_is_named_in_one_sentence(text, words):
     assert parse_window_size("1024x700") == (1024, 700)
     with pytest.raises(GradvizError, match=words):
         parse_window_size(text)
+
+
+def test_start_up_reports_painted_then_step_0_and_start_as_they_happen(tmp_path):
+    env = dict(QT_QPA_PLATFORM="offscreen", GRADVIZ_STARTUP_REPORT="1",
+               GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    proc = _run(["-m", "gradviz", "gui"], **env)
+    assert proc.returncode == 0, proc.stderr
+    moments = proc.stdout.split()
+    assert sorted(moments) == ["frame-drawn", "start-enabled", "window-painted"]
+    assert moments[0] == "window-painted"  # the window first, then torch

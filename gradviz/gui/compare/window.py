@@ -165,7 +165,7 @@ class CompareWindow(QMainWindow):
 
     @property
     def thread_count(self) -> int:
-        return sum(session.thread_count for session in self.sessions)
+        return sum(len(session.workers()) for session in self.sessions)
 
     @Slot(int, int)
     def select_cell(self, i: int, j: int) -> None:

@@ -34,7 +34,7 @@ from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.status import RunActions, RunStatus
 from gradviz.gui.lab.torch_loader import TorchLoader
 from gradviz.gui.lab.views import LabViews
-from gradviz.gui.lab.worker import describe_failure
+from gradviz.gui.lab.worker import describe_run_failure
 from gradviz.gui.main_window import MainWindow
 from gradviz.gui.models.wiring import ModelActions
 
@@ -96,7 +96,7 @@ class LabController(QObject):
 
     @property
     def torch_ready(self) -> bool:
-        return self.session.state not in (RunState.LOADING, RunState.UNAVAILABLE)
+        return self.session.state.loaded
 
     # ---- wiring ----------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -295,7 +295,7 @@ class LabController(QObject):
         return self.error_dialog
 
     def report_exception(self, exc: BaseException, details: str) -> None:
-        self.show_error(describe_failure(exc), details)
+        self.show_error(describe_run_failure(exc), details)
 
     # ---- closing -----------------------------------------------------------------------------
     def _on_close_requested(self) -> bool:
@@ -338,7 +338,7 @@ class LabController(QObject):
     def thread_count(self) -> int:
         """Worker threads still held (0 after every run has been joined)."""
         return (
-            self.session.thread_count
+            len(self.session.workers())
             + self.investigations.thread_count
             + int(self.window.explorer.worker_running())
         )

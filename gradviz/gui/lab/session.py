@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.config import FitConfig
 from gradviz.core.health import Health
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.lab.worker import FitWorker, WorkerPool
+from gradviz.gui.lab.worker import FitWorker, FramePacer, WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +48,11 @@ class RunState(enum.Enum):
     @property
     def label(self) -> str:
         return self.value
+
+    @property
+    def loaded(self) -> bool:
+        """The compute engine is there (runs can start)."""
+        return self not in (RunState.LOADING, RunState.UNAVAILABLE)
 
     @property
     def going(self) -> bool:
@@ -104,11 +108,8 @@ class RunSession(QObject):
         self._held = False
         self._closed = False
         self._pool = WorkerPool()
+        self._pacer = FramePacer(self._pool, self)
         self._worker: FitWorker | None = None
-        self._unacknowledged: set[int] = set()
-        self._gui_cpu_mark = time.thread_time()
-        #: Frames handed to the views (for benchmarks).
-        self.frames_shown = 0
 
     # ---- what the session knows (read-only) -------------------------------------------------
     @property
@@ -151,7 +152,7 @@ class RunSession(QObject):
         return self._shown
 
     @property
-    def viewing_pinned(self) -> bool:
+    def viewing_pinned(self) -> bool:  # showing the pinned snapshot (until show_live)
         return self._viewing_pinned
 
     @property
@@ -162,19 +163,7 @@ class RunSession(QObject):
     @property
     def available(self) -> bool:
         """Whether runs can start (torch loaded, not held by a diagnosis, not closed)."""
-        return (
-            not self._closed
-            and not self._held
-            and self._state
-            not in (
-                RunState.LOADING,
-                RunState.UNAVAILABLE,
-            )
-        )
-
-    @property
-    def held(self) -> bool:
-        return self._held
+        return not self._closed and not self._held and self._state.loaded
 
     @property
     def worker(self) -> FitWorker | None:
@@ -182,12 +171,9 @@ class RunSession(QObject):
         return self._worker
 
     def workers(self) -> list[FitWorker]:
-        """Every worker whose thread is still held (the current one and retiring ones)."""
+        """Every worker whose thread is still held (the current one and retiring ones):
+        ``len(workers())`` threads."""
         return self._pool.workers()
-
-    @property
-    def thread_count(self) -> int:
-        return len(self._pool)
 
     # ---- commands ---------------------------------------------------------------------------
     def set_available(self, available: bool) -> None:
@@ -219,22 +205,15 @@ class RunSession(QObject):
             self._worker.pause()
             self._set_state(RunState.PAUSED)
 
-    def resume(self) -> None:
-        if self._state is RunState.PAUSED:
-            self.start()
-
     def step(self, config: FitConfig | None = None) -> None:
         """Pause (if running) and take exactly one step (of ``config`` if nothing runs)."""
-        if not self.available:
+        if not self.available or (self._worker is None and config is None):
             return
         self.show_live()
         if self._worker is None:
-            if config is None:
-                return
-            self._launch(config, paused=True)
-        assert self._worker is not None
-        self._worker.pause()
-        self._worker.step_once()
+            self._launch(config, paused=True)  # type: ignore[arg-type]
+        self._worker.pause()  # type: ignore[union-attr]
+        self._worker.step_once()  # type: ignore[union-attr]
         self._set_state(RunState.PAUSED)
 
     @Slot()
@@ -256,10 +235,10 @@ class RunSession(QObject):
         self.pinnedChanged.emit(None)
         if config is not None and self.available:
             self._launch(config, paused=True)
-        elif self._state not in (RunState.LOADING, RunState.UNAVAILABLE):
+        elif self._state.loaded:
             self._set_state(RunState.IDLE)
 
-    def set_lr(self, lr: float) -> None:
+    def set_lr(self, lr: float) -> None:  # takes effect before the next step
         if self._worker is not None:
             self._worker.set_lr(lr)
 
@@ -277,8 +256,7 @@ class RunSession(QObject):
 
     def join(self, timeout_s: float = 30.0) -> bool:
         """Stop every worker and join its thread; True when all threads have ended."""
-        if self._worker is not None:
-            self.stop()
+        self.stop()
         return self._pool.shutdown(timeout_s)
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
@@ -291,7 +269,6 @@ class RunSession(QObject):
     def show(self, snapshot: Snapshot) -> None:
         """Put ``snapshot`` on screen: the one path by which the views are fed."""
         self._shown = snapshot
-        self.frames_shown += 1
         self.snapshotShown.emit(snapshot)
 
     def show_first_nan(self) -> None:
@@ -328,7 +305,7 @@ class RunSession(QObject):
         worker.finished.connect(self._on_worker_finished)
         worker.networkReady.connect(self._on_network_ready)
         worker.networkCopied.connect(self._on_network_copied)
-        self._gui_cpu_mark = time.thread_time()
+        self._pacer.restart()
         self._pool.start(worker)
         self._worker = worker
         self._set_state(RunState.READY if paused else RunState.RUNNING)
@@ -349,23 +326,7 @@ class RunSession(QObject):
                 self._set_pinned(snapshot)
             if not self._viewing_pinned:
                 self.show(snapshot)
-        if self._pool.get(snapshot.generation) is not None:
-            # Acknowledge after the queued paint, so the worker paces itself to the screen.
-            # (A GUI-thread slot: a worker method here would be queued to the busy worker.)
-            self._unacknowledged.add(snapshot.generation)
-            QTimer.singleShot(0, self._acknowledge_frames)
-
-    @Slot()
-    def _acknowledge_frames(self) -> None:
-        # GUI-thread CPU time since the last acknowledgement: everything the GUI did for
-        # one frame, painting included, but not the time it waited for the GIL.
-        now = time.thread_time()
-        gui_seconds, self._gui_cpu_mark = now - self._gui_cpu_mark, now
-        for generation in self._unacknowledged:
-            handle = self._pool.get(generation)
-            if handle is not None:
-                handle.worker.frame_drawn(gui_seconds)
-        self._unacknowledged.clear()
+        self._pacer.shown(snapshot.generation)
 
     @Slot(object)
     def _on_first_nan_pinned(self, snapshot: Snapshot) -> None:
@@ -377,10 +338,9 @@ class RunSession(QObject):
             self.show(snapshot)
 
     def _set_pinned(self, snapshot: Snapshot | None) -> None:
-        if snapshot is self._pinned:
-            return
-        self._pinned = snapshot
-        self.pinnedChanged.emit(snapshot)
+        if snapshot is not self._pinned:
+            self._pinned = snapshot
+            self.pinnedChanged.emit(snapshot)
 
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:

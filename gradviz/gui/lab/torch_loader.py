@@ -15,7 +15,8 @@ class TorchLoader(QObject):
     """Imports torch and the core run on a background thread.
 
     ``ready`` carries the devices that exist as (name, label) pairs; ``failed`` a plain
-    sentence and the details.
+    sentence and the details. After ``ready`` the thread goes on to import what the first
+    optimizer step needs (torch._dynamo, seconds), while the app already shows step 0.
     """
 
     ready = Signal(object)
@@ -38,9 +39,6 @@ class TorchLoader(QObject):
             from gradviz.core.devices import available_devices, describe_device
             from gradviz.core.fit import DistanceFitRun
 
-            # One tiny step pays the lazy imports (the optimiser pulls in torch._dynamo)
-            # here, behind the window, instead of in the first real run.
-            DistanceFitRun(FitConfig(n=3, dim=2, steps=1, device="cpu")).step(capture=True)
             devices = [(name, describe_device(name)) for name in available_devices()]
         except BaseException as exc:  # noqa: BLE001 - the GUI must hear of any failure
             log.exception("importing torch failed")
@@ -51,3 +49,9 @@ class TorchLoader(QObject):
             )
             return
         self.ready.emit(devices)
+        try:
+            # One tiny step pays the optimizer's lazy imports here, behind step 0's
+            # picture, instead of in the first step the user asks for.
+            DistanceFitRun(FitConfig(n=3, dim=2, steps=1, device="cpu")).step()
+        except Exception:  # noqa: BLE001 - a warm-up only; the real run reports for itself
+            log.exception("warming up the optimizer failed")
