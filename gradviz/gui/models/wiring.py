@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, QSettings, Slot
 from PySide6.QtWidgets import QFileDialog
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import ModelInfo
 from gradviz.gui.lab.session import RunSession
 from gradviz.gui.models.open_model import RECENT_MODELS_KEY, ModelOpener
 from gradviz.gui.settings import RecentFiles
@@ -56,6 +57,7 @@ class ModelActions(QObject):
         window.set_recent_models(RecentFiles(settings, RECENT_MODELS_KEY).read())
         self.opener.stateChanged.connect(self._on_opener_state_changed)
         self.opener.modelShown.connect(self._on_model_shown)
+        self.opener.recentChanged.connect(window.set_recent_models)
         session.stateChanged.connect(self.update_actions)
         session.networkCopied.connect(self._on_network_copied)
         window.pages.bar.currentChanged.connect(self.update_actions)
@@ -77,7 +79,7 @@ class ModelActions(QObject):
             self.opener.panel.show_not_explored(label)
 
     @Slot(object)
-    def _on_model_shown(self, info: Any) -> None:
+    def _on_model_shown(self, info: ModelInfo) -> None:
         """Bring the model panel forward once a model is on screen; a file that cannot run
         leaves the explorer as it was, and the panel says what the explorer shows."""
         if not info.runnable and self.explorer.network_label():
@@ -90,8 +92,8 @@ class ModelActions(QObject):
         if index >= 0:
             pages.show_page(index + 1)  # the page where the panel sits (0 is the lab)
 
-    @Slot(str)
-    def _on_opener_state_changed(self, _state: str) -> None:
+    @Slot(object)
+    def _on_opener_state_changed(self, _state: object) -> None:
         self.update_actions()
 
     @Slot()
