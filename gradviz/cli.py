@@ -11,15 +11,9 @@ import importlib
 import sys
 
 from gradviz import __version__
-from gradviz.core.config import (
-    ACTIVATIONS,
-    DISTANCE_METHODS,
-    DTYPES,
-    JACOBIAN_METHODS,
-    OPTIMIZERS,
-    FitConfig,
-)
+from gradviz.core.config import ACTIVATIONS, DTYPES, JACOBIAN_METHODS, FitConfig
 from gradviz.core.errors import GradvizError
+from gradviz.core.settings_table import add_arguments
 
 EXIT_USAGE = 2
 
@@ -54,41 +48,8 @@ def _add_gui(sub) -> None:
 
 
 def _add_fit(sub) -> None:
-    d = FitConfig()
     p = sub.add_parser("fit", help="run the distance-matrix fit headless")
-    p.add_argument(
-        "--target",
-        default=d.target,
-        metavar="SPEC",
-        help="generator name or file:PATH (CSV/NPY; sets N and D)",
-    )
-    p.add_argument("--n", type=int, default=d.n, help="number of points")
-    p.add_argument("--dim", type=int, default=d.dim, help="dimension D")
-    p.add_argument(
-        "--init",
-        default=d.init,
-        metavar="SPEC",
-        help="initial coordinates: random, a generator name, or file:PATH",
-    )
-    p.add_argument("--method", default=d.method, choices=list(DISTANCE_METHODS))
-    p.add_argument(
-        "--net",
-        default=d.net,
-        metavar="SPEC",
-        help="produce coordinates with a network, e.g. 8-64-3:tanh",
-    )
-    p.add_argument("--optimizer", default=d.optimizer, choices=list(OPTIMIZERS))
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--steps", type=int, default=d.steps)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--device", default=d.device, help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--dtype", default=d.dtype, choices=list(DTYPES))
-    p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads")
-    p.add_argument(
-        "--stop-on-nan",
-        action="store_true",
-        help="stop before an optimizer step on non-finite gradients",
-    )
+    add_arguments(p, FitConfig)  # one option per run setting, described in core.config
     p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 

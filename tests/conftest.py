@@ -2,6 +2,30 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Tests must never read or write the user's real preferences.
 os.environ.setdefault("GRADVIZ_SETTINGS_SCOPE", "test")
+
+
+def _extended_config_class():
+    """FitConfig with one more setting, declared as a contributor would add it."""
+    import dataclasses
+
+    from gradviz.core.config import FitConfig
+    from gradviz.core.settings_table import setting
+
+    momentum = setting(
+        0.9, title="momentum", tooltip="Momentum of SGD.", group="Optimiser", limits=(0.0, 1.0)
+    )
+    return dataclasses.make_dataclass(
+        "ExtendedConfig", [("momentum", float, momentum)], bases=(FitConfig,), frozen=True
+    )
+
+
+@pytest.fixture(scope="session")
+def extended_config():
+    """A settings dataclass with a field FitConfig lacks: the form, the CLI options and file
+    validation must all pick it up from its metadata alone."""
+    return _extended_config_class()

@@ -16,25 +16,11 @@ import numpy as np
 
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
+from gradviz.core.settings_table import from_arguments
 
 
 def run(args) -> int:
-    config = FitConfig(
-        target=args.target,
-        n=args.n,
-        dim=args.dim,
-        init=args.init,
-        method=args.method,
-        net=args.net,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        steps=args.steps,
-        seed=args.seed,
-        device=args.device,
-        dtype=args.dtype,
-        threads=args.threads,
-        stop_on_nan=args.stop_on_nan,
-    ).validated()
+    config = from_arguments(FitConfig, args)
     out = _checked_out_path(args.out)
 
     from gradviz.core.fit import DistanceFitRun  # torch loads here, after the cheap checks

@@ -12,11 +12,11 @@ import json
 
 import numpy as np
 
+from gradviz.core.config import MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
+from gradviz.core.explore_batches import check_batch_size, random_batch
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, load_points
-
-MAX_FULL_BATCH = 256  # gradviz.core.jacobians.MAX_FULL_BATCH, checked before torch is imported
 
 
 def run(args) -> int:
@@ -56,9 +56,8 @@ def run(args) -> int:
             )
     model = model.to(device)
 
-    if points is None:
-        generator = torch.Generator().manual_seed(args.seed)
-        inputs = torch.randn(args.batch, in_dim, generator=generator, dtype=dtype)
+    if points is None:  # the explorer's batch for this seed (one construction, in core)
+        inputs = torch.as_tensor(random_batch(args.batch, in_dim, args.seed), dtype=dtype)
     else:
         if points.shape[1] != in_dim:
             raise GradvizError(
@@ -127,8 +126,7 @@ def _full_too_big(batch: int) -> str:
 def _inputs(args) -> np.ndarray | None:
     """The --inputs rows as (B, n) float64, or None for a random --batch."""
     if args.inputs is None:
-        if args.batch < 1:
-            raise GradvizError(f"--batch must be at least 1, not {args.batch}.")
+        check_batch_size(args.batch)
         return None
     path = args.inputs[len(FILE_PREFIX) :]
     if not args.inputs.startswith(FILE_PREFIX) or not path:

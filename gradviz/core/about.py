@@ -3,7 +3,9 @@ compute devices this machine offers.
 
 Versions are read from the installed distributions' metadata (``importlib.metadata``), so
 asking for the Qt binding's or pyqtgraph's version imports neither; the core never imports
-Qt. Only ``devices_seen`` imports torch (to ask it which devices exist).
+Qt. torch is the exception: its own ``torch.__version__`` carries the build's local label
+(``2.14.1+cu130``, ``2.13.0+cpu``) that the wheel's metadata may drop, and that label is what
+tells a CPU build from a CUDA one. ``devices_seen`` imports torch too.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def versions() -> dict[str, str | None]:
     }
     for name, candidates in _DISTRIBUTIONS.items():
         found[name] = _first_installed(candidates)
+    if found.get("torch") is not None:
+        found["torch"] = _torch_build_version()
     return found
 
 
@@ -52,6 +56,12 @@ def about_text() -> str:
     lines = [f"{name} {version or 'not installed'}" for name, version in versions().items()]
     lines.append("Devices: " + ", ".join(devices_seen()))
     return "\n".join(lines)
+
+
+def _torch_build_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 def _first_installed(candidates: tuple[str, ...]) -> str | None:

@@ -1,17 +1,19 @@
-"""Run settings as plain dataclasses.
+"""Run settings as plain dataclasses, each field described once.
 
-This module imports neither torch nor Qt, so the settings forms can be built (and the
-window shown) before torch has finished importing. The name tables here are the single
-source of the choices the CLI and the forms offer; the torch-side registries must agree
-with them (a test checks).
+Every field carries its title, tooltip, limits or choices, form group and whether a change
+applies live or needs a reset (``setting(...)``, read by gradviz.core.settings_table): the
+setup form, the CLI's ``gradviz fit`` options and experiment-file validation all come from
+these declarations. This module imports neither torch nor Qt, so the settings form can be
+built (and the window shown) before torch has finished importing. The torch-side registries
+must agree with the name tables here (a test checks).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.settings_table import check_settings, setting, settings_from_dict
 
 #: Distance-matrix methods, with the one-line explanation shown as a tooltip / help.
 DISTANCE_METHODS: dict[str, str] = {
@@ -46,8 +48,22 @@ ACTIVATIONS: tuple[str, ...] = ("identity", "relu", "tanh", "sigmoid", "gelu", "
 
 JACOBIAN_METHODS: tuple[str, ...] = ("auto", "loop", "batchsum", "jacrev", "jacfwd")
 
+#: Losses for the explorer's parameter-gradient histograms (gradviz.core.histograms).
+HISTOGRAM_LOSSES: dict[str, str] = {
+    "sum": "sum of outputs",
+    "sumsq": "sum of squares of outputs",
+    "mse": "MSE to a target file",
+}
+
 #: The largest point set we accept; larger ones do not fit a distance matrix in a view.
 MAX_POINTS = 20_000
+#: The largest point dimension D.
+MAX_DIM = 1024
+#: The largest seed: seeds go to numpy and torch, which both take whole numbers below 2**63.
+MAX_SEED = 2**63 - 1
+#: The largest batch for which the full (B*m, B*n) batch Jacobian is built (it grows as B^2);
+#: here, not in core.jacobians, so that the CLI and the app can check it before torch loads.
+MAX_FULL_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -57,44 +73,121 @@ class FitConfig:
     ``target`` and ``init`` are a generator name or ``file:PATH`` (CSV or NPY); ``init`` may
     also be ``random`` (seeded standard normal). A file sets N and D. ``net`` is a network
     spec (``8-64-3:tanh``) that produces the coordinates from seeded per-point features, or
-    None for free coordinates.
+    None for free coordinates. Each field's ``setting(...)`` is its row in the settings
+    table (gradviz.core.settings_table): the form, the CLI and experiment files read it.
     """
 
-    target: str = "gaussian"
-    n: int = 10
-    dim: int = 3
-    init: str = "random"
-    method: str = "safe"
-    net: str | None = None
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    steps: int = 500
-    seed: int = 0
-    device: str = "auto"
-    dtype: str = "float32"
-    threads: int | None = None
-    stop_on_nan: bool = False
+    target: str = setting(
+        "gaussian",
+        title="target set",
+        tooltip="Point set to recover from its distance matrix: a generator or a CSV/NPY file.",
+        group="Target points",
+        choices=POINT_GENERATORS,
+        accepts_file=True,
+        metavar="SPEC",
+        cli_help="generator name or file:PATH (CSV/NPY; sets N and D)",
+    )
+    n: int = setting(
+        10,
+        title="N points",
+        tooltip="Number of points (a file sets it).",
+        group="Target points",
+        limits=(2, MAX_POINTS),
+    )
+    dim: int = setting(
+        3,
+        title="D dimensions",
+        tooltip="Dimension of the points (a file sets it).",
+        group="Target points",
+        limits=(1, MAX_DIM),
+    )
+    init: str = setting(
+        "random",
+        title="initial coords",
+        tooltip="Where the fitted coordinates start: seeded random normal, a generator, or a file.",
+        group="Coordinates",
+        choices={"random": "seeded standard normal coordinates", **POINT_GENERATORS},
+        accepts_file=True,
+        metavar="SPEC",
+        cli_help="initial coordinates: random, a generator name, or file:PATH",
+    )
+    method: str = setting(
+        "safe",
+        title="method",
+        tooltip="How the distance matrix is computed from the coordinates.",
+        group="Distance method",
+        choices=DISTANCE_METHODS,
+    )
+    net: str | None = setting(
+        None,
+        title="coordinate source",
+        tooltip="Fit the coordinates directly, or produce them with a small network.",
+        group="Coordinates",
+        editor="network",
+        metavar="SPEC",
+        cli_help="produce coordinates with a network, e.g. 8-64-3:tanh",
+    )
+    optimizer: str = setting(
+        "adam",
+        title="optimiser",
+        tooltip="The torch optimiser that takes the steps.",
+        group="Optimiser",
+        choices=OPTIMIZERS,
+    )
+    lr: float = setting(
+        1e-3,
+        title="learning rate",
+        tooltip="Step size; a change takes effect at the next step.",
+        group="Optimiser",
+        live=True,
+        limits=(1e-8, 1e6),  # large rates provoke divergence on purpose
+        cli_help="step size of the optimizer",
+    )
+    steps: int = setting(
+        500, title="steps", tooltip="Optimiser steps of a run.", group="Optimiser",
+        limits=(0, 10**9),
+    )  # fmt: skip
+    seed: int = setting(
+        0,
+        title="seed",
+        tooltip="Seed of the generators, the initial coordinates and the network weights.",
+        group="Target points",
+        limits=(0, MAX_SEED),
+    )
+    device: str = setting(
+        "auto",
+        title="device",
+        tooltip="Where the run computes (devices that exist on this machine).",
+        group="Compute",
+        editor="device",
+        cli_help="auto, cpu, cuda, cuda:N or mps",
+    )
+    dtype: str = setting(
+        "float32",
+        title="dtype",
+        tooltip="Floating-point precision of the run.",
+        group="Compute",
+        choices=DTYPES,
+    )
+    threads: int | None = setting(
+        None,
+        title="torch threads",
+        tooltip="torch CPU threads (unset: torch's default).",
+        group="Compute",
+        limits=(1, 256),
+        cli_help="torch CPU threads",
+    )
+    stop_on_nan: bool = setting(
+        False,
+        title="stop on NaN",
+        tooltip="Stop before an optimiser step whose gradient has a NaN or Inf.",
+        group="Optimiser",
+        cli_help="stop before an optimizer step on non-finite gradients",
+    )
 
     def validated(self) -> FitConfig:
         """Return self, or raise GradvizError naming the first bad setting."""
-        _require(self.method in DISTANCE_METHODS, "method", self.method, DISTANCE_METHODS)
-        _require(self.optimizer in OPTIMIZERS, "optimizer", self.optimizer, OPTIMIZERS)
-        _require(self.dtype in DTYPES, "dtype", self.dtype, DTYPES)
-        if not self.target.startswith("file:"):
-            _require(self.target in POINT_GENERATORS, "target", self.target, POINT_GENERATORS)
-        if not (self.init == "random" or self.init.startswith("file:")):
-            _require(self.init in POINT_GENERATORS, "init", self.init, POINT_GENERATORS)
-        if not 2 <= self.n <= MAX_POINTS:
-            raise GradvizError(f"N must be between 2 and {MAX_POINTS:,} points, got {self.n}.")
-        if self.dim < 1:
-            raise GradvizError(f"The dimension D must be at least 1, got {self.dim}.")
-        if not self.lr > 0:
-            raise GradvizError(f"The learning rate must be positive, got {self.lr}.")
-        if self.steps < 0:
-            raise GradvizError(f"The number of steps cannot be negative, got {self.steps}.")
-        if self.threads is not None and self.threads < 1:
-            raise GradvizError(f"Threads must be at least 1, got {self.threads}.")
-        return self
+        return check_settings(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,41 +201,18 @@ class FitConfig:
         return replace(self, **changes)
 
 
-_KINDS: dict[str, tuple[type, str]] = {
-    "int": (int, "a whole number"),
-    "float": (float, "a number"),
-    "str": (str, "a text"),
-    "bool": (bool, "true or false"),
-}
+@dataclass(frozen=True)
+class LiveSettings:
+    """How the app shows a run (not part of the run itself)."""
 
+    frame_rate: float = setting(
+        30.0,
+        title="frame rate (/s)",
+        tooltip="How often the views redraw while running; ~2/s runs at nearly full speed.",
+        group="Display",
+        live=True,
+        limits=(0.5, 60.0),
+    )
 
-def settings_from_dict(cls: type, data: dict[str, Any], what: str = "setting") -> Any:
-    """An instance of the settings dataclass ``cls`` from a hand-written dict: unknown keys
-    and values of the wrong type are named in one GradvizError, never ignored."""
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise GradvizError(
-            f"Unknown {what}(s) {', '.join(unknown)}; known {what}s are {', '.join(sorted(known))}."
-        )
-    return cls(**{name: _checked_value(cls, name, value) for name, value in data.items()})
-
-
-def _checked_value(cls: type, name: str, value: Any) -> Any:
-    """``value`` for field ``name`` if it has the field's type (ints pass as floats), else a
-    GradvizError; files are hand-written, so a wrong type must not surface as a TypeError."""
-    annotation = next(f.type for f in fields(cls) if f.name == name)
-    parts = [part.strip() for part in str(annotation).split("|")]
-    if value is None and "None" in parts:
-        return None
-    kind, words = _KINDS[parts[0]]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    raise GradvizError(f"Setting {name!r} must be {words}, got {value!r}.")
-
-
-def _require(ok: bool, what: str, value: object, choices) -> None:
-    if not ok:
-        raise GradvizError(f"Unknown {what} {value!r}; choose one of: {', '.join(choices)}.")
+    def validated(self) -> LiveSettings:
+        return check_settings(self)

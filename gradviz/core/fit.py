@@ -72,7 +72,9 @@ class DistanceFitRun:
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]
         if self.device.type == "mps" and self.dtype == torch.float64:
-            raise GradvizError("MPS devices have no float64; use --dtype float32 or --device cpu.")
+            raise GradvizError(
+                "MPS devices have no float64; choose the float32 dtype or the cpu device."
+            )
         self.spec = NetworkSpec.parse(config.net) if config.net else None
 
         self.target_points, init_points = _point_sets(config, with_net=self.spec is not None)
@@ -367,8 +369,8 @@ def _point_sets(config: FitConfig, with_net: bool) -> tuple[np.ndarray, np.ndarr
     """Target and initial points (float64), with N and D taken from a file where one is given."""
     if with_net and config.init != "random":
         raise GradvizError(
-            "--init does not apply with --net (the network produces the coordinates); "
-            "leave --init at random or drop --net."
+            "The initial coords (init) do not apply when a network (net) produces the "
+            "coordinates; keep init at random, or fit free coordinates."
         )
     target = _load_if_file(config.target)
     init = _load_if_file(config.init)

@@ -14,14 +14,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gradviz.core.config import HISTOGRAM_LOSSES
 from gradviz.core.errors import GradvizError
 
-#: Loss name -> what it is, for the loss selector.
-LOSSES: dict[str, str] = {
-    "sum": "sum of all outputs",
-    "sumsq": "sum of the squares of all outputs",
-    "mse": "mean squared error to a target (one row of m values per input)",
-}
+#: Loss name -> what it is, for the loss selector (the table lives in the torch-free config).
+LOSSES: dict[str, str] = HISTOGRAM_LOSSES
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ which a forward pass in training mode would otherwise update).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,12 +32,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from gradviz.core.config import MAX_FULL_BATCH  # the one limit (torch-free for the CLI and app)
 from gradviz.core.errors import GradvizError
+from gradviz.core.torch_notices import torch_deprecations_logged
 
 #: Method names a caller may ask for; ``config.JACOBIAN_METHODS`` must agree (a test checks).
 METHODS: tuple[str, ...] = ("auto", "loop", "batchsum", "jacrev", "jacfwd")
-#: The largest batch for which the full (B*m, B*n) batch Jacobian is built.
-MAX_FULL_BATCH = 256
 #: Samples in the probe batch that ``auto`` uses to look for cross-sample derivatives.
 PROBE_SAMPLES = 4
 #: Tangent elements per vmap chunk of jacrev / jacfwd (bounds their memory on big batches).
@@ -165,12 +164,9 @@ def _vmapped(
     transform = jacfwd if forward_mode else jacrev
     name = "jacfwd" if forward_mode else "jacrev"
     try:
-        with warnings.catch_warnings():
-            # torch's forward-mode decompositions still use torch.jit.script on first import,
-            # which warns about its own deprecation; that is torch's business, not the user's.
-            warnings.filterwarnings(
-                "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
-            )
+        # torch's forward-mode decompositions still use torch.jit.script on first use, which
+        # warns about its own deprecation; that is torch's business, not the user's.
+        with torch_deprecations_logged():
             chunk = _vmap_chunk(model, x)
             jac, out = vmap(transform(one_sample, has_aux=True), chunk_size=chunk)(x.detach())
     except RuntimeError as exc:

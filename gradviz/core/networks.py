@@ -351,3 +351,22 @@ def _check_state(spec: NetworkSpec, state: dict[str, torch.Tensor], where: str) 
                 f"{where}: tensor {name!r} is {str(state[name].dtype).removeprefix('torch.')}; "
                 "weights must be floating point."
             )
+
+
+def module_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A private copy of ``module`` in ``dtype`` whose parameters are leaves again.
+
+    ``copy.deepcopy`` of a TorchScript module clones its parameters through autograd
+    (CloneBackward), so they stop being leaves and touching them warns about non-leaf
+    ``.grad``. Copying without autograd and restoring each ``requires_grad`` flag gives the
+    copy the original's gradient behaviour; the original is not changed.
+    """
+    import copy
+
+    import torch
+
+    with torch.no_grad():
+        copied = copy.deepcopy(module)
+    for original, twin in zip(module.parameters(), copied.parameters(), strict=True):
+        twin.requires_grad_(original.requires_grad)
+    return copied.to(dtype)

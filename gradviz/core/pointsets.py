@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gradviz.core.config import MAX_POINTS, POINT_GENERATORS
+from gradviz.core.config import MAX_POINTS, MAX_SEED, POINT_GENERATORS
 from gradviz.core.errors import GradvizError
+from gradviz.core.settings_table import FILE_PREFIX
 
 #: The largest point file we read, in bytes.
 MAX_FILE_BYTES = 100 * 1024 * 1024
@@ -23,10 +24,6 @@ MAX_FILE_BYTES = 100 * 1024 * 1024
 #: Step length of the ``chain`` random walk (the C-alpha spacing of a protein, in Angstrom).
 CHAIN_STEP = 3.8
 
-#: Seeds go to numpy and torch; both accept whole numbers below this.
-MAX_SEED = 2**63
-
-FILE_PREFIX = "file:"
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
 _ONE_POINT_PER_LINE = "write one point per line as comma-separated numbers"
@@ -50,7 +47,7 @@ def generate(name: str, n: int, dim: int, seed: int = 0) -> np.ndarray:
     if dim < min_dim:
         raise GradvizError(
             f"The {name!r} point set needs at least {min_dim} dimensions, got D = {dim}; "
-            f"use --dim {min_dim} or more, or another point set."
+            f"set D (dim) to {min_dim} or more, or choose another point set."
         )
     rng = np.random.default_rng(check_seed(seed))
     points = _GENERATORS[name](n, dim, rng)
@@ -59,7 +56,7 @@ def generate(name: str, n: int, dim: int, seed: int = 0) -> np.ndarray:
 
 def check_seed(seed: int) -> int:
     """Return ``seed`` if it is a whole number in [0, 2**63), else raise GradvizError."""
-    if not (isinstance(seed, (int, np.integer)) and 0 <= seed < MAX_SEED):
+    if not (isinstance(seed, (int, np.integer)) and 0 <= seed <= MAX_SEED):
         raise GradvizError(f"The seed must be a whole number from 0 to 2**63 - 1, got {seed}.")
     return int(seed)
 

@@ -10,31 +10,29 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import fields
 
 from gradviz.core.config import FitConfig
-from gradviz.core.pointsets import FILE_PREFIX
+from gradviz.core.settings_table import FILE_PREFIX, settings_of
 
 
 def fit_command_line(config: FitConfig) -> str:
-    """``gradviz fit`` plus one option per setting of ``config`` that is not the default.
+    """``gradviz fit`` plus one option per setting of ``config`` that is not the default
+    (options named as the settings table names them for ``add_arguments``).
 
     Values are shell-quoted (``shlex.quote``); a value that starts with ``-`` is written
     as ``--option=VALUE`` so that argparse does not take it for an option. Relative point
     files become absolute (resolved against the current folder).
     """
-    default = FitConfig()
     words = ["gradviz", "fit"]
-    for f in fields(FitConfig):
-        value = getattr(config, f.name)
-        if value == getattr(default, f.name):
+    for row in settings_of(type(config)):
+        value = getattr(config, row.name)
+        if value == row.default:
             continue
-        option = "--" + f.name.replace("_", "-")
-        if isinstance(value, bool):  # only store_true flags exist (their default is False)
-            if value:
-                words.append(option)
+        option = row.flag
+        if row.kind is bool:  # store_true flags (default False) or --flag / --no-flag
+            words.append(option if value else "--no-" + option.removeprefix("--"))
             continue
-        text = _absolute_file_spec(value) if f.name in ("target", "init") else _format(value)
+        text = _absolute_file_spec(value) if row.info.accepts_file else _format(value)
         words.append(f"{option}={text}" if text.startswith("-") else option)
         if not text.startswith("-"):
             words.append(text)

@@ -1,43 +1,35 @@
-"""The setup form, generated from the config dataclasses with a pyqtgraph ParameterTree.
+"""The setup form, generated from the settings table with a pyqtgraph ParameterTree.
 
 Each field of ``FitConfig`` (and of ``LiveSettings``, the app's own display settings)
-becomes one parameter; the field's type picks the editor, and the name tables in
-``gradviz.core.config`` give the choices and their one-line tooltips. A few fields get a
-companion parameter: a point-set field offers "file" and a file picker, and the network
-spec is edited as text and validated as the user types (``NetworkSpec.parse`` imports no
-torch, so this works before torch is ready).
+becomes one parameter: its title, tooltip, limits, choices and group come from the field's
+``setting(...)`` in gradviz.core.config (read through gradviz.core.settings_table), its type
+picks the editor. A few settings get a companion parameter: one that accepts files offers
+"file" and a file picker, and the network spec (``editor="network"``) is edited as text and
+validated as the user types (``NetworkSpec.parse`` imports no torch, so this works before
+torch is ready). Whether a change needs a fresh run is ``needs_reset(name)``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import typing
-from dataclasses import dataclass, fields
 from typing import Any
 
 import pyqtgraph.parametertree as ptree
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from gradviz.core.config import (
-    DISTANCE_METHODS,
-    DTYPES,
-    MAX_POINTS,
-    OPTIMIZERS,
-    POINT_GENERATORS,
-    FitConfig,
-)
+from gradviz.core.config import FitConfig, LiveSettings
 from gradviz.core.errors import GradvizError
 from gradviz.core.networks import NetworkSpec
+from gradviz.core.settings_table import (
+    FILE_PREFIX,
+    Setting,
+    groups_of,
+    needs_reset,
+    settings_of,
+)
 
-
-@dataclass(frozen=True)
-class LiveSettings:
-    """How the app shows a run (not part of the run itself)."""
-
-    frame_rate: float = 30.0  # frames drawn per second while running; ~2 = max speed
-
+__all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
 
 #: The experiment the app opens with: the point of the app at a glance.
 DEFAULT_EXPERIMENT = FitConfig(
@@ -46,88 +38,31 @@ DEFAULT_EXPERIMENT = FitConfig(
 
 FILE_CHOICE = "file…"
 FREE, NETWORK = "free coordinates", "network"
-#: Settings whose change invalidates the run's state (the app asks to reset).
-RESET_FIELDS = frozenset(
-    {
-        "target",
-        "n",
-        "dim",
-        "init",
-        "method",
-        "net",
-        "seed",
-        "dtype",
-        "device",
-        "optimizer",
-        "threads",
-    }
-)
-
-# Titles, groups and hints for the generated parameters; field types come from the dataclass.
-_GROUPS: dict[str, tuple[str, ...]] = {
-    "Target points": ("target", "n", "dim", "seed"),
-    "Coordinates": ("init", "net"),
-    "Distance method": ("method",),
-    "Optimiser": ("optimizer", "lr", "steps", "stop_on_nan"),
-    "Compute": ("device", "dtype", "threads"),
-    "Display": ("frame_rate",),
-}
-_TITLES = {
-    "target": "target set",
-    "n": "N points",
-    "dim": "D dimensions",
-    "seed": "seed",
-    "init": "initial coords",
-    "net": "coordinate source",
-    "method": "method",
-    "optimizer": "optimiser",
-    "lr": "learning rate",
-    "steps": "steps",
-    "stop_on_nan": "stop on NaN",
-    "device": "device",
-    "dtype": "dtype",
-    "threads": "torch threads",
-    "frame_rate": "frame rate (/s)",
-}
-_TIPS = {
-    "target": "Point set to recover from its distance matrix: a generator or a CSV/NPY file.",
-    "n": "Number of points (a file sets it).",
-    "dim": "Dimension of the points (a file sets it).",
-    "seed": "Seed of the generators, the initial coordinates and the network weights.",
-    "init": "Where the fitted coordinates start: seeded random normal, a generator, or a file.",
-    "net": "Fit the coordinates directly, or produce them with a small network.",
-    "lr": "Step size; a change takes effect at the next step.",
-    "steps": "Optimiser steps of a run.",
-    "stop_on_nan": "Stop before an optimiser step whose gradient has a NaN or Inf.",
-    "device": "Where the run computes (devices that exist on this machine).",
-    "dtype": "Floating-point precision of the run.",
-    "threads": "torch CPU threads (0 = torch's default).",
-    "frame_rate": "How often the views redraw while running; ~2/s runs at nearly full speed.",
-}
-_LIMITS: dict[str, tuple[float, float]] = {
-    "n": (2, MAX_POINTS),
-    "dim": (1, 64),
-    "seed": (0, 2**31 - 1),
-    "lr": (1e-8, 100.0),
-    "steps": (0, 10**9),
-    "threads": (0, 256),
-    "frame_rate": (0.5, 60.0),
-}
+_KIND = {int: "int", float: "float", bool: "bool", str: "str"}
 
 
 class SetupForm(QWidget):
-    """Setup panel: edit a FitConfig and LiveSettings. ``changed`` names the field."""
+    """Setup panel: edit a FitConfig and LiveSettings. ``changed`` names the field.
+
+    The form shows every setting of ``type(config)`` (FitConfig, or a dataclass extending
+    it) and of LiveSettings, grouped and labelled as the settings table says.
+    """
 
     changed = Signal(str)
 
     def __init__(self, config: FitConfig = DEFAULT_EXPERIMENT, parent: QWidget | None = None):
         super().__init__(parent)
-        self._fields = {f.name: f for f in fields(FitConfig)}
-        self._fields.update({f.name: f for f in fields(LiveSettings)})
-        self._hints = typing.get_type_hints(FitConfig) | typing.get_type_hints(LiveSettings)
+        self._config_class = type(config)
+        groups = groups_of((self._config_class, LiveSettings))
+        self._rows = {row.name: row for rows in groups.values() for row in rows}
         self._updating = False
         self.root = ptree.Parameter.create(
-            name="setup", type="group", children=[self._group(t, n) for t, n in _GROUPS.items()]
+            name="setup",
+            type="group",
+            children=[
+                {"name": title, "type": "group", "children": _params_for_rows(rows)}
+                for title, rows in groups.items()
+            ],
         )
         self.tree = ptree.ParameterTree(showHeader=False)
         self.tree.setParameters(self.root, showTop=False)
@@ -142,71 +77,8 @@ class SetupForm(QWidget):
         layout.addWidget(self.problem)
         self.set_config(config)
         self.root.sigTreeStateChanged.connect(self._on_tree_changed)
-        self.param("net_spec").sigValueChanging.connect(self._on_net_spec_typing)
-
-    # ---- generation --------------------------------------------------------------------
-    def _group(self, title: str, names: tuple[str, ...]) -> dict[str, Any]:
-        children: list[dict[str, Any]] = []
-        for name in names:
-            children += self._params_for(name)
-        return {"name": title, "type": "group", "children": children}
-
-    def _params_for(self, name: str) -> list[dict[str, Any]]:
-        base = {"name": name, "title": _TITLES.get(name, name), "tip": _TIPS.get(name, "")}
-        default = self._fields[name].default
-        if default is not dataclasses.MISSING and default is not None:
-            base["value"] = default
-        hint = self._hints[name]
-        if name in ("target", "init"):
-            choices = ([] if name == "target" else ["random"]) + list(POINT_GENERATORS)
-            return [
-                {**base, "type": "list", "limits": choices + [FILE_CHOICE]},
-                {
-                    "name": f"{name}_file",
-                    "title": "  file (CSV/NPY)",
-                    "type": "file",
-                    "value": "",
-                    "visible": False,
-                    "nameFilter": "Point sets (*.csv *.npy)",
-                    "tip": "A CSV or NPY file of shape (N, D).",
-                },
-            ]
-        if name == "net":
-            return [
-                {**base, "type": "list", "limits": [FREE, NETWORK]},
-                {
-                    "name": "net_spec",
-                    "title": "  network spec",
-                    "type": "str",
-                    "value": "8-64-3:tanh",
-                    "visible": False,
-                    "tip": "Widths joined by '-' and an activation, e.g. 8-64-3:tanh; the last "
-                    "width must equal D.",
-                },
-            ]
-        if name == "method":
-            return [
-                {
-                    **base,
-                    "type": "list",
-                    "limits": list(DISTANCE_METHODS),
-                    "tip": DISTANCE_METHODS[DEFAULT_EXPERIMENT.method],
-                }
-            ]
-        if name == "optimizer":
-            tip = "; ".join(OPTIMIZERS.values())
-            return [{**base, "type": "list", "limits": list(OPTIMIZERS), "tip": tip}]
-        if name == "dtype":
-            return [{**base, "type": "list", "limits": list(DTYPES)}]
-        if name == "device":
-            return [{**base, "type": "list", "limits": ["auto"]}]
-        kind = _KIND[_strip_optional(hint)]
-        param = {**base, "type": kind}
-        if name in _LIMITS:
-            param["limits"] = _LIMITS[name]
-        if kind == "float":
-            param.update(dec=True, step=1, minStep=1e-8, decimals=4, siPrefix=False)
-        return [param]
+        for name in self._names_with("network"):
+            self.param(f"{name}_spec").sigValueChanging.connect(self._on_net_spec_typing)
 
     def param(self, name: str) -> ptree.Parameter:
         for group in self.root.children():
@@ -215,28 +87,23 @@ class SetupForm(QWidget):
                     return child
         raise KeyError(name)
 
+    def needs_reset(self, name: str) -> bool:
+        """Whether changing setting ``name`` (as ``changed`` names it) needs a fresh run."""
+        return needs_reset(name, (self._config_class, LiveSettings))
+
+    def title(self, name: str) -> str:
+        """The form's label of setting ``name``."""
+        return self._rows[name].title
+
     # ---- values --------------------------------------------------------------------------
     def set_config(self, config: FitConfig, live: LiveSettings | None = None) -> None:
         """Show ``config`` (and ``live``) in the form without emitting ``changed``."""
         self._updating = True
         try:
-            for name in self._hints:
-                if name in ("target", "init", "net", "threads") or name not in _TITLES:
-                    continue
-                if name == "frame_rate":
-                    if live is not None:
-                        self.param(name).setValue(live.frame_rate)
-                    continue
-                self.param(name).setValue(getattr(config, name))
-            self.param("threads").setValue(config.threads or 0)
-            for name in ("target", "init"):
-                value = getattr(config, name)
-                is_file = value.startswith("file:")
-                self.param(name).setValue(FILE_CHOICE if is_file else value)
-                self.param(f"{name}_file").setValue(value[5:] if is_file else "")
-            self.param("net").setValue(NETWORK if config.net else FREE)
-            if config.net:
-                self.param("net_spec").setValue(config.net)
+            for row in settings_of(self._config_class):
+                self._show(row, getattr(config, row.name))
+            for row in settings_of(LiveSettings) if live is not None else ():
+                self._show(row, getattr(live, row.name))
             self._sync_visibility()
             # "Back to default" (the arrow beside a changed value) returns to this experiment.
             for group in self.root.children():
@@ -252,48 +119,62 @@ class SetupForm(QWidget):
 
     def config(self) -> FitConfig:
         """The FitConfig the form shows; GradvizError names the first bad setting."""
-        values: dict[str, Any] = {}
-        for name in (f.name for f in fields(FitConfig)):
-            if name in ("target", "init"):
-                values[name] = self._point_source(name)
-            elif name == "net":
-                values[name] = self._net_spec_text()
-            elif name == "threads":
-                values[name] = int(self.param(name).value()) or None
-            else:
-                values[name] = _strip_optional(self._hints[name])(self.param(name).value())
-        return FitConfig(**values).validated()
+        values = {row.name: self._read(row) for row in settings_of(self._config_class)}
+        return self._config_class(**values).validated()
 
     def live_settings(self) -> LiveSettings:
-        return LiveSettings(frame_rate=float(self.param("frame_rate").value()))
+        values = {row.name: self._read(row) for row in settings_of(LiveSettings)}
+        return LiveSettings(**values)
 
     def set_devices(self, devices: list[tuple[str, str]]) -> None:
         """Offer ``auto`` and the devices that exist, as (name, label) pairs."""
-        current = self.param("device").value()
         limits = {"auto": "auto"} | {label: name for name, label in devices}
         self._updating = True
         try:
-            self.param("device").setLimits(limits)
-            if current in limits.values():
-                self.param("device").setValue(current)
+            for name in self._names_with("device"):
+                current = self.param(name).value()
+                self.param(name).setLimits(limits)
+                if current in limits.values():
+                    self.param(name).setValue(current)
         finally:
             self._updating = False
 
-    def _point_source(self, name: str) -> str:
-        choice = self.param(name).value()
+    def _show(self, row: Setting, value: Any) -> None:
+        param = self.param(row.name)
+        if row.info.editor == "network":
+            param.setValue(NETWORK if value else FREE)
+            if value:
+                self.param(f"{row.name}_spec").setValue(value)
+        elif row.info.accepts_file:
+            is_file = value.startswith(FILE_PREFIX)
+            param.setValue(FILE_CHOICE if is_file else value)
+            self.param(f"{row.name}_file").setValue(value[len(FILE_PREFIX) :] if is_file else "")
+        else:
+            param.setValue(0 if value is None else value)  # optional numbers show unset as 0
+
+    def _read(self, row: Setting) -> Any:
+        if row.info.editor == "network":
+            return self._net_spec_text(row.name)
+        if row.info.accepts_file:
+            return self._point_source(row)
+        value = row.kind(self.param(row.name).value())
+        return None if row.optional and not value else value
+
+    def _point_source(self, row: Setting) -> str:
+        choice = self.param(row.name).value()
         if choice != FILE_CHOICE:
             return choice
-        path = str(self.param(f"{name}_file").value() or "").strip()
+        path = str(self.param(f"{row.name}_file").value() or "").strip()
         if not path:
-            raise GradvizError(f"Choose a CSV or NPY file for the {_TITLES[name]}.")
+            raise GradvizError(f"Choose a CSV or NPY file for the {row.title}.")
         if not os.path.isfile(path):
-            raise GradvizError(f"The file {path!r} for the {_TITLES[name]} does not exist.")
-        return f"file:{path}"
+            raise GradvizError(f"The file {path!r} for the {row.title} does not exist.")
+        return f"{FILE_PREFIX}{path}"
 
-    def _net_spec_text(self, text: str | None = None) -> str | None:
-        if self.param("net").value() != NETWORK:
+    def _net_spec_text(self, name: str, text: str | None = None) -> str | None:
+        if self.param(name).value() != NETWORK:
             return None
-        text = (self.param("net_spec").value() if text is None else text).strip()
+        text = (self.param(f"{name}_spec").value() if text is None else text).strip()
         spec = NetworkSpec.parse(text)
         dim = int(self.param("dim").value())
         if spec.out_dim != dim:
@@ -302,6 +183,9 @@ class SetupForm(QWidget):
                 f"make them equal (e.g. {spec.in_dim}-64-{dim}:tanh)."
             )
         return text
+
+    def _names_with(self, editor: str) -> list[str]:
+        return [name for name, row in self._rows.items() if row.info.editor == editor]
 
     # ---- reactions -----------------------------------------------------------------------
     def _on_tree_changed(self, _root, changes) -> None:
@@ -316,19 +200,24 @@ class SetupForm(QWidget):
             field = name.removesuffix("_file").removesuffix("_spec")
             self.changed.emit(field)
 
-    def _on_net_spec_typing(self, _param, text: str) -> None:
-        self._validate(net_text=text)
+    def _on_net_spec_typing(self, param, text: str) -> None:
+        self._validate(typed=(param.name().removesuffix("_spec"), text))
 
     def _sync_visibility(self) -> None:
-        for name in ("target", "init"):
-            self.param(f"{name}_file").setOpts(visible=self.param(name).value() == FILE_CHOICE)
-        self.param("net_spec").setOpts(visible=self.param("net").value() == NETWORK)
-        self.param("method").setOpts(tip=DISTANCE_METHODS[self.param("method").value()])
+        for name, row in self._rows.items():
+            if row.info.accepts_file:
+                self.param(f"{name}_file").setOpts(visible=self.param(name).value() == FILE_CHOICE)
+            if row.info.editor == "network":
+                self.param(f"{name}_spec").setOpts(visible=self.param(name).value() == NETWORK)
+            elif row.info.choices is not None:
+                self.param(name).setOpts(tip=_choice_tip(row, self.param(name).value()))
 
-    def _validate(self, net_text: str | None = None) -> bool:
-        """Show the first problem under the tree; True when the form is valid."""
+    def _validate(self, typed: tuple[str, str] | None = None) -> bool:
+        """Show the first problem under the tree; True when the form is valid. ``typed`` is
+        (network setting, text being typed) while its spec is edited."""
         try:
-            self._net_spec_text(net_text)
+            if typed is not None:
+                self._net_spec_text(*typed)
             self.config()
         except GradvizError as exc:
             self.problem.setText(str(exc))
@@ -343,9 +232,60 @@ class SetupForm(QWidget):
         return self.problem.text()
 
 
-_KIND = {int: "int", float: "float", bool: "bool", str: "str"}
+# ---- generation ------------------------------------------------------------------------------
+def _params_for_rows(rows: list[Setting]) -> list[dict[str, Any]]:
+    return [param for row in rows for param in _params_for(row)]
 
 
-def _strip_optional(hint: Any) -> type:
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if args else hint
+def _params_for(row: Setting) -> list[dict[str, Any]]:
+    """The parameter(s) that edit one setting: its own and, for some editors, a companion."""
+    info = row.info
+    param: dict[str, Any] = {"name": row.name, "title": info.title, "tip": info.tooltip}
+    if row.default is not None:
+        param["value"] = row.default
+    if info.editor == "network":
+        spec = {
+            "name": f"{row.name}_spec",
+            "title": "  network spec",
+            "type": "str",
+            "value": "8-64-3:tanh",
+            "visible": False,
+            "tip": "Widths joined by '-' and an activation, e.g. 8-64-3:tanh; the last "
+            "width must equal D.",
+        }
+        return [{**param, "type": "list", "limits": [FREE, NETWORK]}, spec]
+    if info.editor == "device":
+        return [{**param, "type": "list", "limits": ["auto"]}]
+    if info.choices is not None:
+        limits = list(info.choices) + ([FILE_CHOICE] if info.accepts_file else [])
+        param.update(type="list", limits=limits, tip=_choice_tip(row, row.default))
+        return [param, _file_param(row)] if info.accepts_file else [param]
+    param["type"] = _KIND[row.kind]
+    if info.limits is not None:
+        low, high = info.limits
+        if row.optional:  # an optional number shows "unset" as 0
+            low, param["value"] = 0, 0
+            param["tip"] += " 0 leaves it unset."
+        param["limits"] = (low, high)
+    if row.kind is float:
+        step = info.limits[0] if info.limits else 1e-8
+        param.update(dec=True, step=1, minStep=step, decimals=4, siPrefix=False)
+    return [param]
+
+
+def _file_param(row: Setting) -> dict[str, Any]:
+    return {
+        "name": f"{row.name}_file",
+        "title": "  file (CSV/NPY)",
+        "type": "file",
+        "value": "",
+        "visible": False,
+        "nameFilter": "Point sets (*.csv *.npy)",
+        "tip": "A CSV or NPY file of shape (N, D).",
+    }
+
+
+def _choice_tip(row: Setting, value: Any) -> str:
+    """The setting's tooltip and the chosen value's one-line explanation."""
+    explanation = (row.info.choices or {}).get(value, "")
+    return f"{row.info.tooltip}\n{value}: {explanation}" if explanation else row.info.tooltip

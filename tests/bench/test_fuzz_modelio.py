@@ -18,8 +18,11 @@ from gradviz.core.networks import NetworkSpec, save_network
 
 pytestmark = pytest.mark.bench
 
+# torch deprecates TorchScript (2.13: DeprecationWarning, 2.14: FutureWarning); these tests
+# still need to write such files, as people have them.
 jit_deprecated = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning"
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:FutureWarning",
 )
 
 

@@ -114,7 +114,7 @@ BAD_RUNS = {
     "npz": (["--target", "file:{tmp}/a.npz"], ".npz archive"),
     "unknown generator": (["--target", "blob"], "Unknown target 'blob'"),
     "one point": (["--n", "1"], "between 2 and 20,000"),
-    "negative lr": (["--lr", "-1"], "learning rate must be positive"),
+    "negative lr": (["--lr", "-1"], "learning rate (lr) must be between 1e-08 and 1e+06"),
     "missing device": (["--device", "cuda:9"], "not available on this machine"),
     "net width": (["--net", "8-2"], "output width is 2 but the points have D = 3"),
     "bad net": (["--net", "8-x-3"], "Width 2 of '8-x-3'"),

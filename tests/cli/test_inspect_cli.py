@@ -117,8 +117,10 @@ def test_jacobian_reads_a_whole_pickled_module_without_trust(capsys, tmp_path):
     assert data["constant_across_batch"] is False  # tanh: J changes with the input
 
 
-@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning")
-@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.save` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.(script|save)` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.(script|save)` is deprecated:FutureWarning",
+)
 def test_jacobian_runs_torchscript_only_with_trust_and_a_known_width(capsys, tmp_path):
     path = tmp_path / "script.pt"
     torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), path)

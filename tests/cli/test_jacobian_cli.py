@@ -11,6 +11,8 @@ import torch
 from gradviz.cli import main
 from gradviz.commands import jacobian as command
 from gradviz.core import jacobians as jm
+from gradviz.core.explore import ExplorerJob, run_job
+from gradviz.core.explore_batches import MAX_BATCH, InputSettings, random_batch
 from gradviz.core.networks import NetworkSpec, save_network
 
 
@@ -61,7 +63,7 @@ def test_out_writes_float32_jacobians_matching_the_loop_reference(capsys, tmp_pa
     assert saved.shape == (5, 4, 2) and saved.dtype == np.float32
 
     model = NetworkSpec.parse("2-20-20-4:tanh").build(seed=3)
-    x = torch.randn(5, 2, generator=torch.Generator().manual_seed(3))
+    x = torch.as_tensor(random_batch(5, 2, seed=3), dtype=torch.float32)
     reference = jm.compute_jacobians(model, x, "loop").jacobians.numpy()
     np.testing.assert_allclose(saved, reference, rtol=1e-6, atol=1e-7)
 
@@ -124,7 +126,7 @@ def test_model_file_is_read_with_its_own_weights(capsys, tmp_path):
         "--json",
     )
     assert code == 0 and _summary(out)["in_dim"] == 3
-    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = torch.as_tensor(random_batch(4, 3, seed=0))
     expected = jm.compute_jacobians(model, x, "loop").jacobians.numpy().astype(np.float32)
     np.testing.assert_array_equal(np.load(target), expected)
 
@@ -132,7 +134,7 @@ def test_model_file_is_read_with_its_own_weights(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--net", "2-20-4", "--batch", "0"], "--batch must be at least 1"),
+        (["--net", "2-20-4", "--batch", "0"], "batch size must be between 1 and 100,000, not 0"),
         (["--net", "2-20-4:swish", "--batch", "3"], "Unknown activation 'swish'"),
         (["--net", "2-x-4", "--batch", "3"], "'x'"),
         (["--net", "2-20-4", "--inputs", "x.csv"], "file:PATH"),
@@ -170,3 +172,25 @@ def test_unknown_activation_flag_is_a_usage_error():
 
 def test_command_full_limit_agrees_with_the_core():
     assert command.MAX_FULL_BATCH == jm.MAX_FULL_BATCH
+
+
+def test_the_cli_and_the_explorer_use_the_same_batch_for_the_same_seed(capsys, tmp_path):
+    spec = "2-20-20-4:tanh"
+    for seed in (0, 7):
+        target = tmp_path / f"J{seed}.npy"
+        argv = ["--net", spec, "--batch", "6", "--seed", str(seed), "--out", str(target)]
+        assert _run(capsys, *argv)[0] == 0
+        job = ExplorerJob(
+            label="net", in_dim=2, out_dim=4, spec_text=spec, net_seed=seed,
+            inputs=InputSettings(kind="random", batch=6, seed=seed, side=2),
+        )  # fmt: skip
+        explored = run_job(job)
+        np.testing.assert_array_equal(explored.inputs, random_batch(6, 2, seed).astype(np.float32))
+        np.testing.assert_array_equal(np.load(target), explored.jacobians)
+    # tanh Jacobians depend on the inputs, so equal J above means equal batches.
+    assert not np.array_equal(np.load(tmp_path / "J0.npy"), np.load(tmp_path / "J7.npy"))
+
+
+def test_a_batch_beyond_the_explorer_limit_is_refused_by_the_cli_too(capsys):
+    code, out, err = _run(capsys, "--net", "2-4", "--batch", str(MAX_BATCH + 1))
+    assert code == 2 and out == "" and f"between 1 and {MAX_BATCH:,}" in err

@@ -211,7 +211,7 @@ def test_network_output_width_must_match_the_dimension():
 
 
 def test_init_does_not_combine_with_a_network():
-    with pytest.raises(GradvizError, match="--init does not apply with --net"):
+    with pytest.raises(GradvizError, match=r"initial coords \(init\) do not apply when a network"):
         _run(net="8-3", init="grid")
 
 

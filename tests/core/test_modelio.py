@@ -17,9 +17,11 @@ from gradviz.core.jacobians import compute_jacobians
 from gradviz.core.modelio import detect_format, inspect_model, load_model
 from gradviz.core.networks import Linear, NetworkSpec, save_network
 
-# torch 2.13 marks TorchScript as deprecated; these tests still need to write such files.
+# torch deprecates TorchScript (2.13: DeprecationWarning, 2.14: FutureWarning); these tests
+# still need to write such files, as people have them.
 jit_deprecated = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning"
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:FutureWarning",
 )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import warnings
 import zipfile
 from dataclasses import replace
 from typing import Any
@@ -25,6 +24,7 @@ from gradviz.core.modelio.tensors import (
     layers_from_tensors,
     nonfinite_names,
 )
+from gradviz.core.torch_notices import torch_deprecations_logged
 
 _CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
 KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
@@ -57,12 +57,9 @@ def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:
     import torch
 
     try:
-        with torch.sparse.check_sparse_tensor_invariants(), warnings.catch_warnings():
-            # The file is TorchScript whatever torch thinks of the format's future; the user
-            # cannot act on the deprecation notice, so it is not passed on.
-            warnings.filterwarnings(
-                "ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning
-            )
+        # The file is TorchScript whatever torch thinks of the format's future; the user
+        # cannot act on the deprecation notice, so it goes to the log.
+        with torch.sparse.check_sparse_tensor_invariants(), torch_deprecations_logged():
             module = torch.jit.load(io.BytesIO(data), map_location="cpu")
     except Exception as exc:
         raise GradvizError(f"{base.path} is a damaged TorchScript file ({_line(exc)}).") from None

@@ -34,9 +34,9 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.explore import ExplorerJob, ExplorerResult, parse_indices
 from gradviz.core.networks import NetworkSpec
 from gradviz.gui.explorer.explorer_worker import ExplorerThread
-from gradviz.gui.explorer.jobs import ExplorerJob, ExplorerResult, parse_indices
 from gradviz.gui.explorer.result_views import ResultViews, summary
 from gradviz.gui.explorer.settings import ExplorerSettings, show_message
 

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.gui.explorer.jobs import ExplorerResult
+from gradviz.core.explore import ExplorerResult
 from gradviz.gui.widgets.arrays import ladder_ceil
 from gradviz.gui.widgets.heatmap import HeatmapView
 from gradviz.gui.widgets.panel import format_value

@@ -20,7 +20,7 @@ import traceback
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from gradviz.gui.explorer.jobs import ExplorerJob
+from gradviz.core.explore import ExplorerJob
 from gradviz.gui.failures import describe_failure
 
 #: How long the idle loop waits for a job before looking at the stop flag again (seconds).
@@ -88,7 +88,7 @@ class ExplorerWorker(QObject):
     @Slot()
     def run(self) -> None:
         """Compute jobs until ``request_stop``; torch is imported here, on this thread."""
-        from gradviz.gui.explorer.compute import Stopped, run_job
+        from gradviz.core.explore import Stopped, run_job
 
         while not self._stop.is_set():
             self._wake.wait(_IDLE_WAIT_S)

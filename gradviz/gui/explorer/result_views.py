@@ -9,6 +9,8 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTabWidget, QWidget
 
+from gradviz.core.config import HISTOGRAM_LOSSES
+from gradviz.core.explore import ExplorerResult
 from gradviz.gui.explorer.explorer_views import (
     AcrossBatchView,
     AllSamplesView,
@@ -18,7 +20,6 @@ from gradviz.gui.explorer.explorer_views import (
     SampleJacobianView,
 )
 from gradviz.gui.explorer.histogram_view import HistogramView
-from gradviz.gui.explorer.jobs import HISTOGRAM_LOSSES, ExplorerResult
 from gradviz.gui.widgets import palette
 
 VIEW_TITLES: dict[str, str] = {

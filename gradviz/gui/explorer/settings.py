@@ -24,16 +24,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.core.config import HISTOGRAM_LOSSES, MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
-from gradviz.core.networks import NetworkSpec
-from gradviz.gui.explorer.jobs import (
-    HISTOGRAM_LOSSES,
+from gradviz.core.explore_batches import (
     INPUT_KINDS,
     MAX_BATCH,
     MAX_GRID_SIDE,
     InputSettings,
     parse_floats,
 )
+from gradviz.core.networks import NetworkSpec
 
 DEFAULT_SPEC = "2-20-20-4:tanh"
 ERROR_COLOUR = "#E69F00"  # Okabe-Ito orange: readable on light and dark backgrounds
@@ -173,7 +173,7 @@ class ExplorerSettings(QWidget):
         for key, text in INPUT_KINDS.items():
             self.kind_box.addItem(text, key)
         self.batch_box = _spin(
-            1, MAX_BATCH, 64, "Batch size B (the full batch view needs B <= 256)"
+            1, MAX_BATCH, 64, f"Batch size B (the full batch view needs B <= {MAX_FULL_BATCH})"
         )
         self.seed_box = _spin(0, 999_999, 0, "Seed of the random batch")
         self.file_field = FileField("CSV or NPY, one input per row", "Open inputs")

@@ -40,8 +40,6 @@ from gradviz.gui.models.wiring import ModelActions
 
 log = logging.getLogger(__name__)
 
-LIVE_FIELDS = frozenset({"lr", "frame_rate"})
-
 
 class LabController(QObject):
     """The behaviour of the distance-fit lab. ``session`` is the run; ``views`` its views.
@@ -216,7 +214,7 @@ class LabController(QObject):
     # ---- settings ----------------------------------------------------------------------------
     @Slot(str)
     def _on_setting_changed(self, name: str) -> None:
-        if name in LIVE_FIELDS:
+        if not self.form.needs_reset(name):
             self.session.set_frame_rate(self.form.live_settings().frame_rate)
             if name == "lr":
                 self.session.set_lr(float(self.form.param("lr").value()))
@@ -225,8 +223,8 @@ class LabController(QObject):
             return  # the form shows what is wrong; nothing to apply yet
         if self.session.state.going and not self.confirm(
             "Reset the run?",
-            f"The setting “{self.form.param(name).title()}” needs a fresh run. Reset now? "
-            "(No keeps the current run; the change applies at the next Reset.)",
+            f"Changing the {self.form.title(name)} needs a fresh run. Reset now? (No keeps "
+            "the current run; the change applies at the next Reset.)",
         ):
             return
         self.reset()

@@ -1,21 +1,129 @@
-"""The explorer's computation: a job in, an ExplorerResult of numpy copies out.
+"""The explorer's computation: a request (ExplorerJob) in, an ExplorerResult of numpy out.
 
-Runs on the worker thread and imports torch there (the GUI's import path must not). Each
-stage calls ``should_stop`` first so that closing the tab does not wait for later stages.
-Everything numeric comes from gradviz.core (Jacobians, batch statistics, full batch
-Jacobian, gradient field, histograms); this module only wires them up.
+A job is a frozen description of one computation; a result holds plain numpy copies, so the
+app never touches a live tensor. ``run_job`` runs on the explorer's worker thread and imports
+torch there (the GUI's import path must not). Each stage calls ``should_stop`` first so that
+closing the tab does not wait for later stages. Everything numeric comes from gradviz.core
+(Jacobians, batch statistics, full batch Jacobian, gradient field, histograms); this module
+wires them up. The batches come from gradviz.core.explore_batches, which the CLI's
+``gradviz jacobian`` uses too.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from gradviz.core.config import MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
-from gradviz.gui.explorer.jobs import ExplorerJob, ExplorerResult, InputSettings
+from gradviz.core.explore_batches import (
+    InputSettings,
+    base_values,
+    grid_dims,
+    grid_side,
+    make_inputs,
+)
+
+
+@dataclass(frozen=True)
+class ExplorerJob:
+    """One computation: a network (spec + seed, or a module), inputs, histogram loss.
+
+    ``module`` is the explorer's private copy of a network set with ``set_network``; it is
+    only read (never trained) by the worker.
+    """
+
+    label: str
+    in_dim: int
+    out_dim: int
+    inputs: InputSettings
+    spec_text: str | None = None
+    net_seed: int = 0
+    module: Any = None
+    dtype: str = "float32"
+    loss: str = "sum"
+    target_path: str = ""
+    bins: int = 30
+
+
+@dataclass(frozen=True)
+class ExplorerResult:
+    """Everything the views show, as numpy copies.
+
+    jacobians (B, m, n); inputs (B, n); outputs (B, m); mean/std (m, n). ``full`` is the
+    (B*m, B*n) batch Jacobian or None (B > 256: ``full_note`` says why). ``field`` is the
+    grid's Jacobians (H, W, m, n) with ``field_xs`` (W,) and ``field_ys`` (H,), or None
+    (``field_note``). ``histograms`` is a list of core LayerHistogram or None
+    (``histogram_note``).
+    """
+
+    label: str
+    jacobians: np.ndarray
+    inputs: np.ndarray
+    outputs: np.ndarray
+    method: str
+    reason: str
+    mean: np.ndarray
+    std: np.ndarray
+    constant: bool
+    tolerance: float
+    full: np.ndarray | None = None
+    max_off_block: float | None = None
+    full_note: str = ""
+    field: np.ndarray | None = None
+    field_xs: np.ndarray | None = None
+    field_ys: np.ndarray | None = None
+    field_dims: tuple[int, int] = (0, 1)
+    field_note: str = ""
+    histograms: list | None = None
+    histogram_note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def batch(self) -> int:
+        return int(self.jacobians.shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(m, n): outputs and inputs of the network."""
+        return int(self.jacobians.shape[1]), int(self.jacobians.shape[2])
+
+
+def parse_indices(text: str, count: int, what: str) -> list[int]:
+    """Indices from text like ``all``, ``0-3, 7`` or ``5`` (ranges inclusive), in order.
+
+    ``count`` is how many there are; GradvizError names a bad part or an index out of range.
+    """
+    text = text.strip().lower()
+    if text in ("", "all", "*"):
+        return list(range(count))
+    chosen: list[int] = []
+    for part in text.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        first, dash, last = part.partition("-")
+        try:
+            lo = int(first)
+            hi = int(last) if dash else lo
+        except ValueError:
+            raise GradvizError(
+                f"The {what} selection has a bad part {part!r}; write indices like 0-3, 7 or all."
+            ) from None
+        if not (0 <= lo <= hi < count):
+            raise GradvizError(
+                f"The {what} selection {part!r} is outside 0..{count - 1}; "
+                f"there are {count} {what}s."
+            )
+        chosen.extend(k for k in range(lo, hi + 1) if k not in chosen)
+    if not chosen:
+        raise GradvizError(f"The {what} selection is empty; write indices like 0-3, 7 or all.")
+    return chosen
+
 
 #: The largest full batch Jacobian the explorer builds (entries): beyond it, building it
 #: takes tens of seconds and its picture hundreds of MB, for blocks too small to see.
@@ -46,9 +154,9 @@ def run_job(job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False) -
 
     _check(should_stop)
     entries = batch * m * batch * n
-    if batch > jac_mod.MAX_FULL_BATCH:
+    if batch > MAX_FULL_BATCH:
         pieces["full_note"] = (
-            f"The full batch Jacobian is drawn for batches of up to {jac_mod.MAX_FULL_BATCH} "
+            f"The full batch Jacobian is drawn for batches of up to {MAX_FULL_BATCH} "
             f"samples (it has (B·m) x (B·n) entries); this batch has {batch}."
         )
     elif entries > MAX_FULL_ENTRIES:
@@ -83,43 +191,13 @@ def run_job(job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False) -
     )
 
 
-def make_inputs(settings: InputSettings, in_dim: int) -> np.ndarray:
-    """The batch (B, n) float64 for these settings."""
-    if settings.kind == "random":
-        if settings.batch < 1:
-            raise GradvizError(f"The batch size must be at least 1, not {settings.batch}.")
-        rng = np.random.default_rng(settings.seed)
-        return rng.standard_normal((settings.batch, in_dim))
-    if settings.kind == "grid":
-        xs, ys = _grid_axes(settings)
-        grid = np.repeat(_base(settings, in_dim)[None, :], len(xs) * len(ys), axis=0)
-        gy, gx = np.meshgrid(ys, xs, indexing="ij")
-        first, second = _grid_dims(settings, in_dim)
-        grid[:, first] = gx.ravel()
-        grid[:, second] = gy.ravel()
-        return grid
-    if settings.kind == "file":
-        from gradviz.core.pointsets import load_points
-
-        if not settings.path:
-            raise GradvizError("Choose an input file (CSV or NPY, one input per row) first.")
-        points = load_points(settings.path)
-        if points.shape[1] != in_dim:
-            raise GradvizError(
-                f"The input file has {points.shape[1]} columns but the network takes "
-                f"{in_dim} inputs; give one row of {in_dim} numbers per input."
-            )
-        return points
-    raise GradvizError(f"Unknown input source {settings.kind!r}.")
-
-
 # ---- stages ---------------------------------------------------------------------------------
 def _model(job: ExplorerJob, dtype):
-    from gradviz.core.networks import NetworkSpec
+    from gradviz.core.networks import NetworkSpec, module_copy
 
     if job.module is not None:
         # A copy per job: converting the dtype in place would lose precision for later jobs.
-        return copy.deepcopy(job.module).to(dtype)
+        return module_copy(job.module, dtype)
     if job.spec_text is None:
         raise GradvizError("There is no network yet: type a spec such as 2-20-20-4:tanh.")
     return NetworkSpec.parse(job.spec_text).build(seed=job.net_seed, dtype=dtype)
@@ -133,9 +211,9 @@ def _field(model, job: ExplorerJob, dtype) -> dict:
     if job.in_dim < 2:
         return {"field_note": "The gradient field needs a network with at least two inputs."}
     settings = job.inputs
-    dims = _grid_dims(settings, job.in_dim)
-    base = torch.as_tensor(_base(settings, job.in_dim), dtype=dtype)
-    side = _side(settings)
+    dims = grid_dims(settings, job.in_dim)
+    base = torch.as_tensor(base_values(settings, job.in_dim), dtype=dtype)
+    side = grid_side(settings)
     field = gradient_field(
         model,
         job.in_dim,
@@ -179,42 +257,6 @@ def _histograms(model, x, job: ExplorerJob) -> dict:
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def _grid_dims(settings: InputSettings, in_dim: int) -> tuple[int, int]:
-    first, second = settings.dims
-    if in_dim < 2 or first == second or not (0 <= first < in_dim and 0 <= second < in_dim):
-        raise GradvizError(
-            f"The grid needs two different input dimensions between 0 and {in_dim - 1}; "
-            f"got {first} and {second}."
-        )
-    return first, second
-
-
-def _side(settings: InputSettings) -> int:
-    if not 2 <= settings.side <= 256:
-        raise GradvizError(f"The grid side must be between 2 and 256, not {settings.side}.")
-    return settings.side
-
-
-def _grid_axes(settings: InputSettings) -> tuple[np.ndarray, np.ndarray]:
-    side = _side(settings)
-    return np.linspace(*settings.x_range, side), np.linspace(*settings.y_range, side)
-
-
-def _base(settings: InputSettings, in_dim: int) -> np.ndarray:
-    """The fixed values of the inputs that are not on the grid: (n,) float64."""
-    base = settings.base
-    if not base:
-        return np.zeros(in_dim)
-    if len(base) == 1:
-        return np.full(in_dim, base[0], dtype=np.float64)
-    if len(base) != in_dim:
-        raise GradvizError(
-            f"Give one fixed value for every input ({in_dim}), or a single value for all; "
-            f"got {len(base)}."
-        )
-    return np.asarray(base, dtype=np.float64)
-
-
 def _numpy(tensor) -> np.ndarray:
     """A numpy copy off the device (``Tensor.numpy()`` would share memory)."""
     return tensor.detach().cpu().numpy().copy()

@@ -1,0 +1,145 @@
+"""The explorer's batches: where the inputs of a Jacobian computation come from (no torch).
+
+One construction for the app's explorer and the CLI's ``gradviz jacobian``, so the same seed
+gives the same random batch everywhere: ``random_batch`` draws from numpy's default_rng in
+float64 and callers cast to their dtype. The limits here (batch size, grid side) are the ones
+the explorer's editors and the CLI both enforce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.pointsets import check_seed
+
+#: Input sources the explorer offers.
+INPUT_KINDS: dict[str, str] = {
+    "random": "random batch (normal, seeded)",
+    "grid": "grid over two input dimensions",
+    "file": "points from a CSV or NPY file",
+}
+#: The largest grid side, so a field of (side^2, m, n) entries stays small enough to ship.
+MAX_GRID_SIDE = 256
+#: The largest random batch.
+MAX_BATCH = 100_000
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """Where the batch comes from. ``kind`` is a key of INPUT_KINDS.
+
+    random: ``batch`` rows of a standard normal, seeded by ``seed``. grid: ``side`` x ``side``
+    points over inputs ``dims`` spanning ``x_range`` x ``y_range``, the other inputs fixed at
+    ``base`` (one value per input; the two grid dims are ignored there). file: ``path``.
+    The grid settings also define the gradient field whatever the kind.
+    """
+
+    kind: str = "random"
+    batch: int = 64
+    seed: int = 0
+    dims: tuple[int, int] = (0, 1)
+    x_range: tuple[float, float] = (-2.0, 2.0)
+    y_range: tuple[float, float] = (-2.0, 2.0)
+    side: int = 48
+    base: tuple[float, ...] = ()
+    path: str = ""
+
+
+def random_batch(batch: int, shape: int | tuple[int, ...], seed: int) -> np.ndarray:
+    """``batch`` standard-normal samples of ``shape`` (an input width or a full sample shape)
+    from numpy's default_rng(``seed``): (B, *shape) float64. GradvizError for a batch size
+    outside 1..MAX_BATCH or a bad seed."""
+    check_batch_size(batch)
+    sample = (shape,) if isinstance(shape, int) else tuple(shape)
+    return np.random.default_rng(check_seed(seed)).standard_normal((batch, *sample))
+
+
+def check_batch_size(batch: int) -> int:
+    """Return ``batch`` if it is 1..MAX_BATCH, else raise GradvizError."""
+    if not 1 <= batch <= MAX_BATCH:
+        raise GradvizError(f"The batch size must be between 1 and {MAX_BATCH:,}, not {batch}.")
+    return batch
+
+
+def make_inputs(settings: InputSettings, in_dim: int) -> np.ndarray:
+    """The batch (B, n) float64 for these settings."""
+    if settings.kind == "random":
+        return random_batch(settings.batch, in_dim, settings.seed)
+    if settings.kind == "grid":
+        xs, ys = grid_axes(settings)
+        grid = np.repeat(base_values(settings, in_dim)[None, :], len(xs) * len(ys), axis=0)
+        gy, gx = np.meshgrid(ys, xs, indexing="ij")
+        first, second = grid_dims(settings, in_dim)
+        grid[:, first] = gx.ravel()
+        grid[:, second] = gy.ravel()
+        return grid
+    if settings.kind == "file":
+        from gradviz.core.pointsets import load_points
+
+        if not settings.path:
+            raise GradvizError("Choose an input file (CSV or NPY, one input per row) first.")
+        points = load_points(settings.path)
+        if points.shape[1] != in_dim:
+            raise GradvizError(
+                f"The input file has {points.shape[1]} columns but the network takes "
+                f"{in_dim} inputs; give one row of {in_dim} numbers per input."
+            )
+        return points
+    raise GradvizError(f"Unknown input source {settings.kind!r}.")
+
+
+def grid_dims(settings: InputSettings, in_dim: int) -> tuple[int, int]:
+    """The two inputs the grid varies; GradvizError unless they differ and exist."""
+    first, second = settings.dims
+    if in_dim < 2 or first == second or not (0 <= first < in_dim and 0 <= second < in_dim):
+        raise GradvizError(
+            f"The grid needs two different input dimensions between 0 and {in_dim - 1}; "
+            f"got {first} and {second}."
+        )
+    return first, second
+
+
+def grid_side(settings: InputSettings) -> int:
+    if not 2 <= settings.side <= MAX_GRID_SIDE:
+        raise GradvizError(
+            f"The grid side must be between 2 and {MAX_GRID_SIDE}, not {settings.side}."
+        )
+    return settings.side
+
+
+def grid_axes(settings: InputSettings) -> tuple[np.ndarray, np.ndarray]:
+    """The grid's x values (W,) and y values (H,), float64."""
+    side = grid_side(settings)
+    return np.linspace(*settings.x_range, side), np.linspace(*settings.y_range, side)
+
+
+def base_values(settings: InputSettings, in_dim: int) -> np.ndarray:
+    """The fixed values of the inputs that are not on the grid: (n,) float64."""
+    base = settings.base
+    if not base:
+        return np.zeros(in_dim)
+    if len(base) == 1:
+        return np.full(in_dim, base[0], dtype=np.float64)
+    if len(base) != in_dim:
+        raise GradvizError(
+            f"Give one fixed value for every input ({in_dim}), or a single value for all; "
+            f"got {len(base)}."
+        )
+    return np.asarray(base, dtype=np.float64)
+
+
+def parse_floats(text: str, what: str) -> tuple[float, ...]:
+    """Comma-separated numbers (empty text gives ()); GradvizError names a bad one."""
+    values = []
+    for part in text.replace(";", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            values.append(float(part))
+        except ValueError:
+            raise GradvizError(f"The {what} has a part that is not a number: {part!r}.") from None
+    return tuple(values)
