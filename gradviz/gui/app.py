@@ -137,7 +137,8 @@ class ExceptionHook:
 
 
 class ScreenshotDirector(QObject):
-    """--screenshot: run the experiment for ``run_for`` seconds, save the window, quit."""
+    """--screenshot: run the experiment for ``run_for`` seconds after its first frame (on a
+    busy machine that frame may take a while), save the window, quit."""
 
     def __init__(self, controller: LabController, path: str, run_for: float) -> None:
         super().__init__()
@@ -145,14 +146,23 @@ class ScreenshotDirector(QObject):
         self.path = path
         self.run_for = run_for
         self.exit_code = 1
+        self._timing = False
         controller.torchReady.connect(self._on_ready)
+        controller.session.snapshotShown.connect(self._on_frame)
         controller.loader.failed.connect(self._on_failed)
         QTimer.singleShot(int(SCREENSHOT_LOAD_TIMEOUT_S * 1000), self._on_timeout)
 
     @Slot()
     def _on_ready(self) -> None:
         self.controller.start()
-        QTimer.singleShot(int(self.run_for * 1000), self._capture)
+
+    @Slot(object)
+    def _on_frame(self, _snapshot: object) -> None:
+        from gradviz.gui.lab.session import RunState
+
+        if not self._timing and self.controller.session.state is RunState.RUNNING:
+            self._timing = True
+            QTimer.singleShot(int(self.run_for * 1000), self._capture)
 
     @Slot()
     def _capture(self) -> None:
