@@ -23,7 +23,7 @@ import numpy as np
 
 from gradviz.core.config import MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
-from gradviz.core.explore_batches import check_batch_size, random_batch
+from gradviz.core.explore_batches import check_batch_size, parse_sample_shape, random_batch
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, load_points
 
@@ -209,12 +209,9 @@ def _gradients(args, model, inputs, device, label, parameters) -> dict:
 def _input_shape(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    parts = [part.strip() for part in text.replace("x", ",").split(",")]
-    shape = tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
-    if not shape or min(shape) < 1:
-        raise GradvizError(
-            f"--input-shape takes positive sizes separated by commas (e.g. 3,32,32), not {text!r}."
-        )
+    shape = parse_sample_shape(text, "--input-shape")
+    if shape is None:
+        raise GradvizError("--input-shape takes positive sizes separated by commas (e.g. 3,32,32).")
     return shape
 
 

@@ -48,6 +48,7 @@ class ExplorerJob:
     loss: str = "sum"
     target_path: str = ""
     bins: int = 30
+    in_shape: tuple[int, ...] | None = None  # one sample's shape; None: (in_dim,)
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,17 @@ def parse_floats(text: str, what: str) -> tuple[float, ...]:
         except ValueError:
             raise GradvizError(f"The {what} has a part that is not a number: {part!r}.") from None
     return tuple(values)
+
+
+def parse_sample_shape(text: str, what: str = "The input shape") -> tuple[int, ...] | None:
+    """``3,32,32`` (or ``3x32x32``): the shape of one sample, positive sizes; empty text
+    gives None. GradvizError (starting with ``what``) for anything else."""
+    if not text.strip():
+        return None
+    parts = [part.strip() for part in text.replace("x", ",").split(",")]
+    shape = tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
+    if not shape or min(shape) < 1:
+        raise GradvizError(
+            f"{what} takes positive sizes separated by commas (e.g. 3,32,32), not {text!r}."
+        )
+    return shape

@@ -105,6 +105,12 @@ class MainWindow(QMainWindow):
         self._action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
         self._action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
         self._action("open_model", "Open &model…", "Ctrl+M", "Open a saved PyTorch model file")
+        self._action(
+            "open_model_class",
+            "Open with model c&lass…",
+            None,
+            "Open a state_dict or safetensors file with your own model class (runs your code)",
+        )
         self._action("save_network", "Save &network…", None, "Save the network as a model file")
         self.actions["save_network"].setEnabled(False)
         self._action("quit", "&Quit", "Ctrl+Q")
@@ -147,6 +153,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.actions["save"])
         file_menu.addSeparator()
         file_menu.addAction(self.actions["open_model"])
+        file_menu.addAction(self.actions["open_model_class"])
         self.recent_models_menu = file_menu.addMenu("Recent mo&dels")
         self.recent_models_menu.setEnabled(False)
         file_menu.addAction(self.actions["save_network"])

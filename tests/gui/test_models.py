@@ -63,9 +63,9 @@ def app(make_lab):  # noqa: F811 - the fixture imported above
     controller.sent = []
     original = opener.send_network
 
-    def record(module, label, spec, in_dim, out_dim):
+    def record(module, label, spec, in_dim, out_dim, **shape):
         controller.sent.append((module, label, spec, in_dim, out_dim))
-        original(module, label, spec, in_dim, out_dim)
+        original(module, label, spec, in_dim, out_dim, **shape)
 
     opener.send_network = record
     opener.ask_in_dim = lambda info, guess: guess
@@ -94,10 +94,27 @@ def shot(window, name: str) -> None:
     window.grab().save(f"{SHOTS}/{name}.png")
 
 
+def run_in_listed_order(qtbot, app) -> None:
+    """Press "Run these layers in this order" on the panel listing a custom-class module."""
+    opener = app.models.opener
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    button = opener.panel.order.button
+    assert button.isVisibleTo(opener.panel)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is not OpenState.LISTED, timeout=WAIT_MS)
+
+
+def open_in_order(qtbot, app, path) -> None:
+    """Open a custom-class pickle and confirm its layer order."""
+    app.models.opener.open_path(str(path))
+    run_in_listed_order(qtbot, app)
+
+
 def test_dropped_whole_pickle_net_x_opens_with_assumptions_and_reaches_explorer(
     qtbot, app, model_files
 ):
     assert drop_file(app.window, model_files / "net_x.pt")
+    run_in_listed_order(qtbot, app)
     qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     panel = app.models.opener.panel
     assert "forward order was assumed" in panel.assumptions.text()
@@ -116,7 +133,7 @@ def test_dropped_whole_pickle_net_x_opens_with_assumptions_and_reaches_explorer(
 
 
 def test_choosing_another_activation_reloads_the_pickle_with_it(qtbot, app, model_files):
-    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    open_in_order(qtbot, app, model_files / "net_x.pt")
     qtbot.waitUntil(lambda: len(app.sent) == 1, timeout=WAIT_MS)
     combo = app.models.opener.panel.activation
     combo.setCurrentText("tanh")
@@ -128,7 +145,7 @@ def test_choosing_another_activation_reloads_the_pickle_with_it(qtbot, app, mode
 def test_the_model_panel_never_describes_a_network_the_explorer_does_not_show(
     qtbot, app, model_files
 ):
-    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    open_in_order(qtbot, app, model_files / "net_x.pt")
     qtbot.waitUntil(lambda: len(app.sent) == 1, timeout=WAIT_MS)
     panel = app.models.opener.panel
     assert "--activation" not in panel.assumptions.text()  # the app's words, not the CLI's
@@ -207,7 +224,7 @@ def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, mo
 
     monkeypatch.setattr(open_model, "_load", slow_load)
     opener = app.models.opener
-    opener.open_path(str(model_files / "net_x.pt"))
+    open_in_order(qtbot, app, model_files / "net_x.pt")
     qtbot.waitUntil(lambda: opener.state is OpenState.LOADING, timeout=WAIT_MS)
     assert opener.wait_dialog is not None and opener.wait_dialog.isVisible()
     shot(opener.wait_dialog, "loading_wait")
@@ -228,7 +245,7 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
 
     save = app.window.actions["save_network"]
     assert not save.isEnabled()
-    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    open_in_order(qtbot, app, model_files / "net_x.pt")
     qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     assert save.isEnabled()
     app.models.choose_save_path = lambda what: str(tmp_path / "saved.safetensors")
@@ -249,6 +266,8 @@ def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
         app.models.opener.open_path(str(model_files / name))
         if name.endswith("script.pt"):
             qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
+        else:
+            run_in_listed_order(qtbot, app)
         qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     expected = [str(model_files / "net_x.pt"), str(model_files / "net_x_script.pt")]
     assert RecentFiles(app.settings, RECENT_MODELS_KEY).read() == expected

@@ -68,6 +68,7 @@ class ExplorerTab(QWidget):
         self._module_label = ""
         self._module_dims: tuple[int, int] = (0, 0)
         self._module_spec: NetworkSpec | None = None
+        self._module_in_shape: tuple[int, ...] | None = None
         self._closed = False
         self._stale = False  # settings changed while hidden: recompute when shown
 
@@ -104,8 +105,10 @@ class ExplorerTab(QWidget):
         spec: NetworkSpec | None,
         in_dim: int,
         out_dim: int,
+        in_shape: tuple[int, ...] | None = None,
     ) -> None:
-        """Explore ``module`` (a torch.nn.Module mapping (B, in_dim) to (B, out_dim)).
+        """Explore ``module`` (a torch.nn.Module mapping (B, in_dim) to (B, out_dim), or
+        (B, *in_shape) to (B, ...) where ``in_shape`` is given; in_dim = prod(in_shape)).
 
         The tab keeps its own deep copy, so the caller may go on training its module; call
         again to show newer weights. ``label`` names it (e.g. "coordinate network of the
@@ -121,6 +124,8 @@ class ExplorerTab(QWidget):
         self._module_label = label
         self._module_dims = (int(in_dim), int(out_dim))
         self._module_spec = spec
+        self._module_in_shape = tuple(int(s) for s in in_shape) if in_shape else None
+        self.settings.set_sample_shape(self._module_in_shape)
         text = spec.to_text() or spec.to_json() if spec is not None else ""
         self.settings.spec_edit.blockSignals(True)
         self.settings.spec_edit.setText(text)
@@ -222,6 +227,7 @@ class ExplorerTab(QWidget):
                 in_dim=in_dim,
                 out_dim=out_dim,
                 module=self._module,
+                in_shape=self._module_in_shape,
                 **common,
             )
         spec = settings.spec
@@ -309,6 +315,8 @@ class ExplorerTab(QWidget):
         # The user typed a spec: explore it instead of a network set from outside.
         if self._module is not None:
             self._module = None
+            self._module_in_shape = None
+            self.settings.set_sample_shape(None)
             self.settings.set_source("typed spec")
             self.networkChanged.emit("typed spec")
         if self.settings.spec is not None:

@@ -126,6 +126,8 @@ class ExplorerSettings(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.spec: NetworkSpec | None = None
+        #: one input sample's shape where the explored model declares one, else None
+        self.sample_shape: tuple[int, ...] | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self._network_group())
@@ -134,6 +136,7 @@ class ExplorerSettings(QWidget):
         layout.addWidget(self._histogram_group())
         layout.addStretch(1)
         self._on_kind_changed()
+        self.set_sample_shape(None)
         self._on_spec_text_changed(self.spec_edit.text())
 
     # ---- groups ------------------------------------------------------------------------
@@ -192,7 +195,11 @@ class ExplorerSettings(QWidget):
             "Values of the inputs not on the grid: one number for all, or one per input"
         )
         self.inputs_message = message_label()
+        self.shape_label = QLabel()
+        self.shape_label.setObjectName("explorer-sample-shape")
+        self.shape_label.setToolTip("The shape of one input sample, as the model takes it")
         form.addRow("Source", self.kind_box)
+        form.addRow("Sample shape", self.shape_label)
         form.addRow("Batch B", self.batch_box)
         form.addRow("Batch seed", self.seed_box)
         form.addRow("File", self.file_field)
@@ -258,6 +265,13 @@ class ExplorerSettings(QWidget):
             base=base,
             path=self.file_field.path(),
         )
+
+    def set_sample_shape(self, shape: tuple[int, ...] | None) -> None:
+        """The shape of one input sample of the explored model (None: a width, (B, n))."""
+        self.sample_shape = shape
+        text = "" if shape is None else "×".join(str(s) for s in shape)
+        self.shape_label.setText(text)
+        self.inputs_form.setRowVisible(self.shape_label, shape is not None)
 
     def loss(self) -> str:
         return self.loss_box.currentData()

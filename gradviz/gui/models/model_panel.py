@@ -1,7 +1,8 @@
 """The model panel: which file is open, what gradviz assumed, the activation, the layers.
 
 Sits beside the Jacobian explorer. ``activationChosen(name)`` asks for a reload with that
-activation (only offered where the activation had to be assumed).
+activation (only offered where the activation had to be assumed); ``orderConfirmed()`` asks
+for a reload that runs a module of a class of its own in the listed layer order.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QVBoxLayout, QWidg
 from gradviz.core.config import ACTIVATIONS
 from gradviz.core.modelio import ModelInfo
 from gradviz.gui.models.layer_list import LayerTable
+from gradviz.gui.models.order_confirm import OrderConfirmation
 
 #: Formats rebuilt from weights, where the activation between Linear layers is a choice.
 REBUILT_FORMATS = frozenset({"state_dict", "safetensors", "pickled_module"})
@@ -23,6 +25,7 @@ class ModelPanel(QWidget):
     """Shows a ModelInfo: summary, assumptions, reason it cannot run, layer table."""
 
     activationChosen = Signal(str)
+    orderConfirmed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -48,14 +51,18 @@ class ModelPanel(QWidget):
         row = QFormLayout(self.activation_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addRow("Activation between layers", self.activation)
+        self.order = OrderConfirmation()
         self.layers = LayerTable()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         for widget in (self.title, self.summary, self.assumptions, self.reason):
             layout.addWidget(widget)
+        layout.addWidget(self.order)
         layout.addWidget(self.activation_row)
         layout.addWidget(self.layers, stretch=1)
         self.activation_row.setVisible(False)
+        self.order.setVisible(False)
+        self.order.confirmed.connect(self.orderConfirmed)
         self.activation.activated.connect(self._on_activation_activated)
 
     def show_info(self, info: ModelInfo, activation: str | None = None) -> None:
@@ -75,6 +82,10 @@ class ModelPanel(QWidget):
             "" if info.runnable else f"Cannot run: {info.not_runnable_reason or 'unknown'}"
         )
         self.reason.setVisible(not info.runnable)
+        if info.order_to_confirm and not info.runnable:
+            self.reason.setText("Cannot run until you confirm the order of its layers.")
+            self.order.show_order(info.order_to_confirm)
+        self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
         # Offered where the activation had to be assumed (not where the file had modules).
         assumed = any("activation" in note for note in info.assumptions)
         choosable = info.format in REBUILT_FORMATS and info.runnable and assumed
@@ -91,6 +102,7 @@ class ModelPanel(QWidget):
         )
         self.reason.setVisible(True)
         self.activation_row.setVisible(False)
+        self.order.setVisible(False)
 
     @Slot(int)
     def _on_activation_activated(self, _index: int) -> None:
@@ -101,6 +113,7 @@ class ModelPanel(QWidget):
 _APP_WORDS = {
     "(choose another with --activation)": "(choose another below)",
     "given by you (--in-dim)": "given by you",
+    "(from --model-class)": "(your model class)",
 }
 
 

@@ -51,6 +51,7 @@ class ModelActions(QObject):
         self._pending_save: tuple[int, str] | None = None
         a = window.actions
         a["open_model"].triggered.connect(self.opener.choose_and_open)
+        a["open_model_class"].triggered.connect(self.opener.choose_model_class)
         a["save_network"].triggered.connect(self._on_save_network_triggered)
         window.fileDropped.connect(self._on_file_dropped)
         window.recentModelChosen.connect(self._on_file_dropped)
@@ -68,9 +69,9 @@ class ModelActions(QObject):
     def _on_file_dropped(self, path: str) -> None:
         self.opener.open_path(path)
 
-    def _send_network(self, module, label, spec, in_dim, out_dim) -> None:
+    def _send_network(self, module, label, spec, in_dim, out_dim, in_shape=None) -> None:
         self._sent_label = label
-        self.explorer.set_network(module, label, spec, in_dim, out_dim)
+        self.explorer.set_network(module, label, spec, in_dim, out_dim, in_shape=in_shape)
 
     @Slot(str)
     def _on_explored_network_changed(self, label: str) -> None:

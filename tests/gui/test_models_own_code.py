@@ -1,0 +1,179 @@
+"""Models whose forward is not in the file: a pickled module of a class of its own runs only
+after the user confirms its layer order, and a state_dict runs in the user's own class
+(File > Open with model class…) only after the user trusts that code."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QWidget
+
+from gradviz.gui.explorer.explorer_tab import ExplorerTab
+from gradviz.gui.models.model_panel import ModelPanel
+from gradviz.gui.models.open_model import ModelOpener, OpenState
+
+WAIT_MS = 120_000
+
+
+class Chain(torch.nn.Module):
+    """A class of its own whose forward runs its layers in declaration order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(3, 5)
+        self.act = torch.nn.Tanh()
+        self.fc2 = torch.nn.Linear(5, 2)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+RESIDUAL_SOURCE = textwrap.dedent(
+    """
+    import torch
+
+    class ResidualMLP(torch.nn.Module):
+        def __init__(self, width=4, hidden=6):
+            super().__init__()
+            self.inp = torch.nn.Linear(width, hidden)
+            self.block = torch.nn.Linear(hidden, hidden)
+            self.out = torch.nn.Linear(hidden, 3)
+
+        def forward(self, x):
+            h = torch.tanh(self.inp(x))
+            h = h + torch.tanh(self.block(h))  # the skip connection no file records
+            return self.out(h)
+    """
+)
+
+
+@pytest.fixture
+def opener(qtbot, tmp_path):
+    """The model opener, its panel and a real explorer tab in one shown window."""
+    window = QMainWindow()
+    body = QWidget()
+    layout = QHBoxLayout(body)
+    panel = ModelPanel()
+    explorer = ExplorerTab()
+    layout.addWidget(panel)
+    layout.addWidget(explorer, stretch=1)
+    window.setCentralWidget(body)
+    errors: list[str] = []
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    opener = ModelOpener(
+        window,
+        settings,
+        lambda sentence, details: errors.append(sentence),
+        send_network=explorer.set_network,
+        panel=panel,
+    )
+    opener.explorer, opener.errors = explorer, errors
+    qtbot.addWidget(window)
+    window.resize(1400, 800)
+    window.show()
+    qtbot.waitExposed(window)
+    yield opener
+    opener.shutdown()
+    explorer.shutdown()
+
+
+def wait_result(qtbot, explorer, label: str):
+    qtbot.waitUntil(
+        lambda: (
+            explorer.result is not None and explorer.result.label == label and not explorer.pending
+        ),
+        timeout=WAIT_MS,
+    )
+    return explorer.result
+
+
+def live_jacobians(module: torch.nn.Module, inputs: np.ndarray) -> np.ndarray:
+    """torch.func's per-sample Jacobians of the live module, in float64."""
+    module = module.double().eval()
+    x = torch.as_tensor(inputs, dtype=torch.float64)
+    return torch.func.vmap(torch.func.jacrev(module))(x).detach().numpy()
+
+
+def test_a_custom_class_pickle_runs_only_after_its_layer_order_is_confirmed(
+    qtbot, opener, tmp_path
+):
+    torch.manual_seed(0)
+    live = Chain()
+    torch.save(live, tmp_path / "chain.pt")
+    opener.open_path(str(tmp_path / "chain.pt"))
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    panel, explorer = opener.panel, opener.explorer
+    assert panel.order.isVisibleTo(panel)
+    assert panel.order.order.text() == "fc1 (Linear) → act (Tanh) → fc2 (Linear)"
+    assert "confirm the order" in panel.reason.text()
+    assert explorer.network_label() != "chain.pt"  # not run before the user confirms
+    qtbot.mouseClick(panel.order.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    assert not panel.order.isVisibleTo(panel)
+    assert "forward order was assumed" in panel.assumptions.text()
+    result = wait_result(qtbot, explorer, "chain.pt")
+    np.testing.assert_allclose(
+        result.jacobians, live_jacobians(live, result.inputs), rtol=1e-4, atol=1e-6
+    )
+
+
+#: Added to the class's file where a test checks that it was never imported.
+IMPORT_MARKER = '\nimport pathlib\npathlib.Path(__file__).with_suffix(".imported").touch()\n'
+
+
+def _write_residual(tmp_path, marker: bool = False):
+    code = tmp_path / "residual_model.py"
+    code.write_text(RESIDUAL_SOURCE + (IMPORT_MARKER if marker else ""))
+    namespace: dict = {}
+    exec(compile(RESIDUAL_SOURCE, str(code), "exec"), namespace)
+    torch.manual_seed(1)
+    live = namespace["ResidualMLP"](width=4, hidden=6)
+    torch.save(live.state_dict(), tmp_path / "residual.pt")
+    return code, live
+
+
+def _fill_model_class_dialog(qtbot, opener, tmp_path, code):
+    opener.choose_model_class()
+    dialog = opener.model_class_dialog
+    qtbot.waitUntil(dialog.isVisible, timeout=WAIT_MS)
+    dialog.weights_edit.setText(str(tmp_path / "residual.pt"))
+    dialog.code_edit.setText(str(code))
+    dialog.class_edit.setText("ResidualMLP")
+    dialog.args_edit.setText('{"width": 4, "hidden": 6}')
+    qtbot.mouseClick(dialog.ok_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(
+        lambda: opener.trust_dialog is not None and opener.trust_dialog.isVisible(),
+        timeout=WAIT_MS,
+    )
+    return opener.trust_dialog
+
+
+def test_a_state_dict_runs_in_the_users_class_after_trusting_its_code(qtbot, opener, tmp_path):
+    code, live = _write_residual(tmp_path)
+    trust = _fill_model_class_dialog(qtbot, opener, tmp_path, code)
+    text = " ".join(label.text() for label in trust.findChildren(type(trust.reason)))
+    assert str(code) in text and hashlib.sha256(code.read_bytes()).hexdigest() in text
+    assert trust.cancel_button.isDefault() and "Python code" in trust.reason.text()
+    qtbot.mouseClick(trust.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    assert "ResidualMLP (your model class)" in opener.panel.assumptions.text()
+    result = wait_result(qtbot, opener.explorer, "residual.pt")
+    assert result.shape == (3, 4)
+    np.testing.assert_allclose(
+        result.jacobians, live_jacobians(live, result.inputs), rtol=1e-4, atol=1e-6
+    )
+
+
+def test_cancelling_the_trust_question_for_a_model_class_loads_nothing(qtbot, opener, tmp_path):
+    code, _live = _write_residual(tmp_path, marker=True)
+    trust = _fill_model_class_dialog(qtbot, opener, tmp_path, code)
+    qtbot.mouseClick(trust.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.CANCELLED, timeout=WAIT_MS)
+    assert opener.loaded is None and opener.tasks.running() == 0
+    assert not code.with_suffix(".imported").exists()  # the code never ran
+    assert opener.explorer.network_label() != "residual.pt" and opener.errors == []
