@@ -177,3 +177,83 @@ def test_cancelling_the_trust_question_for_a_model_class_loads_nothing(qtbot, op
     assert opener.loaded is None and opener.tasks.running() == 0
     assert not code.with_suffix(".imported").exists()  # the code never ran
     assert opener.explorer.network_label() != "residual.pt" and opener.errors == []
+
+
+CNN_SOURCE = textwrap.dedent(
+    """
+    import torch
+
+    class SmallCNN(torch.nn.Module):
+        def __init__(self, classes=600):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.head = torch.nn.Linear(8, classes)
+
+        def forward(self, x):
+            h = torch.relu(self.conv(x)).mean(dim=(2, 3))
+            return self.head(h)
+    """
+)
+
+
+def _choose_inputs(settings, kind: str, path) -> None:
+    settings.kind_box.setCurrentIndex(settings.kind_box.findData(kind))
+    field = settings.image_field if kind == "image" else settings.file_field
+    field.set_path(str(path))
+
+
+def test_a_cnn_on_an_image_or_npy_input_shows_the_saliency_core_computes(qtbot, opener, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from gradviz.core.input_gradients import input_gradients
+
+    code = tmp_path / "cnn_model.py"
+    code.write_text(CNN_SOURCE)
+    namespace: dict = {}
+    exec(compile(CNN_SOURCE, str(code), "exec"), namespace)
+    torch.manual_seed(2)
+    live = namespace["SmallCNN"]().eval()
+    torch.save(live.state_dict(), tmp_path / "cnn.pt")
+    pixels = np.random.default_rng(0).integers(0, 256, (24, 24, 3), dtype=np.uint8)
+    image = QImage(pixels.tobytes(), 24, 24, 72, QImage.Format.Format_RGB888)
+    assert image.save(str(tmp_path / "picture.png"))
+
+    opener.choose_model_class()
+    dialog = opener.model_class_dialog
+    dialog.weights_edit.setText(str(tmp_path / "cnn.pt"))
+    dialog.code_edit.setText(str(code))
+    dialog.class_edit.setText("SmallCNN")
+    dialog.shape_edit.setText("3,24,24")
+    qtbot.mouseClick(dialog.ok_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.trust_dialog is not None, timeout=WAIT_MS)
+    qtbot.mouseClick(opener.trust_dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    explorer = opener.explorer
+    assert explorer.settings.shape_label.text() == "3×24×24"
+
+    _choose_inputs(explorer.settings, "image", tmp_path / "picture.png")
+    qtbot.waitUntil(lambda: explorer.result is not None and explorer.result.batch == 1,
+                    timeout=WAIT_MS)  # fmt: skip
+    view = explorer.view_tabs.views["saliency_map"]
+    assert explorer.view_tabs.currentWidget() is view
+    assert not explorer.view_tabs.isTabEnabled(0)  # no Jacobian views without a Jacobian
+    x = torch.as_tensor(pixels.transpose(2, 0, 1)[None] / 255.0, dtype=torch.float32)
+    expected = input_gradients(live, x)
+    assert expected.kind == "saliency"
+    assert int(explorer.result.explained[0]) == int(expected.explained[0])
+    np.testing.assert_allclose(
+        view.shown_map(), expected.values[0].abs().amax(dim=0).numpy(), rtol=1e-5, atol=1e-9
+    )
+    assert view.underlay.isVisible()  # drawn over the picture
+
+    batch = np.random.default_rng(1).standard_normal((2, 3, 24, 24))
+    np.save(tmp_path / "batch.npy", batch)
+    _choose_inputs(explorer.settings, "file", tmp_path / "batch.npy")
+    qtbot.waitUntil(lambda: explorer.result.batch == 2 and not explorer.pending, timeout=WAIT_MS)
+    view.sample_box.setValue(1)
+    view.what_box.setCurrentText("gradient × input")
+    view.channel_box.setCurrentText("channel 2")
+    expected = input_gradients(live, torch.as_tensor(batch, dtype=torch.float32))
+    np.testing.assert_allclose(
+        view.shown_map(), expected.grad_x_input[1, 2].numpy(), rtol=1e-5, atol=1e-9
+    )

@@ -18,6 +18,7 @@ computing, the views keep the last result and a busy bar runs; the tab stays res
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
@@ -34,9 +35,10 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.explore import ExplorerJob, ExplorerResult, parse_indices
+from gradviz.core.explore import ExplorerJob, ExplorerResult, SaliencyResult, parse_indices
 from gradviz.core.networks import NetworkSpec
 from gradviz.gui.explorer.explorer_worker import ExplorerThread
+from gradviz.gui.explorer.image_inputs import read_image
 from gradviz.gui.explorer.result_views import ResultViews, summary
 from gradviz.gui.explorer.settings import ExplorerSettings, show_message
 
@@ -61,7 +63,7 @@ class ExplorerTab(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.generation = 0
-        self.result: ExplorerResult | None = None
+        self.result: ExplorerResult | SaliencyResult | None = None
         self.last_error: str = ""
         self._busy = False
         self._module: Any = None
@@ -211,6 +213,13 @@ class ExplorerTab(QWidget):
         except GradvizError as exc:
             settings.show_inputs_problem(str(exc))
             return None
+        if inputs.kind == "image":
+            try:
+                samples = read_image(inputs.path, self._module_in_shape)
+            except GradvizError as exc:
+                settings.show_inputs_problem(str(exc))
+                return None
+            inputs = replace(inputs, samples=samples)
         settings.show_inputs_problem("")
         common = dict(
             inputs=inputs,
@@ -267,7 +276,7 @@ class ExplorerTab(QWidget):
 
     # ---- results (GUI thread) ------------------------------------------------------------
     @Slot(int, object)
-    def _on_result(self, generation: int, result: ExplorerResult) -> None:
+    def _on_result(self, generation: int, result: ExplorerResult | SaliencyResult) -> None:
         if generation != self.generation or self._closed:
             return  # stale: a newer request is on its way
         self.result = result
@@ -288,6 +297,10 @@ class ExplorerTab(QWidget):
     def _show_result(self) -> None:
         result = self.result
         if result is None:
+            return
+        if isinstance(result, SaliencyResult):
+            self.view_tabs.show_saliency(result)
+            self._show_status(summary(result))
             return
         m, n = result.shape
         try:

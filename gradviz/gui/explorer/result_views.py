@@ -1,4 +1,4 @@
-"""The explorer's seven result views in one tab widget, and the one-line summary of a result.
+"""The explorer's result views in one tab widget, and the one-line summary of a result.
 
 Explorer tab titles are short enough to be read whole at the smallest window size.
 """
@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTabWidget, QWidget
 
 from gradviz.core.config import HISTOGRAM_LOSSES
-from gradviz.core.explore import ExplorerResult
+from gradviz.core.explore import ExplorerResult, SaliencyResult
 from gradviz.gui.explorer.explorer_views import (
     AcrossBatchView,
     AllSamplesView,
@@ -20,6 +20,7 @@ from gradviz.gui.explorer.explorer_views import (
     SampleJacobianView,
 )
 from gradviz.gui.explorer.histogram_view import HistogramView
+from gradviz.gui.explorer.saliency_map import SaliencyMapView
 from gradviz.gui.widgets import palette
 
 VIEW_TITLES: dict[str, str] = {
@@ -30,6 +31,7 @@ VIEW_TITLES: dict[str, str] = {
     "field": "Gradient field",
     "saliency": "Input gradients",
     "histograms": "Parameter gradients",
+    "saliency_map": "Saliency map",
 }
 
 
@@ -49,6 +51,7 @@ class ResultViews(QTabWidget):
             "field": GradientFieldView(),
             "saliency": SaliencyView(),
             "histograms": HistogramView(),
+            "saliency_map": SaliencyMapView(),
         }
         for key, widget in self.views.items():
             self.addTab(widget, VIEW_TITLES[key])
@@ -68,10 +71,31 @@ class ResultViews(QTabWidget):
         v["histograms"].show_histograms(
             result.histograms, result.histogram_note, HISTOGRAM_LOSSES[loss]
         )
+        self._enable_only(None)
+
+    def show_saliency(self, result: SaliencyResult) -> None:
+        """Inputs whose Jacobian is too big: only the saliency map has something to show."""
+        self.views["saliency_map"].show_result(result)
+        self._enable_only("saliency_map")
+
+    def _enable_only(self, key: str | None) -> None:
+        """Enable the tab ``key`` alone (None: every Jacobian view, not the saliency map)."""
+        for name, view in self.views.items():
+            on = name == key if key is not None else name != "saliency_map"
+            self.setTabEnabled(self.indexOf(view), on)
+        if not self.isTabEnabled(self.currentIndex()):
+            self.setCurrentWidget(self.views[key or "sample"])
 
 
-def summary(result: ExplorerResult) -> str:
+def summary(result: ExplorerResult | SaliencyResult) -> str:
     """The result in one line of rich text: what, how big, the verdict, how long."""
+    if isinstance(result, SaliencyResult):
+        shape = "×".join(str(s) for s in result.in_shape)
+        return (
+            f"<b>{result.label}</b> · B = {result.batch}, inputs {shape} · saliency: the "
+            f"gradient of one output per sample (the Jacobian would be too big) · "
+            f"{result.seconds * 1000:.0f} ms"
+        )
     m, n = result.shape
     off = ""
     if result.max_off_block is not None:
