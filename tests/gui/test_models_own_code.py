@@ -93,10 +93,12 @@ def wait_result(qtbot, explorer, label: str):
 
 
 def live_jacobians(module: torch.nn.Module, inputs: np.ndarray) -> np.ndarray:
-    """torch.func's per-sample Jacobians of the live module, in float64."""
+    """torch.func's per-sample Jacobians of the live module, in float64: each sample is
+    run as a batch of one, so layers that need a batch axis (Flatten) see one."""
     module = module.double().eval()
     x = torch.as_tensor(inputs, dtype=torch.float64)
-    return torch.func.vmap(torch.func.jacrev(module))(x).detach().numpy()
+    one = lambda sample: module(sample[None])[0]  # noqa: E731
+    return torch.func.vmap(torch.func.jacrev(one))(x).detach().numpy()
 
 
 def test_a_custom_class_pickle_runs_only_after_its_layer_order_is_confirmed(
@@ -257,3 +259,30 @@ def test_a_cnn_on_an_image_or_npy_input_shows_the_saliency_core_computes(qtbot, 
     np.testing.assert_allclose(
         view.shown_map(), expected.grad_x_input[1, 2].numpy(), rtol=1e-5, atol=1e-9
     )
+
+
+def test_a_torchscript_cnn_takes_the_sample_shape_given_and_its_jacobian_is_exact(
+    qtbot, opener, tmp_path
+):
+    import warnings
+
+    torch.manual_seed(3)
+    live = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Tanh(), torch.nn.Flatten(),
+        torch.nn.Linear(4 * 6 * 6, 5),
+    ).eval()  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's deprecation notice for jit.trace
+        torch.jit.save(torch.jit.trace(live, torch.zeros(2, 3, 6, 6)), tmp_path / "cnn_ts.pt")
+    asked = []
+    opener.ask_in_dim = lambda info, guess: asked.append(guess) or (3, 6, 6)
+    opener.open_path(str(tmp_path / "cnn_ts.pt"))
+    qtbot.waitUntil(lambda: opener.trust_dialog is not None, timeout=WAIT_MS)
+    qtbot.mouseClick(opener.trust_dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    assert len(asked) == 1
+    result = wait_result(qtbot, opener.explorer, "cnn_ts.pt")
+    assert result.shape == (5, 108) and result.full is not None  # flattened (B, n) views
+    samples = result.inputs.reshape(-1, 3, 6, 6)
+    expected = live_jacobians(live, samples).reshape(len(samples), 5, 108)
+    np.testing.assert_allclose(result.jacobians, expected, rtol=1e-4, atol=1e-6)

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidget
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.explore_batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
 from gradviz.core.modelio.input_shape import first_input_width
 from gradviz.gui.models.model_class_dialog import ModelClassChoice, ModelClassDialog
@@ -50,6 +51,8 @@ class OpenRequest:
     assume_sequential: bool = False
     #: the user's own class for a state_dict (File > Open with model class…)
     with_class: ModelClassChoice | None = None
+    #: one sample's shape for a program that does not declare its input (a CNN's (3, H, W))
+    in_shape: tuple[int, ...] | None = None
 
 
 def _inspect(request: OpenRequest) -> tuple[ModelInfo, str | None]:
@@ -78,6 +81,11 @@ def _load(request: OpenRequest) -> LoadedModel:
             model_args=code.model_args,
         )  # fmt: skip
         return with_input_shape(loaded, code.in_shape)
+    if request.in_shape is not None:
+        from gradviz.core.modelio.input_shape import with_input_shape
+
+        loaded = load_model(request.path, trust=request.trust, activation=request.activation)
+        return with_input_shape(loaded, request.in_shape)
     return load_model(
         request.path,
         trust=request.trust,
@@ -105,8 +113,9 @@ class ModelOpener(QObject):
 
     ``show_error(sentence, details)`` is the app's error dialog; ``send_network(module,
     label, spec, in_dim, out_dim[, in_shape=])`` hands a runnable model to the explorer;
-    ``panel`` shows the model (a new one when not given). ``ask_in_dim``
-    asks for the input width of a program that does not declare it (tests replace it).
+    ``panel`` shows the model (a new one when not given). ``ask_in_dim(info, guess)`` asks
+    for the input of a program that does not declare it: a width (int) or the shape of one
+    sample (a tuple such as (3, 32, 32)), None to cancel (tests replace it).
     Signals: ``modelShown(info)`` once a model is on screen, ``stateChanged(OpenState)``,
     ``recentChanged(list)``.
     """
@@ -128,7 +137,7 @@ class ModelOpener(QObject):
         self.settings = settings
         self.show_error = show_error
         self.send_network = send_network
-        self.ask_in_dim: Callable[[ModelInfo, int], int | None] = self._ask_in_dim
+        self.ask_in_dim: Callable[[ModelInfo, int], int | tuple[int, ...] | None] = self._ask_in_dim
         self.panel = panel if panel is not None else ModelPanel()
         self.generation = 0
         self.state = OpenState.IDLE
@@ -246,13 +255,18 @@ class ModelOpener(QObject):
         info = loaded.info
         if info.in_dim is None:
             self._close_dialogs()
-            guess = first_input_width(info) or 1
-            width = self.ask_in_dim(info, guess)
-            if not width:
+            answer = self.ask_in_dim(info, first_input_width(info) or 1)
+            if not answer:
                 self._set_state(OpenState.CANCELLED)
                 return
+            shape = (int(answer),) if isinstance(answer, int) else tuple(answer)
+            again = (
+                replace(self.request, in_dim=shape[0])
+                if len(shape) == 1
+                else replace(self.request, in_shape=shape)
+            )
             self._show_wait(f"Loading {os.path.basename(info.path)}…")
-            self._submit_load(replace(self.request, in_dim=int(width)))
+            self._submit_load(again)
             return
         self._close_dialogs()
         self._show(info, loaded)
@@ -350,17 +364,21 @@ class ModelOpener(QObject):
             trust.reject()
             trust.deleteLater()
 
-    def _ask_in_dim(self, info: ModelInfo, guess: int) -> int | None:
-        width, ok = QInputDialog.getInt(
+    def _ask_in_dim(self, info: ModelInfo, guess: int) -> tuple[int, ...] | None:
+        text, ok = QInputDialog.getText(
             self.window,
-            "Input width",
-            f"{os.path.basename(info.path)} does not declare its input width.\n"
-            "How many inputs does it take?",
-            max(guess, 1),
-            1,
-            1_000_000,
+            "Input shape",
+            f"{os.path.basename(info.path)} does not declare its input.\n"
+            "Give the width of one input (8) or the shape of one sample (3,32,32):",
+            text=str(guess),
         )
-        return width if ok else None
+        if not ok:
+            return None
+        try:
+            return parse_sample_shape(text)
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return None
 
     def _set_state(self, state: OpenState) -> None:
         self.state = state
