@@ -286,3 +286,33 @@ def test_a_torchscript_cnn_takes_the_sample_shape_given_and_its_jacobian_is_exac
     samples = result.inputs.reshape(-1, 3, 6, 6)
     expected = live_jacobians(live, samples).reshape(len(samples), 5, 108)
     np.testing.assert_allclose(result.jacobians, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_a_whole_residual_module_listed_by_the_panel_runs_in_its_own_class(
+    qtbot, opener, tmp_path, monkeypatch
+):
+    import importlib
+    import sys
+
+    code = tmp_path / "residual_whole_model.py"
+    code.write_text(RESIDUAL_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))  # so that torch.save can name the class
+    live = importlib.import_module("residual_whole_model").ResidualMLP(width=4, hidden=6)
+    torch.save(live, tmp_path / "residual_whole.pt")
+    monkeypatch.delitem(sys.modules, "residual_whole_model")  # the app imports its own copy
+    opener.open_path(str(tmp_path / "residual_whole.pt"))
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    assert opener.panel.order.order.text() == "inp (Linear) → block (Linear) → out (Linear)"
+    qtbot.mouseClick(opener.panel.order.class_button, Qt.MouseButton.LeftButton)
+    dialog = opener.model_class_dialog
+    assert dialog.weights_edit.text() == str(tmp_path / "residual_whole.pt")
+    dialog.code_edit.setText(str(code))
+    dialog.class_edit.setText("ResidualMLP")
+    qtbot.mouseClick(dialog.ok_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.trust_dialog is not None, timeout=WAIT_MS)
+    qtbot.mouseClick(opener.trust_dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    result = wait_result(qtbot, opener.explorer, "residual_whole.pt")
+    np.testing.assert_allclose(
+        result.jacobians, live_jacobians(live, result.inputs), rtol=1e-4, atol=1e-6
+    )

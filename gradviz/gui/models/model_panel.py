@@ -2,7 +2,8 @@
 
 Sits beside the Jacobian explorer. ``activationChosen(name)`` asks for a reload with that
 activation (only offered where the activation had to be assumed); ``orderConfirmed()`` asks
-for a reload that runs a module of a class of its own in the listed layer order.
+for a reload that runs a module of a class of its own in the listed layer order;
+``modelClassWanted()`` for running the file's weights in the user's own class.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class ModelPanel(QWidget):
 
     activationChosen = Signal(str)
     orderConfirmed = Signal()
+    modelClassWanted = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -63,6 +65,7 @@ class ModelPanel(QWidget):
         self.activation_row.setVisible(False)
         self.order.setVisible(False)
         self.order.confirmed.connect(self.orderConfirmed)
+        self.order.classWanted.connect(self.modelClassWanted)
         self.activation.activated.connect(self._on_activation_activated)
 
     def show_info(self, info: ModelInfo, activation: str | None = None) -> None:

@@ -152,6 +152,7 @@ class ModelOpener(QObject):
         self.tasks.failed.connect(self._on_task_failed, Qt.ConnectionType.QueuedConnection)
         self.panel.activationChosen.connect(self._on_activation_chosen)
         self.panel.orderConfirmed.connect(self.run_in_listed_order)
+        self.panel.modelClassWanted.connect(self.choose_model_class)
 
     # ---- commands ----------------------------------------------------------------------
     def choose_and_open(self) -> None:
