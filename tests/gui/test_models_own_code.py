@@ -161,6 +161,7 @@ def test_a_state_dict_runs_in_the_users_class_after_trusting_its_code(qtbot, ope
     text = " ".join(label.text() for label in trust.findChildren(type(trust.reason)))
     assert str(code) in text and hashlib.sha256(code.read_bytes()).hexdigest() in text
     assert trust.cancel_button.isDefault() and "Python code" in trust.reason.text()
+    assert trust.windowTitle() == "Trust this Python code?"
     qtbot.mouseClick(trust.open_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
     assert "ResidualMLP (your model class)" in opener.panel.assumptions.text()

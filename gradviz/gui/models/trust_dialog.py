@@ -45,7 +45,8 @@ class TrustDialog(QDialog):
 
     def __init__(self, path: str, sha256: str, format_name: str, parent: QWidget | None = None):
         super().__init__(parent)
-        self.setWindowTitle("Trust this model file?")
+        code = format_name == MODEL_CLASS
+        self.setWindowTitle("Trust this Python code?" if code else "Trust this model file?")
         self.setObjectName("trust-dialog")
         self.path = path
         self.sha256 = sha256
