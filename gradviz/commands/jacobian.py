@@ -23,7 +23,12 @@ import numpy as np
 
 from gradviz.core.config import MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
-from gradviz.core.explore_batches import check_batch_size, random_batch
+from gradviz.core.explore_batches import (
+    check_batch_size,
+    load_npy_samples,
+    parse_sample_shape,
+    random_batch,
+)
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, load_points
 
@@ -209,12 +214,9 @@ def _gradients(args, model, inputs, device, label, parameters) -> dict:
 def _input_shape(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    parts = [part.strip() for part in text.replace("x", ",").split(",")]
-    shape = tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
-    if not shape or min(shape) < 1:
-        raise GradvizError(
-            f"--input-shape takes positive sizes separated by commas (e.g. 3,32,32), not {text!r}."
-        )
+    shape = parse_sample_shape(text, "--input-shape")
+    if shape is None:
+        raise GradvizError("--input-shape takes positive sizes separated by commas (e.g. 3,32,32).")
     return shape
 
 
@@ -247,36 +249,11 @@ def _inputs(args) -> np.ndarray | None:
     path = args.inputs[len(FILE_PREFIX) :]
     if not args.inputs.startswith(FILE_PREFIX) or not path:
         raise GradvizError(f"--inputs takes file:PATH (a CSV or NPY file), not {args.inputs!r}.")
-    array = _npy_of_samples(path)
+    array = load_npy_samples(path)
     if array is not None:
         return array
     # One sample per row; a single sample is a batch too.
     return load_points(path, min_points=1)
-
-
-def _npy_of_samples(path: str) -> np.ndarray | None:
-    """An NPY file of 3 or more dimensions as float64 (B, *in_shape); None for anything
-    else (CSV, or 1-D/2-D arrays that load_points reads as rows)."""
-    try:
-        with open(path, "rb") as handle:
-            if handle.read(6) != b"\x93NUMPY":
-                return None
-        array = np.load(path, allow_pickle=False, mmap_mode="r")
-    except (OSError, ValueError):
-        return None
-    if array.ndim < 3:
-        return None
-    if array.dtype.kind not in "fiu" or 0 in array.shape:
-        raise GradvizError(
-            f"{path} holds a {array.dtype} array of shape {array.shape}; inputs must be "
-            "non-empty numbers."
-        )
-    if array.nbytes > (1 << 30):
-        raise GradvizError(f"{path} holds over 1 GiB of inputs; give a smaller batch.")
-    samples = np.array(array, dtype=np.float64)  # a copy: the memory map is read-only
-    if not np.isfinite(samples).all():
-        raise GradvizError(f"{path} holds NaN or Inf; inputs must be finite numbers.")
-    return samples
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:

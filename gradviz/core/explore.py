@@ -48,6 +48,36 @@ class ExplorerJob:
     loss: str = "sum"
     target_path: str = ""
     bins: int = 30
+    in_shape: tuple[int, ...] | None = None  # one sample's shape; None: (in_dim,)
+
+
+@dataclass(frozen=True)
+class SaliencyResult:
+    """Inputs of shape (B, *in_shape) whose per-sample Jacobian is too big to compute: the
+    gradient of one output per sample (see core.input_gradients), as numpy copies.
+
+    values and grad_x_input (B, *in_shape); inputs (B, *in_shape); outputs (B, m);
+    explained (B,) the output index each sample's gradient is of; norms (B,).
+    """
+
+    label: str
+    values: np.ndarray
+    grad_x_input: np.ndarray
+    inputs: np.ndarray
+    outputs: np.ndarray
+    explained: np.ndarray
+    norms: np.ndarray
+    method: str
+    reason: str
+    seconds: float = 0.0
+
+    @property
+    def batch(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def in_shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.values.shape[1:])
 
 
 @dataclass(frozen=True)
@@ -134,8 +164,14 @@ class Stopped(Exception):
     """The job was abandoned because the tab is closing or a newer job arrived."""
 
 
-def run_job(job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False) -> ExplorerResult:
-    """Compute everything the explorer shows for ``job``; raises GradvizError for bad input."""
+def run_job(
+    job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False
+) -> ExplorerResult | SaliencyResult:
+    """Compute everything the explorer shows for ``job``; raises GradvizError for bad input.
+
+    Samples with a shape of their own (``job.in_shape``, e.g. (3, 32, 32)) are flattened to
+    (B, n) for every view while the per-sample Jacobian has at most MAX_JACOBIAN_ENTRIES
+    entries; above that the result is a SaliencyResult (core.input_gradients)."""
     import torch
 
     from gradviz.core import jacobians as jac_mod
@@ -143,7 +179,12 @@ def run_job(job: ExplorerJob, should_stop: Callable[[], bool] = lambda: False) -
     started = time.perf_counter()
     dtype = torch.float64 if job.dtype == "float64" else torch.float32
     model = _model(job, dtype)
-    x = torch.as_tensor(make_inputs(job.inputs, job.in_dim), dtype=dtype)
+    x = torch.as_tensor(make_inputs(job.inputs, job.in_dim, job.in_shape), dtype=dtype)
+    if x.ndim > 2:
+        _check(should_stop)
+        model, x, saliency = _shaped(model, x, job, started)
+        if saliency is not None:
+            return saliency
 
     _check(should_stop)
     result = jac_mod.compute_jacobians(model, x)
@@ -203,6 +244,35 @@ def _model(job: ExplorerJob, dtype):
     return NetworkSpec.parse(job.spec_text).build(seed=job.net_seed, dtype=dtype)
 
 
+def _shaped(model, x, job: ExplorerJob, started: float):
+    """(model, x, None) flattened to (B, n) where the per-sample Jacobian is small enough,
+    else (model, x, the SaliencyResult)."""
+    import torch
+
+    from gradviz.core.input_gradients import _outputs, flattened, input_gradients
+    from gradviz.core.modelio.limits import MAX_JACOBIAN_ENTRIES
+
+    with torch.no_grad():
+        m = _outputs(model, x).shape[1]
+    n = x[0].numel()
+    if m * n <= MAX_JACOBIAN_ENTRIES:
+        return flattened(model, tuple(x.shape[1:])), x.reshape(len(x), n), None
+    grads = input_gradients(model, x)
+    saliency = SaliencyResult(
+        label=job.label,
+        values=_numpy(grads.values),
+        grad_x_input=_numpy(grads.grad_x_input),
+        inputs=_numpy(x),
+        outputs=_numpy(grads.outputs),
+        explained=_numpy(grads.explained),
+        norms=_numpy(grads.norms),
+        method=grads.method,
+        reason=grads.reason,
+        seconds=time.perf_counter() - started,
+    )
+    return model, x, saliency
+
+
 def _field(model, job: ExplorerJob, dtype) -> dict:
     import torch
 
@@ -210,6 +280,8 @@ def _field(model, job: ExplorerJob, dtype) -> dict:
 
     if job.in_dim < 2:
         return {"field_note": "The gradient field needs a network with at least two inputs."}
+    if job.in_shape is not None and len(job.in_shape) > 1:
+        return {"field_note": "The gradient field needs a network with inputs of shape (B, n)."}
     settings = job.inputs
     dims = grid_dims(settings, job.in_dim)
     base = torch.as_tensor(base_values(settings, job.in_dim), dtype=dtype)

@@ -8,7 +8,7 @@ the explorer's editors and the CLI both enforce.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,7 +20,10 @@ INPUT_KINDS: dict[str, str] = {
     "random": "random batch (normal, seeded)",
     "grid": "grid over two input dimensions",
     "file": "points from a CSV or NPY file",
+    "image": "an image file (PNG, JPEG)",
 }
+#: The most bytes of inputs read from a file (as float64).
+MAX_INPUT_BYTES = 1 << 30
 #: The largest grid side, so a field of (side^2, m, n) entries stays small enough to ship.
 MAX_GRID_SIDE = 256
 #: The largest random batch.
@@ -33,7 +36,9 @@ class InputSettings:
 
     random: ``batch`` rows of a standard normal, seeded by ``seed``. grid: ``side`` x ``side``
     points over inputs ``dims`` spanning ``x_range`` x ``y_range``, the other inputs fixed at
-    ``base`` (one value per input; the two grid dims are ignored there). file: ``path``.
+    ``base`` (one value per input; the two grid dims are ignored there). file: ``path``
+    (CSV rows, or an NPY array (B, *in_shape)). image: ``samples``, the image at ``path`` as
+    the app read it, (1, C, H, W) float64 in [0, 1] (core reads no image formats).
     The grid settings also define the gradient field whatever the kind.
     """
 
@@ -46,6 +51,7 @@ class InputSettings:
     side: int = 48
     base: tuple[float, ...] = ()
     path: str = ""
+    samples: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 def random_batch(batch: int, shape: int | tuple[int, ...], seed: int) -> np.ndarray:
@@ -64,10 +70,17 @@ def check_batch_size(batch: int) -> int:
     return batch
 
 
-def make_inputs(settings: InputSettings, in_dim: int) -> np.ndarray:
-    """The batch (B, n) float64 for these settings."""
+def make_inputs(
+    settings: InputSettings, in_dim: int, in_shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """The batch float64 for these settings: (B, n), or (B, *in_shape) for a model whose
+    samples have a shape of their own (``in_shape``; None means (in_dim,))."""
+    if in_shape is not None and len(in_shape) > 1:
+        return _shaped_inputs(settings, in_shape)
     if settings.kind == "random":
         return random_batch(settings.batch, in_dim, settings.seed)
+    if settings.kind == "image":
+        return _checked_shape(_image_samples(settings), (in_dim,), "image")
     if settings.kind == "grid":
         xs, ys = grid_axes(settings)
         grid = np.repeat(base_values(settings, in_dim)[None, :], len(xs) * len(ys), axis=0)
@@ -81,6 +94,9 @@ def make_inputs(settings: InputSettings, in_dim: int) -> np.ndarray:
 
         if not settings.path:
             raise GradvizError("Choose an input file (CSV or NPY, one input per row) first.")
+        samples = load_npy_samples(settings.path)
+        if samples is not None:
+            return _checked_shape(samples, (in_dim,), "file")
         points = load_points(settings.path)
         if points.shape[1] != in_dim:
             raise GradvizError(
@@ -89,6 +105,73 @@ def make_inputs(settings: InputSettings, in_dim: int) -> np.ndarray:
             )
         return points
     raise GradvizError(f"Unknown input source {settings.kind!r}.")
+
+
+def _shaped_inputs(settings: InputSettings, in_shape: tuple[int, ...]) -> np.ndarray:
+    """(B, *in_shape) inputs: a random batch, an NPY file of that shape, or an image."""
+    if settings.kind == "random":
+        return random_batch(settings.batch, in_shape, settings.seed)
+    if settings.kind == "image":
+        return _checked_shape(_image_samples(settings), in_shape, "image")
+    if settings.kind == "file":
+        if not settings.path:
+            raise GradvizError("Choose an input file (an NPY array of shape (B, ...)) first.")
+        samples = load_npy_samples(settings.path, min_dims=2)
+        if samples is None:
+            raise GradvizError(
+                f"The model takes samples of shape {in_shape}: give an NPY file of shape "
+                f"(B, {', '.join(str(s) for s in in_shape)})."
+            )
+        return _checked_shape(samples, in_shape, "file")
+    raise GradvizError(
+        f"The grid needs a model with inputs of shape (B, n); this one takes samples of shape "
+        f"{in_shape}: use a random batch, an NPY file or an image."
+    )
+
+
+def _image_samples(settings: InputSettings) -> np.ndarray:
+    if settings.samples is None:
+        raise GradvizError("Choose an image file (PNG or JPEG) first.")
+    return np.asarray(settings.samples, dtype=np.float64)
+
+
+def _checked_shape(samples: np.ndarray, in_shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``samples`` if each has shape ``in_shape``; (B, n) rows of the right size are
+    reshaped, anything else is a GradvizError naming both shapes."""
+    if tuple(samples.shape[1:]) == tuple(in_shape):
+        return samples
+    if samples[0].size == int(np.prod(in_shape)) and len(in_shape) == 1:
+        return samples.reshape(len(samples), *in_shape)
+    raise GradvizError(
+        f"The {what} gives samples of shape {tuple(samples.shape[1:])} but the model takes "
+        f"samples of shape {tuple(in_shape)}."
+    )
+
+
+def load_npy_samples(path: str, min_dims: int = 3) -> np.ndarray | None:
+    """An NPY file of at least ``min_dims`` dimensions as float64 (B, *in_shape), read
+    without pickles; None for anything else (CSV, or arrays that load_points reads as
+    rows). GradvizError for empty, non-numeric, non-finite or over-1-GiB arrays."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(6) != b"\x93NUMPY":
+                return None
+        array = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    if array.ndim < min_dims:
+        return None
+    if array.dtype.kind not in "fiu" or 0 in array.shape:
+        raise GradvizError(
+            f"{path} holds a {array.dtype} array of shape {array.shape}; inputs must be "
+            "non-empty numbers."
+        )
+    if array.nbytes > MAX_INPUT_BYTES:
+        raise GradvizError(f"{path} holds over 1 GiB of inputs; give a smaller batch.")
+    samples = np.array(array, dtype=np.float64)  # a copy: the memory map is read-only
+    if not np.isfinite(samples).all():
+        raise GradvizError(f"{path} holds NaN or Inf; inputs must be finite numbers.")
+    return samples
 
 
 def grid_dims(settings: InputSettings, in_dim: int) -> tuple[int, int]:
@@ -143,3 +226,17 @@ def parse_floats(text: str, what: str) -> tuple[float, ...]:
         except ValueError:
             raise GradvizError(f"The {what} has a part that is not a number: {part!r}.") from None
     return tuple(values)
+
+
+def parse_sample_shape(text: str, what: str = "The input shape") -> tuple[int, ...] | None:
+    """``3,32,32`` (or ``3x32x32``): the shape of one sample, positive sizes; empty text
+    gives None. GradvizError (starting with ``what``) for anything else."""
+    if not text.strip():
+        return None
+    parts = [part.strip() for part in text.replace("x", ",").split(",")]
+    shape = tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
+    if not shape or min(shape) < 1:
+        raise GradvizError(
+            f"{what} takes positive sizes separated by commas (e.g. 3,32,32), not {text!r}."
+        )
+    return shape

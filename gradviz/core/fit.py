@@ -87,7 +87,7 @@ class DistanceFitRun:
             named = [("coords", self.coords_param)]
         self._named_params = named
         self._params = [p for _, p in named]
-        self.optimizer = _make_optimizer(config.optimizer, self._params, config.lr)
+        self._optimizer: torch.optim.Optimizer | None = None  # made at the first step
 
         self.completed_steps = 0
         self.done = config.steps == 0
@@ -105,6 +105,15 @@ class DistanceFitRun:
         self._capture: Capture | None = None
         self._reference_loss: float | None = None
         self._target_display: tuple[int, np.ndarray] | None = None  # (block, matrix)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The run's optimizer, made on first use: the first optimizer of a process imports
+        torch._dynamo (seconds), which step 0's picture (a forward and a backward) does not
+        need, so the app can show it first."""
+        if self._optimizer is None:
+            self._optimizer = _make_optimizer(self.config.optimizer, self._params, self.config.lr)
+        return self._optimizer
 
     # ---- settings that may change while running ---------------------------------------------
     @property

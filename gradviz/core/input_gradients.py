@@ -55,6 +55,11 @@ class _Flattened(nn.Module):
         return self.model(x.reshape(len(x), *self.in_shape)).reshape(len(x), -1)
 
 
+def flattened(model: nn.Module, in_shape: tuple[int, ...]) -> nn.Module:
+    """``model`` as a map of (B, n) inputs to (B, m) outputs (n = prod(in_shape))."""
+    return _Flattened(model, tuple(in_shape))
+
+
 def input_gradients(
     model: nn.Module,
     inputs: torch.Tensor,

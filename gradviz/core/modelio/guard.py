@@ -63,3 +63,20 @@ def _first_line(exc: BaseException) -> str:
     # TorchScript errors start with a traceback of the scripted code; the cause is last.
     text = lines[-1] if lines else type(exc).__name__
     return text.rstrip(".")[:300]
+
+
+def probe_output_size(
+    model: torch.nn.Module, in_shape: tuple[int, ...], dtype: torch.dtype, batch: int = 2
+) -> int:
+    """Run ``model`` once on a (batch, *in_shape) batch of zeros: how many numbers it puts
+    out per sample (m, its output flattened), or GradvizError if it fails or does not keep
+    the batch axis first."""
+    with torch.no_grad():
+        y = model(torch.zeros(batch, *in_shape, dtype=dtype))
+    if not isinstance(y, torch.Tensor) or y.dim() == 0 or y.shape[0] != batch:
+        shape = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+        raise GradvizError(
+            f"The model maps a {(batch, *in_shape)} batch to {shape}; gradviz needs a model "
+            "that maps (B, ...) inputs to (B, ...) outputs."
+        )
+    return int(y[0].numel())

@@ -59,6 +59,8 @@ class ModelInfo:
     ``nonfinite_weights``: names of tensors holding NaN or Inf (the model still loads).
     ``assumptions``: sentences stating what gradviz assumed to rebuild the model.
     ``not_runnable_reason``: one sentence when ``runnable`` is false, else None.
+    ``order_to_confirm``: for a whole module of a class of its own, the layers in the order
+    they would run with ``assume_sequential`` (``"fc1 (Linear)"``, ...); () otherwise.
     """
 
     path: str
@@ -75,6 +77,7 @@ class ModelInfo:
     assumptions: tuple[str, ...] = ()
     not_runnable_reason: str | None = None
     spec: str | None = None  # the rebuilt NetworkSpec (text or JSON form), where there is one
+    order_to_confirm: tuple[str, ...] = ()
 
     @property
     def parameters(self) -> int:
@@ -96,6 +99,7 @@ class ModelInfo:
         ]
         data["nonfinite_weights"] = list(self.nonfinite_weights)
         data["assumptions"] = list(self.assumptions)
+        data["order_to_confirm"] = list(self.order_to_confirm)
         data["parameters"] = self.parameters
         return data
 

@@ -133,7 +133,12 @@ def _open_module_tree(
     items = tree.chain
     if tree.order_assumed and not assume:
         return Opened(
-            replace(info, runnable=False, not_runnable_reason=bounded(_order_refusal(tree)))
+            replace(
+                info,
+                runnable=False,
+                not_runnable_reason=bounded(_order_refusal(tree)),
+                order_to_confirm=tuple(tree.order),
+            )
         )
     if tree.order_assumed:
         notes.append(ORDER_ASSUMED)

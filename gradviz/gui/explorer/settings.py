@@ -34,6 +34,7 @@ from gradviz.core.explore_batches import (
     parse_floats,
 )
 from gradviz.core.networks import NetworkSpec
+from gradviz.gui.explorer.image_inputs import IMAGE_FILES
 
 DEFAULT_SPEC = "2-20-20-4:tanh"
 ERROR_COLOUR = "#E69F00"  # Okabe-Ito orange: readable on light and dark backgrounds
@@ -79,9 +80,16 @@ class FileField(QWidget):
 
     pathChanged = Signal(str)
 
-    def __init__(self, placeholder: str, title: str, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        placeholder: str,
+        title: str,
+        parent: QWidget | None = None,
+        file_filter: str = POINT_FILES,
+    ) -> None:
         super().__init__(parent)
         self.title = title
+        self.file_filter = file_filter
         self.edit = QLineEdit()
         self.edit.setPlaceholderText(placeholder)
         self.edit.setMinimumWidth(60)
@@ -102,7 +110,7 @@ class FileField(QWidget):
 
     @Slot()
     def _on_browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, self.title, self.path(), POINT_FILES)
+        path, _ = QFileDialog.getOpenFileName(self, self.title, self.path(), self.file_filter)
         if path:
             self.set_path(path)
 
@@ -126,6 +134,8 @@ class ExplorerSettings(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.spec: NetworkSpec | None = None
+        #: one input sample's shape where the explored model declares one, else None
+        self.sample_shape: tuple[int, ...] | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self._network_group())
@@ -134,6 +144,7 @@ class ExplorerSettings(QWidget):
         layout.addWidget(self._histogram_group())
         layout.addStretch(1)
         self._on_kind_changed()
+        self.set_sample_shape(None)
         self._on_spec_text_changed(self.spec_edit.text())
 
     # ---- groups ------------------------------------------------------------------------
@@ -176,7 +187,10 @@ class ExplorerSettings(QWidget):
             1, MAX_BATCH, 64, f"Batch size B (the full batch view needs B <= {MAX_FULL_BATCH})"
         )
         self.seed_box = _spin(0, 999_999, 0, "Seed of the random batch")
-        self.file_field = FileField("CSV or NPY, one input per row", "Open inputs")
+        self.file_field = FileField("CSV rows, or NPY of shape (B, ...)", "Open inputs")
+        self.image_field = FileField(
+            "PNG or JPEG: one sample", "Open image", file_filter=IMAGE_FILES
+        )
         dims = QHBoxLayout()
         self.dim_a = _spin(0, 9_999, 0, "Input varied across the grid (x axis)")
         self.dim_b = _spin(0, 9_999, 1, "Input varied up the grid (y axis)")
@@ -192,10 +206,15 @@ class ExplorerSettings(QWidget):
             "Values of the inputs not on the grid: one number for all, or one per input"
         )
         self.inputs_message = message_label()
+        self.shape_label = QLabel()
+        self.shape_label.setObjectName("explorer-sample-shape")
+        self.shape_label.setToolTip("The shape of one input sample, as the model takes it")
         form.addRow("Source", self.kind_box)
+        form.addRow("Sample shape", self.shape_label)
         form.addRow("Batch B", self.batch_box)
         form.addRow("Batch seed", self.seed_box)
         form.addRow("File", self.file_field)
+        form.addRow("Image", self.image_field)
         form.addRow("Grid inputs", dims)
         form.addRow("x range", _pair(self.x_lo, self.x_hi))
         form.addRow("y range", _pair(self.y_lo, self.y_hi))
@@ -209,6 +228,7 @@ class ExplorerSettings(QWidget):
             box.valueChanged.connect(self._on_changed)
         self.base_edit.editingFinished.connect(self._on_changed)
         self.file_field.pathChanged.connect(self._on_path_changed)
+        self.image_field.pathChanged.connect(self._on_path_changed)
         return group
 
     def _show_group(self) -> QGroupBox:
@@ -247,6 +267,8 @@ class ExplorerSettings(QWidget):
     def input_settings(self) -> InputSettings:
         """The inputs as set; GradvizError (shown inline) for unreadable fixed values."""
         base = parse_floats(self.base_edit.text(), "list of fixed input values")
+        kind = self.kind_box.currentData()
+        field = self.image_field if kind == "image" else self.file_field
         return InputSettings(
             kind=self.kind_box.currentData(),
             batch=self.batch_box.value(),
@@ -256,8 +278,15 @@ class ExplorerSettings(QWidget):
             y_range=(self.y_lo.value(), self.y_hi.value()),
             side=self.side_box.value(),
             base=base,
-            path=self.file_field.path(),
+            path=field.path(),
         )
+
+    def set_sample_shape(self, shape: tuple[int, ...] | None) -> None:
+        """The shape of one input sample of the explored model (None: a width, (B, n))."""
+        self.sample_shape = shape
+        text = "" if shape is None else "×".join(str(s) for s in shape)
+        self.shape_label.setText(text)
+        self.inputs_form.setRowVisible(self.shape_label, shape is not None)
 
     def loss(self) -> str:
         return self.loss_box.currentData()
@@ -303,6 +332,7 @@ class ExplorerSettings(QWidget):
         form.setRowVisible(self.batch_box, kind == "random")
         form.setRowVisible(self.seed_box, kind == "random")
         form.setRowVisible(self.file_field, kind == "file")
+        form.setRowVisible(self.image_field, kind == "image")
         self.changed.emit()
 
     @Slot(str)

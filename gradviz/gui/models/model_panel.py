@@ -1,7 +1,9 @@
 """The model panel: which file is open, what gradviz assumed, the activation, the layers.
 
 Sits beside the Jacobian explorer. ``activationChosen(name)`` asks for a reload with that
-activation (only offered where the activation had to be assumed).
+activation (only offered where the activation had to be assumed); ``orderConfirmed()`` asks
+for a reload that runs a module of a class of its own in the listed layer order;
+``modelClassWanted()`` for running the file's weights in the user's own class.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QVBoxLayout, QWidg
 from gradviz.core.config import ACTIVATIONS
 from gradviz.core.modelio import ModelInfo
 from gradviz.gui.models.layer_list import LayerTable
+from gradviz.gui.models.order_confirm import OrderConfirmation
 
 #: Formats rebuilt from weights, where the activation between Linear layers is a choice.
 REBUILT_FORMATS = frozenset({"state_dict", "safetensors", "pickled_module"})
@@ -23,6 +26,8 @@ class ModelPanel(QWidget):
     """Shows a ModelInfo: summary, assumptions, reason it cannot run, layer table."""
 
     activationChosen = Signal(str)
+    orderConfirmed = Signal()
+    modelClassWanted = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -48,14 +53,19 @@ class ModelPanel(QWidget):
         row = QFormLayout(self.activation_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addRow("Activation between layers", self.activation)
+        self.order = OrderConfirmation()
         self.layers = LayerTable()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         for widget in (self.title, self.summary, self.assumptions, self.reason):
             layout.addWidget(widget)
+        layout.addWidget(self.order)
         layout.addWidget(self.activation_row)
         layout.addWidget(self.layers, stretch=1)
         self.activation_row.setVisible(False)
+        self.order.setVisible(False)
+        self.order.confirmed.connect(self.orderConfirmed)
+        self.order.classWanted.connect(self.modelClassWanted)
         self.activation.activated.connect(self._on_activation_activated)
 
     def show_info(self, info: ModelInfo, activation: str | None = None) -> None:
@@ -66,7 +76,7 @@ class ModelPanel(QWidget):
             f"{len(info.layers)} layers, {info.parameters:,} parameters; {dims}"
             + (f"; network {info.spec}" if info.spec and not info.spec.startswith("{") else "")
         )
-        notes = list(info.assumptions)
+        notes = [_in_app_words(note) for note in info.assumptions]
         if info.nonfinite_weights:
             notes.append("NaN or Inf in " + ", ".join(info.nonfinite_weights) + " (flagged below).")
         self.assumptions.setText("\n".join(f"• {n}" for n in notes))
@@ -75,6 +85,10 @@ class ModelPanel(QWidget):
             "" if info.runnable else f"Cannot run: {info.not_runnable_reason or 'unknown'}"
         )
         self.reason.setVisible(not info.runnable)
+        if info.order_to_confirm and not info.runnable:
+            self.reason.setText("Cannot run until you confirm the order of its layers.")
+            self.order.show_order(info.order_to_confirm)
+        self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
         # Offered where the activation had to be assumed (not where the file had modules).
         assumed = any("activation" in note for note in info.assumptions)
         choosable = info.format in REBUILT_FORMATS and info.runnable and assumed
@@ -83,9 +97,33 @@ class ModelPanel(QWidget):
             self.activation.setCurrentText(activation)
         self.layers.show_info(info)
 
+    def show_not_explored(self, label: str) -> None:
+        """The explorer shows ``label``, not the file described here: say so, and offer no
+        activation (a choice here would replace the network the explorer shows)."""
+        self.reason.setText(
+            f"The explorer now shows {label}, not this file. Open the file again to explore it."
+        )
+        self.reason.setVisible(True)
+        self.activation_row.setVisible(False)
+        self.order.setVisible(False)
+
     @Slot(int)
     def _on_activation_activated(self, _index: int) -> None:
         self.activationChosen.emit(self.activation.currentText())
+
+
+#: The core's notes name the CLI's options; in the app the choice is made on this panel.
+_APP_WORDS = {
+    "(choose another with --activation)": "(choose another below)",
+    "given by you (--in-dim)": "given by you",
+    "(from --model-class)": "(your model class)",
+}
+
+
+def _in_app_words(note: str) -> str:
+    for cli, app in _APP_WORDS.items():
+        note = note.replace(cli, app)
+    return note
 
 
 def _dim(value: int | None) -> str:

@@ -8,6 +8,7 @@ asked for every open of a TorchScript or .pt2 file and never remembered.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 from collections.abc import Callable
@@ -18,59 +19,110 @@ from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidget
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.explore_batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
-from gradviz.gui.models import recent_models
+from gradviz.core.modelio.input_shape import first_input_width
+from gradviz.gui.models.model_class_dialog import ModelClassChoice, ModelClassDialog
 from gradviz.gui.models.model_panel import ModelPanel
 from gradviz.gui.models.model_worker import ModelTasks, file_sha256
-from gradviz.gui.models.trust_dialog import TrustDialog
+from gradviz.gui.models.trust_dialog import MODEL_CLASS, TrustDialog
+from gradviz.gui.settings import RecentFiles
 
 log = logging.getLogger(__name__)
+
+#: The settings key of the recently opened model files.
+RECENT_MODELS_KEY = "recent_models"
+
+#: Shown instead of a SHA-256 for a model class from a module on Python's path.
+NOT_A_FILE = "(a module on Python's path, not one file)"
 
 MODEL_FILTER = "Model files (*.pt *.pth *.pt2 *.ckpt *.safetensors *.bin);;All files (*)"
 
 
 @dataclass(frozen=True)
 class OpenRequest:
-    """What one open asks for: the file, the activation to assume, trust, input width."""
+    """What one open asks for: the file, the activation to assume, trust, input width, and
+    whether a module of a class of its own runs its layers in the listed order."""
 
     path: str
     activation: str | None = None
     trust: bool = False
     in_dim: int | None = None
+    assume_sequential: bool = False
+    #: the user's own class for a state_dict (File > Open with model class…)
+    with_class: ModelClassChoice | None = None
+    #: one sample's shape for a program that does not declare its input (a CNN's (3, H, W))
+    in_shape: tuple[int, ...] | None = None
 
 
 def _inspect(request: OpenRequest) -> tuple[ModelInfo, str | None]:
-    """Describe the file (runs nothing from it); hash it when trust will be asked."""
+    """Describe the file (runs nothing from it); hash it, or the model class's Python file,
+    when trust will be asked."""
     from gradviz.core.modelio import inspect_model
 
-    info = inspect_model(request.path, activation=request.activation, assume_sequential=True)
+    info = inspect_model(
+        request.path, activation=request.activation, assume_sequential=request.assume_sequential
+    )
+    code = request.with_class
+    if code is not None:
+        return info, (file_sha256(code.code_path) if code.code_path else NOT_A_FILE)
     return info, (file_sha256(request.path) if info.needs_trust else None)
 
 
 def _load(request: OpenRequest) -> LoadedModel:
     from gradviz.core.modelio import load_model
 
+    code = request.with_class
+    if code is not None:
+        from gradviz.core.modelio.input_shape import with_input_shape
+
+        loaded = load_model(
+            request.path, trust=request.trust, model_class=code.model_class,
+            model_args=code.model_args,
+        )  # fmt: skip
+        return with_input_shape(loaded, code.in_shape)
+    if request.in_shape is not None:
+        from gradviz.core.modelio.input_shape import with_input_shape
+
+        loaded = load_model(request.path, trust=request.trust, activation=request.activation)
+        return with_input_shape(loaded, request.in_shape)
     return load_model(
         request.path,
         trust=request.trust,
         activation=request.activation,
         in_dim=request.in_dim,
-        assume_sequential=True,  # the panel lists the order; a confirm button is to come
+        assume_sequential=request.assume_sequential,  # the user confirmed the listed order
     )
+
+
+class OpenState(enum.Enum):
+    """Where opening a model file stands."""
+
+    IDLE = "idle"
+    INSPECTING = "inspecting"  # reading what the file holds
+    ASKING_TRUST = "asking trust"  # the file can run code: the user decides
+    LOADING = "loading"
+    OPEN = "open"  # on the panel and in the explorer
+    LISTED = "listed"  # on the panel only (it cannot run)
+    CANCELLED = "cancelled"
+    FAILED = "failed"
 
 
 class ModelOpener(QObject):
     """The behaviour of File > Open model, drag-and-drop, Recent models and Save network.
 
     ``show_error(sentence, details)`` is the app's error dialog; ``send_network(module,
-    label, spec, in_dim, out_dim)`` hands a runnable model to the explorer; ``panel`` shows
-    the model (a new one when not given). ``ask_in_dim``
-    asks for the input width of a program that does not declare it (tests replace it).
-    Signals: ``modelShown(info)`` once a model is on screen, ``stateChanged(str)``.
+    label, spec, in_dim, out_dim[, in_shape=])`` hands a runnable model to the explorer;
+    ``panel`` shows the model (a new one when not given). ``ask_in_dim(info, guess)`` asks
+    for the input of a program that does not declare it: a width (int) or the shape of one
+    sample (a tuple such as (3, 32, 32)), None to cancel (tests replace it).
+    Signals: ``modelShown(info)`` once a model is on screen, ``stateChanged(OpenState)``,
+    ``recentChanged(list)``.
     """
 
     modelShown = Signal(object)
-    stateChanged = Signal(str)
+    stateChanged = Signal(object)  # OpenState
+    recentChanged = Signal(object)  # the recent model files, newest first
 
     def __init__(
         self,
@@ -85,19 +137,22 @@ class ModelOpener(QObject):
         self.settings = settings
         self.show_error = show_error
         self.send_network = send_network
-        self.ask_in_dim: Callable[[ModelInfo, int], int | None] = self._ask_in_dim
+        self.ask_in_dim: Callable[[ModelInfo, int], int | tuple[int, ...] | None] = self._ask_in_dim
         self.panel = panel if panel is not None else ModelPanel()
         self.generation = 0
-        self.state = "idle"
+        self.state = OpenState.IDLE
         self.request: OpenRequest | None = None
         self.loaded: LoadedModel | None = None
         self.wait_dialog: QProgressDialog | None = None
         self.trust_dialog: TrustDialog | None = None
+        self.model_class_dialog: ModelClassDialog | None = None
         self._pending_info: ModelInfo | None = None
         self.tasks = ModelTasks(self)
         self.tasks.finished.connect(self._on_task_finished, Qt.ConnectionType.QueuedConnection)
         self.tasks.failed.connect(self._on_task_failed, Qt.ConnectionType.QueuedConnection)
         self.panel.activationChosen.connect(self._on_activation_chosen)
+        self.panel.orderConfirmed.connect(self.run_in_listed_order)
+        self.panel.modelClassWanted.connect(self.choose_model_class)
 
     # ---- commands ----------------------------------------------------------------------
     def choose_and_open(self) -> None:
@@ -105,13 +160,41 @@ class ModelOpener(QObject):
         if path:
             self.open_path(path)
 
-    def open_path(self, path: str, activation: str | None = None) -> None:
-        """Start opening ``path`` (drops whatever open was going)."""
+    def open_path(
+        self, path: str, activation: str | None = None, assume_sequential: bool = False
+    ) -> None:
+        """Start opening ``path`` (drops whatever open was going). ``assume_sequential``:
+        the user confirmed that a module of a class of its own runs its layers in order."""
         self._close_dialogs()
         self.generation += 1
-        self.request = OpenRequest(os.path.abspath(path), activation=activation)
+        self.request = OpenRequest(
+            os.path.abspath(path), activation=activation, assume_sequential=assume_sequential
+        )
         self._show_wait(f"Reading {os.path.basename(path)}…")
-        self._set_state("inspecting")
+        self._set_state(OpenState.INSPECTING)
+        request = self.request
+        self.tasks.submit(self.generation, "inspect", request.path, lambda: _inspect(request))
+
+    @Slot()
+    def choose_model_class(self) -> None:
+        """File > Open with model class…: ask for the weights, the class and its arguments
+        (the weights of the open file filled in)."""
+        weights = self.request.path if self.request is not None else ""
+        dialog = ModelClassDialog(self.window, weights=weights)
+        dialog.chosen.connect(self.open_with_class)
+        dialog.finished.connect(dialog.deleteLater)
+        self.model_class_dialog = dialog
+        dialog.open()
+
+    @Slot(object)
+    def open_with_class(self, choice: ModelClassChoice) -> None:
+        """Open ``choice.weights`` in the user's class: described first, then trust is asked
+        (importing the class runs its code), then loaded strictly."""
+        self._close_dialogs()
+        self.generation += 1
+        self.request = OpenRequest(choice.weights, with_class=choice)
+        self._show_wait(f"Reading {os.path.basename(choice.weights)}…")
+        self._set_state(OpenState.INSPECTING)
         request = self.request
         self.tasks.submit(self.generation, "inspect", request.path, lambda: _inspect(request))
 
@@ -120,7 +203,7 @@ class ModelOpener(QObject):
         """Close the wait; the running load finishes in the background and is dropped."""
         self.generation += 1
         self._close_dialogs()
-        self._set_state("cancelled")
+        self._set_state(OpenState.CANCELLED)
         self.window.statusBar().showMessage("Opening the model was cancelled.", 5000)
 
     def current_network(self) -> tuple[Any, Any] | None:
@@ -146,13 +229,18 @@ class ModelOpener(QObject):
         if generation != self.generation:
             return
         self._close_dialogs()
-        self._set_state("failed")
+        self._set_state(OpenState.FAILED)
         dialog = self.show_error(sentence, details)
         if hasattr(dialog, "setWindowTitle"):
             dialog.setWindowTitle("gradviz: the model could not be opened")
 
     def _on_inspected(self, info: ModelInfo, sha256: str | None) -> None:
         assert self.request is not None
+        code = self.request.with_class
+        if code is not None:  # the user's class runs the weights, whatever they chain to
+            self._close_dialogs()
+            self._ask_trust(info, sha256 or "", code.code_path or code.model_class, MODEL_CLASS)
+            return
         if not info.runnable:
             self._close_dialogs()
             self._show(info, loaded=None)
@@ -168,13 +256,18 @@ class ModelOpener(QObject):
         info = loaded.info
         if info.in_dim is None:
             self._close_dialogs()
-            guess = _first_input_width(info)
-            width = self.ask_in_dim(info, guess)
-            if not width:
-                self._set_state("cancelled")
+            answer = self.ask_in_dim(info, first_input_width(info) or 1)
+            if not answer:
+                self._set_state(OpenState.CANCELLED)
                 return
+            shape = (int(answer),) if isinstance(answer, int) else tuple(answer)
+            again = (
+                replace(self.request, in_dim=shape[0])
+                if len(shape) == 1
+                else replace(self.request, in_shape=shape)
+            )
             self._show_wait(f"Loading {os.path.basename(info.path)}…")
-            self._submit_load(replace(self.request, in_dim=int(width)))
+            self._submit_load(again)
             return
         self._close_dialogs()
         self._show(info, loaded)
@@ -182,14 +275,18 @@ class ModelOpener(QObject):
     # ---- steps ---------------------------------------------------------------------------
     def _submit_load(self, request: OpenRequest) -> None:
         self.request = request
-        self._set_state("loading")
+        self._set_state(OpenState.LOADING)
         if self.wait_dialog is not None:
             self.wait_dialog.setLabelText(f"Loading {os.path.basename(request.path)}…")
         self.tasks.submit(self.generation, "load", request.path, lambda: _load(request))
 
-    def _ask_trust(self, info: ModelInfo, sha256: str) -> None:
-        self._set_state("asking trust")
-        dialog = TrustDialog(info.path, sha256, info.format, self.window)
+    def _ask_trust(
+        self, info: ModelInfo, sha256: str, path: str | None = None, kind: str | None = None
+    ) -> None:
+        """Ask before running code: the model file's (a program), or the Python file of the
+        user's model class (``path``, ``kind`` MODEL_CLASS)."""
+        self._set_state(OpenState.ASKING_TRUST)
+        dialog = TrustDialog(path or info.path, sha256, kind or info.format, self.window)
         dialog.answered.connect(self._on_trust_answered)
         self.trust_dialog = dialog
         dialog.open()
@@ -199,10 +296,10 @@ class ModelOpener(QObject):
         dialog, self.trust_dialog = self.trust_dialog, None
         if dialog is not None:
             dialog.deleteLater()
-        if self.request is None or self.state != "asking trust":
+        if self.request is None or self.state is not OpenState.ASKING_TRUST:
             return
         if not trusted:
-            self._set_state("cancelled")
+            self._set_state(OpenState.CANCELLED)
             self.window.statusBar().showMessage("Not opened: the file was not trusted.", 8000)
             return
         self._show_wait(f"Loading {os.path.basename(self.request.path)}…")
@@ -216,22 +313,30 @@ class ModelOpener(QObject):
         if loaded is not None and self.send_network is not None:
             label = os.path.basename(info.path)
             try:
-                self.send_network(loaded.module, label, loaded.spec, info.in_dim, info.out_dim)
+                shape = {} if info.in_shape is None else {"in_shape": info.in_shape}
+                self.send_network(
+                    loaded.module, label, loaded.spec, info.in_dim, info.out_dim, **shape
+                )
             except GradvizError as exc:
                 self.show_error(str(exc), "")
-        self._set_state("open" if loaded is not None else "listed")
+        self._set_state(OpenState.OPEN if loaded is not None else OpenState.LISTED)
         self.modelShown.emit(info)
 
     def _remember(self, path: str) -> None:
-        paths = recent_models.add(self.settings, path)
-        setter = getattr(self.window, "set_recent_models", None)
-        if setter is not None:
-            setter(paths)
+        self.recentChanged.emit(RecentFiles(self.settings, RECENT_MODELS_KEY).add(path))
 
     @Slot(str)
     def _on_activation_chosen(self, activation: str) -> None:
-        if self.request is not None and self.state in ("open", "listed"):
-            self.open_path(self.request.path, activation=activation)
+        request = self.request
+        if request is not None and self.state in (OpenState.OPEN, OpenState.LISTED):
+            self.open_path(request.path, activation, request.assume_sequential)
+
+    @Slot()
+    def run_in_listed_order(self) -> None:
+        """The user confirmed the layer order the panel lists: reload running it so."""
+        request = self.request
+        if request is not None and self.state is OpenState.LISTED:
+            self.open_path(request.path, request.activation, assume_sequential=True)
 
     # ---- dialogs -------------------------------------------------------------------------
     def _show_wait(self, text: str) -> None:
@@ -260,19 +365,23 @@ class ModelOpener(QObject):
             trust.reject()
             trust.deleteLater()
 
-    def _ask_in_dim(self, info: ModelInfo, guess: int) -> int | None:
-        width, ok = QInputDialog.getInt(
+    def _ask_in_dim(self, info: ModelInfo, guess: int) -> tuple[int, ...] | None:
+        text, ok = QInputDialog.getText(
             self.window,
-            "Input width",
-            f"{os.path.basename(info.path)} does not declare its input width.\n"
-            "How many inputs does it take?",
-            max(guess, 1),
-            1,
-            1_000_000,
+            "Input shape",
+            f"{os.path.basename(info.path)} does not declare its input.\n"
+            "Give the width of one input (8) or the shape of one sample (3,32,32):",
+            text=str(guess),
         )
-        return width if ok else None
+        if not ok:
+            return None
+        try:
+            return parse_sample_shape(text)
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return None
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: OpenState) -> None:
         self.state = state
         self.stateChanged.emit(state)
 
@@ -281,12 +390,3 @@ class ModelOpener(QObject):
         self.generation += 1
         self._close_dialogs()
         self.tasks.join(timeout_s)
-
-
-def _first_input_width(info: ModelInfo) -> int:
-    """The input width of the first 2-D weight, a good guess for a chain of Linear layers."""
-    for layer in info.layers:
-        shape = layer.shapes.get("weight")
-        if shape is not None and len(shape) == 2:
-            return int(shape[1])
-    return 1

@@ -20,8 +20,17 @@ from PySide6.QtWidgets import (
 FORMAT_NAMES = {"torchscript": "a TorchScript program", "pt2": "a torch.export program (.pt2)"}
 
 
+#: The "format" of a trust question about the user's own model class (a Python file).
+MODEL_CLASS = "model_class"
+
+
 def trust_reason(format_name: str) -> str:
     """Why this format needs trust, in one sentence."""
+    if format_name == MODEL_CLASS:
+        return (
+            "Opening the weights with this model class imports this Python code, which runs "
+            "with your permissions. Go on only if you trust it."
+        )
     what = FORMAT_NAMES.get(format_name, "a program")
     return (
         f"This file is {what}. Opening it can run code stored in the file, with your "
@@ -36,7 +45,8 @@ class TrustDialog(QDialog):
 
     def __init__(self, path: str, sha256: str, format_name: str, parent: QWidget | None = None):
         super().__init__(parent)
-        self.setWindowTitle("Trust this model file?")
+        code = format_name == MODEL_CLASS
+        self.setWindowTitle("Trust this Python code?" if code else "Trust this model file?")
         self.setObjectName("trust-dialog")
         self.path = path
         self.sha256 = sha256

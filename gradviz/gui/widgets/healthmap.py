@@ -7,8 +7,8 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
 from gradviz.core.health import HEALTH_LABELS, Health
-from gradviz.gui.views import arrays, palette
-from gradviz.gui.views.panel import MatrixPanel, format_value
+from gradviz.gui.widgets import arrays, palette
+from gradviz.gui.widgets.panel import MatrixPanel, format_value
 
 
 class HealthMapView(MatrixPanel):
