@@ -149,7 +149,7 @@ def test_start_stop_fifty_times_leaves_no_thread_behind(qtbot, make_lab):
     lab = make_lab(small("safe", n=8))
     for _ in range(50):
         lab.start()
-        lab.stop()
+        lab.session.stop()
     qtbot.waitUntil(lambda: lab.thread_count == 0, timeout=RUN_TIMEOUT_MS)
     assert lab.session.worker is None
 
