@@ -214,7 +214,7 @@ class ModelOpener(QObject):
         dialog, self.trust_dialog = self.trust_dialog, None
         if dialog is not None:
             dialog.deleteLater()
-        if self.request is None or self.state != "asking trust":
+        if self.request is None or self.state is not OpenState.ASKING_TRUST:
             return
         if not trusted:
             self._set_state(OpenState.CANCELLED)
