@@ -225,3 +225,15 @@ def test_float64_matrices_and_int_codes_are_accepted(fit_views, make_snapshot):
     assert fit_views.widgets["distances"].displayed_image().dtype == np.float32
     assert fit_views.widgets["mask"].displayed_image().dtype == np.uint8
     assert fit_views.widgets["mask"].counts()[Health.NAN] == 30
+
+
+def test_a_narrow_health_legend_never_wraps_a_label_away_from_its_count(qtbot):
+    import numpy as np
+
+    from gradviz.gui.widgets.healthmap import HealthMapView
+
+    view = HealthMapView("dLoss/dx", legend_columns=2)
+    qtbot.addWidget(view)
+    view.set_codes(np.full((600, 1), 5, dtype=np.uint8))
+    wide = view.legend.heightForWidth(600)
+    assert view.legend.heightForWidth(60) == wide  # three rows of two cells, at any width

@@ -108,9 +108,10 @@ class HealthMapView(MatrixPanel):
         for h in sorted(Health, reverse=True):  # most alarming first
             count = self._counts[h]
             weight = "bold" if count and h >= Health.NEG_INF else "normal"
-            cells.append(
-                f'<td><span style="color:{colours[h]}">&#9632;</span> '
-                f'<span style="font-weight:{weight}">{HEALTH_LABELS[h]} {count:,}</span></td>'
+            cells.append(  # a label never wraps away from its count ("NaN" / "600")
+                f'<td style="white-space:nowrap"><span style="color:{colours[h]}">&#9632;</span>'
+                f'&nbsp;<span style="font-weight:{weight}">{HEALTH_LABELS[h]}&nbsp;{count:,}'
+                "</span></td>"
             )
         rows = [
             "<tr>" + "".join(cells[k : k + self._legend_columns]) + "</tr>"
