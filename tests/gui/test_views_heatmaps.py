@@ -227,13 +227,18 @@ def test_float64_matrices_and_int_codes_are_accepted(fit_views, make_snapshot):
     assert fit_views.widgets["mask"].counts()[Health.NAN] == 30
 
 
-def test_a_narrow_health_legend_never_wraps_a_label_away_from_its_count(qtbot):
+def test_a_narrow_health_legend_shows_every_count_whole(qtbot):
     import numpy as np
 
     from gradviz.gui.widgets.healthmap import HealthMapView
 
-    view = HealthMapView("dLoss/dx", legend_columns=2)
+    view = HealthMapView("dLoss/dx", legend_columns=3)
     qtbot.addWidget(view)
-    view.set_codes(np.full((600, 1), 5, dtype=np.uint8))
+    view.resize(600, 300)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_codes(np.full((39_800, 1), 0, dtype=np.uint8))  # "finite 39,800"
+    view.resize(140, 300)  # a narrow dock: fewer legend columns, never a cut-off count
+    qtbot.waitUntil(lambda: view.legend.sizeHint().width() <= view.legend.width())
     wide = view.legend.heightForWidth(600)
-    assert view.legend.heightForWidth(60) == wide  # three rows of two cells, at any width
+    assert view.legend.heightForWidth(60) == wide  # a label never wraps from its count
