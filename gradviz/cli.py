@@ -51,6 +51,11 @@ def _add_fit(sub) -> None:
     p = sub.add_parser("fit", help="run the distance-matrix fit headless")
     add_arguments(p, FitConfig)  # one option per run setting, described in core.config
     p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
+    p.add_argument(
+        "--record",
+        metavar="RUN",
+        help="record gradient statistics and matrix snapshots into a new recording directory",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 
@@ -80,6 +85,18 @@ def _add_jacobian(sub) -> None:
         help="allow formats that can run code from the file (TorchScript, .pt2)",
     )
     p.add_argument("--in-dim", type=int, metavar="N", help="input width, where the file cannot say")
+    _add_model_choices(p)
+    p.add_argument(
+        "--input-shape",
+        metavar="S",
+        help="shape of one random input, e.g. 3,32,32 (default: the model's input width)",
+    )
+    p.add_argument(
+        "--output",
+        type=int,
+        metavar="K",
+        help="output explained by saliency (default: each sample's largest output)",
+    )
     p.add_argument("--dtype", default="float32", choices=list(DTYPES))
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--out", metavar="J.npy", help="write J as (B, m, n) float32")
@@ -87,7 +104,9 @@ def _add_jacobian(sub) -> None:
 
 
 def _add_inspect(sub) -> None:
-    p = sub.add_parser("inspect", help="describe a saved model file without running it")
+    p = sub.add_parser(
+        "inspect", help="describe a saved model file without running it, or a recording"
+    )
     p.add_argument("path", metavar="PATH")
     p.add_argument(
         "--trust",
@@ -99,12 +118,38 @@ def _add_inspect(sub) -> None:
         choices=list(ACTIVATIONS),
         help="activation to assume where the file cannot say",
     )
+    _add_assume_sequential(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+
+
+def _add_assume_sequential(p) -> None:
+    p.add_argument(
+        "--assume-sequential",
+        action="store_true",
+        help="run a pickled module of a class of its own as its layers in declaration order",
+    )
+
+
+def _add_model_choices(p) -> None:
+    """How a model file whose forward is not in it may still run."""
+    _add_assume_sequential(p)
+    p.add_argument(
+        "--model-class",
+        metavar="FILE.py:NAME",
+        help="the model's class (path/to/file.py:Net or package.module:Net); needs --trust",
+    )
+    p.add_argument(
+        "--model-args", metavar="JSON", help="constructor arguments of --model-class, as JSON"
+    )
 
 
 def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure speed (ratios against named baselines)")
-    p.add_argument("--suite", default="all", choices=["all", "distances", "jacobians", "gui"])
+    p.add_argument(
+        "--suite",
+        default="all",
+        choices=["all", "distances", "jacobians", "gui", "watch", "memory"],
+    )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     p.add_argument("--json", action="store_true", help="print results as JSON")

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from gradviz.core.errors import GradvizError
 
-SUITES = ("distances", "jacobians", "gui")
+SUITES = ("distances", "jacobians", "gui", "watch", "memory")
 
 
 def run(args) -> int:

@@ -27,7 +27,10 @@ def run(args) -> int:
 
     fit = DistanceFitRun(config)
     progress = _Progress(sys.stderr, config.steps) if sys.stderr.isatty() else None
-    fit.run(callback=progress.update if progress else None)
+    recording = _start_recording(fit, args)
+    fit.run(callback=_callbacks(progress.update if progress else None, recording))
+    if recording is not None:
+        recording.close()
     if progress:
         progress.finish(fit)
 
@@ -50,6 +53,29 @@ def run(args) -> int:
     else:
         print(_describe(summary, fit.stopped_on_nan, out))
     return 0
+
+
+def _start_recording(fit, args):
+    """A FitRecording when ``--record`` is given, else None."""
+    path = getattr(args, "record", None)
+    if path is None:
+        return None
+    from gradviz.core.record.fit_recording import FitRecording
+
+    return FitRecording(fit, path)
+
+
+def _callbacks(progress, recording):
+    """One per-step callback from the progress bar's and the recording's (either may be None)."""
+    if recording is None:
+        return progress
+
+    def after_step(fit) -> None:
+        recording.after_step(fit)
+        if progress is not None:
+            progress(fit)
+
+    return after_step
 
 
 def _checked_out_path(out: str | None) -> Path | None:

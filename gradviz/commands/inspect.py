@@ -7,12 +7,20 @@ given. With ``--json`` the last line of stdout is one JSON object (see ModelInfo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from gradviz.core.modelio import ModelInfo, inspect_model
 
 
 def run(args) -> int:
-    info = inspect_model(args.path, trust=args.trust, activation=args.activation)
+    if Path(args.path).is_dir():  # a recording is a directory; model files are files
+        return _inspect_recording(args)
+    info = inspect_model(
+        args.path,
+        trust=args.trust,
+        activation=args.activation,
+        assume_sequential=args.assume_sequential,
+    )
     for line in summary_lines(info, trusted=args.trust):
         print(line)
     if args.json:
@@ -50,3 +58,25 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
     for sentence in info.assumptions:
         lines.append(f"  assumed: {sentence}")
     return lines
+
+
+def _inspect_recording(args) -> int:
+    from gradviz.core.record.reader import Reader  # raises a one-sentence error if not one
+
+    summary = Reader(args.path).describe()
+    first = summary["first_nonfinite"]
+    print(f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes")
+    print(f"  steps recorded: {summary['steps']}, last step: {summary['last_step']}")
+    print(f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}")
+    print(f"  ranks: {', '.join(map(str, summary['ranks']))}")
+    print(f"  tensors: {', '.join(summary['tensors'])}")
+    if first is None:
+        print("  first non-finite gradient: none")
+    else:
+        print(
+            f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
+            f" (rank {first['rank']}), {first['kind']} at flat index {first['index']}"
+        )
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    return 0

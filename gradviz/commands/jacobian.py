@@ -1,14 +1,23 @@
 """`gradviz jacobian`: per-input Jacobians of a network over a batch, headless.
 
-Prints a short summary; with ``--json`` the last line of stdout is one JSON object:
-``batch``, ``in_dim``, ``out_dim``, ``method`` (the one that ran), ``reason``, ``seconds`` (the
-Jacobian computation alone, the first in this process), ``constant_across_batch``, ``dtype``,
-``device`` and, with ``--full``, ``max_off_block``.
+Inputs may have any shape (B, *in_shape): an NPY file is taken as it is, random inputs take
+``--input-shape 3,32,32``. Where the per-sample Jacobian has at most 1,000,000 entries it is
+computed, (B, m, *in_shape); otherwise (or with ``--output K``) the saliency: the gradient of
+one output per sample, (B, *in_shape). NaN or Inf weights are reported before computing.
+
+Prints a short summary; with ``--json`` the last line of stdout is one JSON object: ``kind``
+("jacobian" or "saliency"), ``shape`` (of the array ``--out`` writes), ``batch``, ``out_dim``,
+``method`` (the one that ran), ``reason``, ``seconds`` (the computation alone, the first in
+this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobians also
+``in_dim``, ``constant_across_batch`` and, with ``--full``, ``max_off_block``; otherwise
+``in_shape`` and ``norms`` (per sample) and, for saliency, ``output`` (per sample) and
+``output_explained``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 
@@ -22,50 +31,100 @@ from gradviz.core.pointsets import FILE_PREFIX, load_points
 def run(args) -> int:
     spec_or_none, source = _model_source(args)
     points = _inputs(args)
+    in_shape = _input_shape(args.input_shape)
     if args.full and points is not None and len(points) > MAX_FULL_BATCH:
         raise GradvizError(_full_too_big(len(points)))
     if args.full and points is None and args.batch > MAX_FULL_BATCH:
         raise GradvizError(_full_too_big(args.batch))
 
-    import time
-
     import torch
 
-    from gradviz.core import jacobians
     from gradviz.core.devices import resolve_device
     from gradviz.core.modelio import load_model
 
     device = resolve_device(args.device)
     dtype = getattr(torch, args.dtype)
+    nonfinite: tuple[str, ...] = ()
     if spec_or_none is not None:
         spec, model = spec_or_none, spec_or_none.build(seed=args.seed, dtype=dtype)
         in_dim, label, parameters = spec.in_dim, str(spec), spec.parameter_count
     else:
-        # Every runnable format; TorchScript and .pt2 only with --trust.
+        # Every runnable format; TorchScript, .pt2 and --model-class only with --trust.
         loaded = load_model(
-            source, trust=args.trust, activation=args.activation, in_dim=args.in_dim
+            source,
+            trust=args.trust,
+            activation=args.activation,
+            in_dim=args.in_dim,
+            assume_sequential=args.assume_sequential,
+            model_class=args.model_class,
+            model_args=args.model_args,
         )
         spec, model = loaded.spec, loaded.module.to(dtype)
-        in_dim = loaded.info.in_dim or (points.shape[1] if points is not None else None)
-        label = str(spec) if spec is not None else f"{loaded.info.format} program {source}"
+        in_dim = loaded.info.in_dim or args.in_dim
+        label = str(spec) if spec is not None else f"{loaded.info.format} model {source}"
         parameters = loaded.info.parameters
-        if in_dim is None:
-            raise GradvizError(
-                f"{source} does not declare its input width; give it with --in-dim N or "
-                "give the inputs with --inputs file:PATH."
-            )
+        nonfinite = loaded.info.nonfinite_weights
+        in_shape = in_shape or loaded.info.in_shape
     model = model.to(device)
 
-    if points is None:  # the explorer's batch for this seed (one construction, in core)
-        inputs = torch.as_tensor(random_batch(args.batch, in_dim, args.seed), dtype=dtype)
+    inputs = _input_tensor(args, points, in_shape, in_dim, source, dtype).to(device)
+    if nonfinite:  # said before computing: every gradient below may be NaN because of them
+        print(f"NaN or Inf in weights: {', '.join(nonfinite)}")
+    if inputs.ndim == 2 and args.output is None and _small(model, inputs):
+        summary = _jacobians(args, model, inputs, device, label, parameters)
     else:
-        if points.shape[1] != in_dim:
+        if args.full:
+            raise GradvizError("--full needs inputs of shape (B, n) and a per-sample Jacobian.")
+        summary = _gradients(args, model, inputs, device, label, parameters)
+    summary["nonfinite_weights"] = list(nonfinite)
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    return 0
+
+
+def _small(model, inputs) -> bool:
+    """Whether the (m, n) per-sample Jacobian is within MAX_JACOBIAN_ENTRIES."""
+    import torch
+
+    from gradviz.core.input_gradients import _outputs
+    from gradviz.core.modelio.limits import MAX_JACOBIAN_ENTRIES
+
+    with torch.no_grad():
+        m = _outputs(model, inputs).shape[1]
+    return m * inputs.shape[1] <= MAX_JACOBIAN_ENTRIES
+
+
+def _input_tensor(args, points, in_shape, in_dim, source, dtype):
+    """(B, *in_shape) inputs: the --inputs file as is, or a random --batch."""
+    import torch
+
+    if points is None:
+        shape = in_shape or ((in_dim,) if in_dim is not None else None)
+        if shape is None:
             raise GradvizError(
-                f"The inputs have {points.shape[1]} columns but the model takes {in_dim} "
-                "inputs; give one row per sample with one column per model input."
+                f"{source} does not declare its input shape; give it with --input-shape "
+                "(e.g. 3,32,32), --in-dim N, or give the inputs with --inputs file:PATH."
             )
-        inputs = torch.from_numpy(points).to(dtype)
-    inputs = inputs.to(device)
+        if args.batch * math.prod(shape) * 8 > (1 << 30):
+            raise GradvizError(
+                f"A random batch of {args.batch} inputs of shape {shape} would need over 1 GiB; "
+                "use a smaller --batch."
+            )
+        # The explorer's batch for this seed (one construction, in core).
+        return torch.as_tensor(random_batch(args.batch, shape, args.seed), dtype=dtype)
+    if points.ndim == 2 and in_dim is not None and points.shape[1] != in_dim:
+        raise GradvizError(
+            f"The inputs have {points.shape[1]} columns but the model takes {in_dim} "
+            "inputs; give one row per sample with one column per model input."
+        )
+    return torch.from_numpy(np.ascontiguousarray(points)).to(dtype)
+
+
+def _jacobians(args, model, inputs, device, label, parameters) -> dict:
+    """(B, n) inputs: per-input Jacobians (B, m, n), as before."""
+    import time
+
+    from gradviz.core import jacobians
 
     _sync(device)
     start = time.perf_counter()
@@ -77,6 +136,8 @@ def run(args) -> int:
     batch, m, n = jac.shape
     stats = jacobians.batch_statistics(jac)
     summary = {
+        "kind": "jacobian",
+        "shape": [batch, m, n],
         "batch": batch,
         "in_dim": n,
         "out_dim": m,
@@ -100,15 +161,69 @@ def run(args) -> int:
         print(f"largest entry outside the diagonal blocks: {summary['max_off_block']:.3g}")
     if args.out:
         print(f"wrote J ({batch}, {m}, {n}) float32 to {args.out}")
-    if args.json:
-        print(json.dumps(summary, separators=(",", ":")))
-    return 0
+    return summary
+
+
+def _gradients(args, model, inputs, device, label, parameters) -> dict:
+    """Inputs of any shape: per-sample Jacobians (B, m, *in_shape) or saliency (B, *in_shape)."""
+    import time
+
+    from gradviz.core.input_gradients import SALIENCY, input_gradients
+
+    _sync(device)
+    start = time.perf_counter()
+    result = input_gradients(model, inputs, output=args.output, method=args.method)
+    _sync(device)
+    seconds = time.perf_counter() - start
+    shape = list(result.values.shape)
+    summary = {
+        "kind": result.kind,
+        "shape": shape,
+        "batch": shape[0],
+        "in_shape": list(inputs.shape[1:]),
+        "out_dim": int(result.outputs.shape[1]),
+        "method": result.method,
+        "reason": result.reason,
+        "seconds": seconds,
+        "norms": [float(v) for v in result.norms],
+        "dtype": args.dtype,
+        "device": str(device),
+    }
+    name = "J" if result.kind != SALIENCY else "saliency"
+    print(f"network: {label}  ({parameters:,} parameters, {args.dtype}, {device})")
+    print(f"{name}: {tuple(shape)} in {seconds * 1e3:.2f} ms: {result.reason}")
+    if result.kind == SALIENCY:
+        explained = [int(k) for k in result.explained]
+        summary["output"] = explained
+        summary["output_explained"] = (
+            f"output {args.output}" if args.output is not None else "each sample's largest output"
+        )
+        more = " ..." if len(explained) > 20 else ""
+        print(f"explained outputs (per sample): {explained[:20]}{more}")
+    if args.out:
+        _save_npy(args.out, result.values.detach().cpu().numpy().astype(np.float32))
+        print(f"wrote {name} {tuple(shape)} float32 to {args.out}")
+    return summary
+
+
+def _input_shape(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.replace("x", ",").split(",")]
+    shape = tuple(int(part) for part in parts) if all(p.isdigit() for p in parts) else ()
+    if not shape or min(shape) < 1:
+        raise GradvizError(
+            f"--input-shape takes positive sizes separated by commas (e.g. 3,32,32), not {text!r}."
+        )
+    return shape
 
 
 def _model_source(args) -> tuple[NetworkSpec | None, str | None]:
     """(spec, None) for --net, (None, path) for --model."""
     if args.model is not None:
         return None, args.model
+    if args.model_class is not None or args.assume_sequential:
+        raise GradvizError("--model-class and --assume-sequential apply to --model PATH only.")
     spec = NetworkSpec.parse(args.net)
     if args.activation is not None and ":" not in args.net and not args.net.strip().startswith("{"):
         widths = [spec.in_dim] + [lin.out_features for lin in spec.linears]
@@ -124,15 +239,44 @@ def _full_too_big(batch: int) -> str:
 
 
 def _inputs(args) -> np.ndarray | None:
-    """The --inputs rows as (B, n) float64, or None for a random --batch."""
+    """The --inputs samples: a CSV as (B, n) rows, an NPY file of any shape (B, *in_shape)
+    as it is; None for a random --batch."""
     if args.inputs is None:
         check_batch_size(args.batch)
         return None
     path = args.inputs[len(FILE_PREFIX) :]
     if not args.inputs.startswith(FILE_PREFIX) or not path:
         raise GradvizError(f"--inputs takes file:PATH (a CSV or NPY file), not {args.inputs!r}.")
+    array = _npy_of_samples(path)
+    if array is not None:
+        return array
     # One sample per row; a single sample is a batch too.
     return load_points(path, min_points=1)
+
+
+def _npy_of_samples(path: str) -> np.ndarray | None:
+    """An NPY file of 3 or more dimensions as float64 (B, *in_shape); None for anything
+    else (CSV, or 1-D/2-D arrays that load_points reads as rows)."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(6) != b"\x93NUMPY":
+                return None
+        array = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    if array.ndim < 3:
+        return None
+    if array.dtype.kind not in "fiu" or 0 in array.shape:
+        raise GradvizError(
+            f"{path} holds a {array.dtype} array of shape {array.shape}; inputs must be "
+            "non-empty numbers."
+        )
+    if array.nbytes > (1 << 30):
+        raise GradvizError(f"{path} holds over 1 GiB of inputs; give a smaller batch.")
+    samples = np.array(array, dtype=np.float64)  # a copy: the memory map is read-only
+    if not np.isfinite(samples).all():
+        raise GradvizError(f"{path} holds NaN or Inf; inputs must be finite numbers.")
+    return samples
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:

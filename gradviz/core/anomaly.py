@@ -123,7 +123,9 @@ def pin_parameters(run: DistanceFitRun) -> dict[str, np.ndarray]:
 
 
 def replay_to_first_nonfinite(
-    config: FitConfig, should_stop: Callable[[], bool] | None = None
+    config: FitConfig,
+    should_stop: Callable[[], bool] | None = None,
+    max_display: int | None = None,
 ) -> PinnedState | None:
     """Re-run ``config`` from the start, stopping on NaN, and pin the first non-finite step.
 
@@ -131,8 +133,12 @@ def replay_to_first_nonfinite(
     this reproduces the original run's first NaN when its settings (e.g. the learning rate)
     were not changed while it ran. None when the run never goes non-finite within
     ``config.steps``, or when ``should_stop()`` turns true (checked before every step).
+    ``max_display`` caps the Snapshot's matrices (see DistanceFitRun); ``pinned_run`` gives
+    the full-resolution values on request.
     """
-    run = DistanceFitRun(config.with_changes(stop_on_nan=True, threads=None))
+    run = DistanceFitRun(
+        config.with_changes(stop_on_nan=True, threads=None), max_display=max_display
+    )
     while not run.done:
         if should_stop is not None and should_stop():
             return None
@@ -142,6 +148,16 @@ def replay_to_first_nonfinite(
     # A stop-on-NaN run keeps the parameters of its NaN step, so a fresh snapshot re-runs
     # exactly that step's forward and backward.
     return PinnedState(run.completed_steps, pin_parameters(run), run.snapshot())
+
+
+def pinned_run(config: FitConfig, pinned: PinnedState) -> DistanceFitRun:
+    """A run of ``config`` holding the pinned first-NaN state at full resolution: its
+    ``snapshot()`` re-runs that step's forward and backward (its ``step`` reads 0: the run
+    took no steps of its own), after which ``cell_values(i, j)`` reads any entry exactly.
+    Costs one step's memory and time; drop it when done."""
+    run = DistanceFitRun(config.with_changes(stop_on_nan=True, threads=None))
+    _load_parameters(run, pinned.parameters)
+    return run
 
 
 def diagnose_first_nonfinite(

@@ -23,6 +23,8 @@ DISTANCE_METHODS: dict[str, str] = {
     "clamp": "Gram formula, sqrt(max(sq, eps)): finite, but blocks gradients of close pairs.",
     "safe": "Exact pairwise differences with a custom backward: never NaN (recommended).",
     "cdist": "torch.cdist as users call it: Gram formula for large N, inexact for close pairs.",
+    "detach": "Gram formula and sqrt, diagonal of d detached after sqrt: still NaN (0 x Inf in "
+    "sqrt's backward); the gradient must be stopped before sqrt.",
 }
 
 #: Point-set generators.
@@ -55,8 +57,10 @@ HISTOGRAM_LOSSES: dict[str, str] = {
     "mse": "MSE to a target file",
 }
 
-#: The largest point set we accept; larger ones do not fit a distance matrix in a view.
-MAX_POINTS = 20_000
+#: A guard against typos, not the real limit: whether N points fit is decided by memory
+#: before a run starts (core.memory; about 20,000 points in float32 need 8 GB). 100,000
+#: points need 200 GB, more than any one device holds today.
+MAX_POINTS = 100_000
 #: The largest point dimension D.
 MAX_DIM = 1024
 #: The largest seed: seeds go to numpy and torch, which both take whole numbers below 2**63.

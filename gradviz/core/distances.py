@@ -6,10 +6,13 @@ the broken ones, so that their gradients can be compared:
 - ``naive``: the Gram formula and ``sqrt`` over the whole matrix (NaN from the zero diagonal);
 - ``masked``: the Gram formula, ``sqrt`` of the off-diagonal entries only (the classic fix);
 - ``clamp``: the Gram formula, ``sqrt(clamp_min(sq, eps))``;
+- ``detach``: the Gram formula and ``sqrt``, the diagonal of d detached afterwards (still NaN:
+  the literal ``stop_gradient`` attempt, placed after the operation that fails);
 - ``safe``: exact distances from pairwise differences with a closed-form backward (recommended);
 - ``cdist``: ``torch.cdist`` as people call it.
 
-All methods are device-agnostic and work in float32 and float64.
+All methods are device-agnostic and work in float32 and float64. ``safe`` also takes batched
+coordinates (..., N, D) -> (..., N, N).
 """
 
 from __future__ import annotations
@@ -75,12 +78,27 @@ def clamp(x: torch.Tensor) -> DistanceResult:
     return DistanceResult(d, sq, sq < eps)
 
 
+def detach(x: torch.Tensor) -> DistanceResult:
+    """sqrt over the whole Gram matrix, then the diagonal of d detached: still NaN.
+
+    Detaching after ``sqrt`` stops the gradient of the diagonal at d, where it is already 0;
+    sqrt's backward then multiplies that 0 by its infinite derivative at 0: 0 x Inf = NaN.
+    The gradient must be stopped before ``sqrt`` (on the squared distances), as ``masked``
+    and ``gradviz.stop_gradient`` on ``sq`` do.
+    """
+    sq = gram_squared(x)
+    eye = torch.eye(len(x), dtype=torch.bool, device=x.device)
+    d = torch.sqrt(sq)
+    return DistanceResult(torch.where(eye, d.detach(), d), sq, eye)
+
+
 class ExactDistances(torch.autograd.Function):
-    """Exact pairwise distances (N, D) -> (N, N), with a closed-form backward.
+    """Exact pairwise distances (..., N, D) -> (..., N, N), with a closed-form backward.
 
     Forward: ``torch.cdist`` in the mode that sums squared coordinate differences, so close
     pairs keep full relative precision (no Gram-formula cancellation). Also returns the
-    coincident mask ``d == 0`` (N, N) bool, which includes the diagonal.
+    coincident mask ``d == 0`` (..., N, N) bool, which includes the diagonal. Leading batch
+    dimensions are independent point sets; the backward runs once per set.
 
     Backward: with ``W = dL/dd / d`` (0 where points coincide, the minimum-norm subgradient
     of ``|t|`` at 0), ``dL/dx_i = sum_j (W_ij + W_ji) (x_i - x_j)``, i.e.
@@ -111,11 +129,15 @@ class ExactDistances(torch.autograd.Function):
             w = (grad_d / d.masked_fill(coincident, 1)).masked_fill(coincident, 0)
         else:
             w = grad_d / d
-            w.diagonal().zero_()
+            w.diagonal(dim1=-2, dim2=-1).zero_()
             # Usually only the diagonal coincides: counting is cheaper than a masked fill.
-            if int(torch.count_nonzero(coincident)) > len(x):
+            if int(torch.count_nonzero(coincident)) > coincident.numel() // x.shape[-2]:
                 w.masked_fill_(coincident, 0)
-        return _pair_gradient(x, grad_d, w)
+        if x.ndim == 2:
+            return _pair_gradient(x, grad_d, w)
+        n, dim = x.shape[-2:]
+        flat = zip(x.reshape(-1, n, dim), grad_d.reshape(-1, n, n), w.reshape(-1, n, n))
+        return torch.stack([_pair_gradient(*one) for one in flat]).reshape(x.shape)
 
 
 #: Float32 products are exact enough while R * max|W| <= this * max|dL/dd| (R: the spread of
@@ -197,6 +219,7 @@ METHODS: dict[str, Callable[[torch.Tensor], DistanceResult]] = {
     "clamp": clamp,
     "safe": safe,
     "cdist": cdist,
+    "detach": detach,
 }
 
 

@@ -179,6 +179,13 @@ def _sqrt_at_zero_sentence(e: Explanation) -> str:
             " On the diagonal the loss gradient is 0, and 0 x Inf = NaN, which then reaches "
             "every coordinate."
         )
+    if e.method == "detach" and e.diagonal_zero:
+        return text + (
+            " Detaching the diagonal of d after sqrt does not help: it sets the gradient at d "
+            "to 0, and sqrt's backward still multiplies that 0 by Inf. Stop the gradient "
+            "before sqrt instead (gradviz.stop_gradient on the squared distances, or the "
+            "method 'masked'); 'safe' avoids it entirely."
+        )
     if e.coincident_pairs or e.rounded_to_zero_pairs:
         return text + " The method 'safe' gives coincident points a zero gradient instead."
     return text + " The methods 'masked' (sqrt of the off-diagonal only) and 'safe' avoid it."

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 import time
+import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gradviz.core import diagnostics, mds
+from gradviz.core import diagnostics, display, mds, memory
+from gradviz.core.capture import Capture
 from gradviz.core.config import FitConfig
 from gradviz.core.devices import resolve_device
 from gradviz.core.distances import DistanceResult, pairwise_distances
@@ -37,33 +38,23 @@ _INIT_STREAM, _FEATURE_STREAM = 1, 2  # the target uses the seed itself
 _EXACT = "donot_use_mm_for_euclid_dist"  # torch.cdist from differences, not the Gram formula
 
 
-@dataclass
-class _Capture:
-    """Device tensors of one evaluated forward/backward, kept for the next Snapshot."""
-
-    attempt: int  # index of the evaluation (the step index when taken during a step)
-    loss: float
-    coords: torch.Tensor  # (N, D)
-    distances: torch.Tensor  # (N, N)
-    squared: torch.Tensor | None  # (N, N)
-    entry_grads: torch.Tensor  # (N, N)
-    entry_health: torch.Tensor  # (N, N) uint8
-    coord_grads: torch.Tensor  # (N, D)
-    coord_health: torch.Tensor  # (N, D) uint8
-    param_health: tuple[tuple[str, int], ...]
-    jacobians: torch.Tensor | None  # (N, D, F)
-
-
 class DistanceFitRun:
     """A distance-matrix fit built from a FitConfig (see config.FitConfig for the settings).
 
     Attributes read by callers: ``completed_steps``, ``done``, ``stopped_on_nan``,
     ``first_nonfinite_grad_step``, ``first_nonfinite_loss_step``, ``device``, ``n_points``,
     ``dim``; ``stop_on_nan`` may also be set between steps. Raises GradvizError for bad
-    settings or point files.
+    settings or point files, and its subclass memory.NotEnoughMemoryError (before
+    allocating anything of size N x N) when a step would not fit in the memory available.
+
+    ``max_display`` caps the side of the (N, N) matrices a Snapshot carries (block means,
+    NaN and Inf kept; see core.display); ``cell_values`` reads the full-resolution entries
+    behind them. None keeps full resolution.
     """
 
-    def __init__(self, config: FitConfig, generation: int = 0) -> None:
+    def __init__(
+        self, config: FitConfig, generation: int = 0, max_display: int | None = None
+    ) -> None:
         self.config = config = config.validated()
         check_seed(config.seed)
         self.generation = generation
@@ -79,6 +70,9 @@ class DistanceFitRun:
 
         self.target_points, init_points = _point_sets(config, with_net=self.spec is not None)
         self.n_points, self.dim = self.target_points.shape
+        self.max_display = max_display
+        # Refuse in words before anything of size N x N exists, rather than fail in torch.
+        memory.check_fits(config, self.device, self.n_points, self._snapshot_side())
         self.target_distances = _exact_distance_matrix(self.target_points, self.dtype, self.device)
 
         self.model: torch.nn.Module | None = None
@@ -108,9 +102,9 @@ class DistanceFitRun:
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
         self._timed_steps = 0
-        self._capture: _Capture | None = None
+        self._capture: Capture | None = None
         self._reference_loss: float | None = None
-        self._target_distances_np: np.ndarray | None = None
+        self._target_display: tuple[int, np.ndarray] | None = None  # (block, matrix)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -145,24 +139,23 @@ class DistanceFitRun:
             raise GradvizError("The run has finished; start a new run to take more steps.")
         index = self.completed_steps
         started = time.perf_counter()
-        self.optimizer.zero_grad()
-        loss, coords, result = self._forward_backward(capture)
-        loss_value, grads_finite = self._loss_and_finite_grads(loss)
-        if index == 0:
-            self._step_zero_loss = loss_value
-        if not math.isfinite(loss_value) and self.first_nonfinite_loss_step is None:
-            self.first_nonfinite_loss_step = index
-        if not grads_finite and self.first_nonfinite_grad_step is None:
-            self.first_nonfinite_grad_step = index
-        if capture:
-            self._capture = self._gather(loss_value, coords, result)
+        self._capture = None  # free the previous step's matrices before this one allocates
+        try:
+            loss_value, grads_finite = self._evaluate_step(capture)
+        except Exception as exc:
+            self._fail_if_out_of_memory(exc)
+            raise
         self._attempts += 1
         if self.stop_on_nan and not (grads_finite and math.isfinite(loss_value)):
             # Keep the last finite parameters: this step's update would spoil them.
             self.stopped_on_nan = True
             self.done = True
             return loss_value
-        self.optimizer.step()
+        try:
+            self.optimizer.step()
+        except Exception as exc:
+            self._fail_if_out_of_memory(exc)
+            raise
         if self.completed_steps == len(self._losses):
             self._losses = np.concatenate([self._losses, np.empty_like(self._losses)])
         self._losses[self.completed_steps] = loss_value
@@ -173,6 +166,51 @@ class DistanceFitRun:
         if self.completed_steps >= self.config.steps:
             self.done = True
         return loss_value
+
+    def _evaluate_step(self, capture: bool) -> tuple[float, bool]:
+        """Forward and backward of step ``completed_steps``: its loss and whether every
+        gradient is finite; records first non-finite steps and, with ``capture``, what the
+        next Snapshot shows."""
+        index = self.completed_steps
+        self.optimizer.zero_grad()
+        loss, coords, result, entry_grad = self._forward_backward(capture)
+        loss_value, grads_finite = self._loss_and_finite_grads(loss)
+        if index == 0:
+            self._step_zero_loss = loss_value
+        if not math.isfinite(loss_value) and self.first_nonfinite_loss_step is None:
+            self.first_nonfinite_loss_step = index
+        if not grads_finite and self.first_nonfinite_grad_step is None:
+            self.first_nonfinite_grad_step = index
+        if capture:
+            self._capture = self._gather(loss_value, coords, result, entry_grad)
+        return loss_value, grads_finite
+
+    def _snapshot_side(self) -> int | None:
+        """Side of the Snapshots' matrices, or None for full resolution."""
+        return None if self.max_display is None else min(self.n_points, self.max_display)
+
+    def _fail_if_out_of_memory(self, exc: Exception) -> None:
+        """Turn an allocation failure into memory.RunOutOfMemoryError (else return).
+
+        The step's partial graph and gradients are dropped, so the memory they held comes
+        back; the parameters, losses and step count stay those of the last completed step
+        (an optimizer update that failed part-way may have moved some parameters).
+        """
+        if not memory.is_out_of_memory(exc):
+            return
+        self.optimizer.zero_grad()
+        self._capture = None
+        self.done = True
+        traceback.clear_frames(exc.__traceback__)  # the failed step's tensors are freed now
+        memory.return_freed_memory()
+        raise memory.out_of_memory(
+            exc,
+            self.config,
+            self.device,
+            self.n_points,
+            self.completed_steps,
+            self._snapshot_side(),
+        ) from exc
 
     def run(self, callback: Callable[[DistanceFitRun], object] | None = None) -> None:
         """Step until done; ``callback(run)`` after each step (e.g. a progress bar)."""
@@ -230,13 +268,20 @@ class DistanceFitRun:
         return self.evaluate()[2]
 
     def target_distances_numpy(self) -> np.ndarray:
-        """(N, N) float32 target distances for display (a read-only copy, made once and
-        shared by every Snapshot, which is safe because nobody can write to it)."""
-        if self._target_distances_np is None:
-            array = _f32(self.target_distances)
+        """Target distances for display, reduced like every matrix of this run's Snapshots
+        (``display_block``): a read-only float32 copy, made once and shared by every
+        Snapshot, which is safe because nobody can write to it."""
+        block = self.display_block
+        if self._target_display is None or self._target_display[0] != block:
+            array = display.reduce_mean(self.target_distances, block)
             array.flags.writeable = False
-            self._target_distances_np = array
-        return self._target_distances_np
+            self._target_display = (block, array)
+        return self._target_display[1]
+
+    @property
+    def display_block(self) -> int:
+        """Entries per side of one display cell of the Snapshots' (N, N) matrices."""
+        return display.display_block(self.n_points, self.max_display)
 
     def snapshot(self, generation: int | None = None) -> Snapshot:
         """A frozen picture of the run after ``completed_steps`` optimizer steps.
@@ -250,8 +295,9 @@ class DistanceFitRun:
         capture = self._capture
         if capture is None or capture.attempt != self._attempts - 1:
             capture = self._fresh_capture()
+        capture.step = self.completed_steps  # the Snapshot's step, for cell_values
+        block = self.display_block
         target_d = self.target_distances_numpy()
-        distances = _f32(capture.distances)
         return Snapshot(
             generation=self.generation if generation is None else generation,
             step=self.completed_steps,
@@ -260,12 +306,8 @@ class DistanceFitRun:
             reference_loss=self.reference_loss,
             coords=_f32(capture.coords),
             target_coords=self.target_points.astype(np.float32),
-            distances=distances,
             target_distances=target_d,
-            error=distances - target_d,
-            squared=None if capture.squared is None else _f32(capture.squared),
-            entry_grads=_f32(capture.entry_grads),
-            entry_health=_to_numpy(capture.entry_health),
+            **capture.display_matrices(block, self.target_distances),
             coord_grads=_f32(capture.coord_grads),
             coord_health=_to_numpy(capture.coord_health),
             param_health=capture.param_health,
@@ -276,7 +318,28 @@ class DistanceFitRun:
             device=str(self.device),
             method=self.config.method,
             done=self.done,
+            display_block=block,
         )
+
+    def cell_values(self, i: int, j: int, step: int | None = None) -> dict[str, float]:
+        """Full-resolution entries (i, j) of the latest Snapshot's matrices, by Snapshot
+        field name (``distances``, ``target_distances``, ``error``, ``squared`` where the
+        method has it, ``entry_grads``, ``entry_health`` as a Health code).
+
+        ``step``, when given, is the Snapshot's step: a GradvizError says so when the run
+        has moved on since (its matrices are freed when the next step starts).
+        """
+        capture = self._capture
+        if capture is None or (step is not None and capture.step != step):
+            raise GradvizError(
+                f"The values of step {step if step is not None else self.completed_steps} "
+                "are gone (the run has moved on); read the cell again in the newest picture."
+            )
+        if not (0 <= i < self.n_points and 0 <= j < self.n_points):
+            raise GradvizError(
+                f"Cell ({i}, {j}) is outside the {self.n_points:,} x {self.n_points:,} matrix."
+            )
+        return capture.cell_values(i, j, self.target_distances)
 
     # ---- internals -----------------------------------------------------------------------------
     def _build_network(self) -> None:
@@ -296,18 +359,34 @@ class DistanceFitRun:
             return self.model(self.features)
         return self.coords_param
 
-    def _forward_backward(self, capture: bool) -> tuple[torch.Tensor, torch.Tensor, DistanceResult]:
+    def _forward_backward(
+        self, capture: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, DistanceResult, list[torch.Tensor]]:
+        """Forward, loss and backward; with ``capture`` also the entry gradient (dLoss/d
+        squared where the method has a pre-sqrt node, else dLoss/d distances) in the list.
+
+        The entry gradient is kept by a hook that holds the tensor autograd passes on
+        (``retain_grad`` would clone it: one more (N, N) matrix at the step's peak).
+        """
         coords = self._coords()
         if capture and not coords.is_leaf:
             coords.retain_grad()
         result = pairwise_distances(coords, self.config.method)
+        entry_grad: list[torch.Tensor] = []
         if capture:
-            for node in (result.squared, result.distances):
-                if node is not None and node.requires_grad:
-                    node.retain_grad()
+            node = next(
+                (
+                    t
+                    for t in (result.squared, result.distances)
+                    if t is not None and t.requires_grad
+                ),
+                None,
+            )
+            if node is not None:
+                node.register_hook(entry_grad.append)
         loss = F.mse_loss(result.distances, self.target_distances)
         loss.backward()
-        return loss, coords, result
+        return loss, coords, result, entry_grad
 
     def _loss_and_finite_grads(self, loss: torch.Tensor) -> tuple[float, bool]:
         """The loss value and whether every gradient is finite: the one host read of a step."""
@@ -320,25 +399,29 @@ class DistanceFitRun:
         loss_value, ok_value = torch.stack([loss.detach(), ok.to(loss.dtype)]).tolist()
         return loss_value, ok_value == 1.0
 
-    def _gather(self, loss_value: float, coords: torch.Tensor, result: DistanceResult) -> _Capture:
-        """Copy what a Snapshot shows out of the live graph (before the optimizer moves it)."""
+    def _gather(
+        self,
+        loss_value: float,
+        coords: torch.Tensor,
+        result: DistanceResult,
+        entry_grad: list[torch.Tensor],
+    ) -> Capture:
+        """Keep what a Snapshot shows out of the live graph (before the optimizer moves it)."""
         squared = result.squared
-        entry_grads = squared.grad if squared is not None else None
-        if entry_grads is None:  # no pre-sqrt node in the graph: the distance gradient
-            entry_grads = result.distances.grad
-        if entry_grads is None:
-            entry_grads = torch.zeros_like(result.distances)
-        entry_grads = entry_grads.detach().clone()
+        # The graph's own gradient (nothing changes it after the backward pass), or zeros
+        # where no gradient reached the distances.
+        entry_grads = entry_grad[0].detach() if entry_grad else torch.zeros_like(result.distances)
         coord_grads = coords.grad
         if coord_grads is None:
             coord_grads = torch.zeros_like(coords)
         coord_grads = coord_grads.detach().clone()
-        return _Capture(
+        return Capture(
             attempt=self._attempts,
+            step=self.completed_steps,
             loss=loss_value,
-            coords=coords.detach().clone(),
-            distances=result.distances.detach().clone(),
-            squared=None if squared is None else squared.detach().clone(),
+            coords=coords.detach().clone(),  # free coordinates: the optimizer moves these
+            distances=result.distances.detach(),
+            squared=None if squared is None else squared.detach(),
             entry_grads=entry_grads,
             entry_health=diagnostics.entry_health(entry_grads, result),
             coord_grads=coord_grads,
@@ -347,12 +430,12 @@ class DistanceFitRun:
             jacobians=self._jacobians(),
         )
 
-    def _fresh_capture(self) -> _Capture:
+    def _fresh_capture(self) -> Capture:
         """Forward/backward of the current parameters without an optimizer step (nor the
         optimizer: step 0's picture comes before its imports)."""
         self._clear_grads()
-        loss, coords, result = self._forward_backward(capture=True)
-        capture = self._gather(float(loss.detach()), coords, result)
+        loss, coords, result, entry_grad = self._forward_backward(capture=True)
+        capture = self._gather(float(loss.detach()), coords, result, entry_grad)
         self._clear_grads()  # leave no gradients behind: this was not a step
         self._attempts += 1
         self._capture = capture

@@ -238,6 +238,16 @@ def _auto(model: nn.Module, x: torch.Tensor) -> JacobianResult:
     else:
         probe = x[:PROBE_SAMPLES]
         off = _probe_cross_sample(model, probe)
+        if off != off:  # NaN: the model computes NaN here, which hides whether it mixes
+            jac, out = _blocks(model, x)
+            return JacobianResult(
+                jac,
+                out,
+                "blocks",
+                "the probe's cross-sample derivatives are NaN (NaN or Inf in the weights or "
+                "outputs), so mixing could not be ruled out; computed the diagonal blocks with "
+                "batched backward passes",
+            )
         if off != 0:
             jac, out = _blocks(model, x)
             return JacobianResult(

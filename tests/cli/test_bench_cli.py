@@ -72,7 +72,7 @@ def test_all_suites_skips_the_unavailable_ones_with_a_note(monkeypatch, capsys):
     calls = []
     fake = types.ModuleType("gradviz.bench.distances")
     fake.run = lambda repeats, quick, emit: calls.append((repeats, quick)) or {"ok": True}
-    _without_suites(monkeypatch, {"jacobians", "gui"}, {"distances": fake})
+    _without_suites(monkeypatch, {"jacobians", "gui", "watch"}, {"distances": fake})
     assert main(["bench", "--quick", "--repeats", "2", "--json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])

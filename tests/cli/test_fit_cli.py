@@ -113,7 +113,7 @@ BAD_RUNS = {
     "ragged": (["--init", "file:{tmp}/ragged.csv"], "line 2 has 1 fields but line 1 has 3"),
     "npz": (["--target", "file:{tmp}/a.npz"], ".npz archive"),
     "unknown generator": (["--target", "blob"], "Unknown target 'blob'"),
-    "one point": (["--n", "1"], "between 2 and 20,000"),
+    "one point": (["--n", "1"], "between 2 and 100,000"),
     "negative lr": (["--lr", "-1"], "learning rate (lr) must be between 1e-08 and 1e+06"),
     "missing device": (["--device", "cuda:9"], "not available on this machine"),
     "net width": (["--net", "8-2"], "output width is 2 but the points have D = 3"),

@@ -49,7 +49,9 @@ def test_torch_method_registry_offers_exactly_the_configured_method_names():
 
 
 def test_unknown_method_is_a_gradviz_error_naming_the_choices():
-    with pytest.raises(GradvizError, match="choose one of: naive, masked, clamp, safe, cdist"):
+    with pytest.raises(
+        GradvizError, match="choose one of: naive, masked, clamp, safe, cdist, detach"
+    ):
         pairwise_distances(torch.zeros(3, 2), "magic")
 
 

@@ -144,3 +144,12 @@ def test_non_finite_gradient_without_a_known_cause_is_reported_as_unexplained():
     e = explain_first_nan(replace(snap, entry_health=health))
     assert e.causes == (explain.UNEXPLAINED,)
     assert e.nonfinite_entries == 2 and "Diagnose" in e.text
+
+
+def test_detach_after_sqrt_is_explained_as_too_late_with_the_fix_before_sqrt():
+    snap = first_nan_snapshot(method="detach")
+    e = explain_first_nan(snap)
+    assert snap.step == 0 and e.causes == (explain.SQRT_AT_ZERO_DIAGONAL,)
+    assert e.diagonal_zero == 10 and e.entry_counts["NaN"] == 10
+    assert "Detaching the diagonal of d after sqrt does not help" in e.text
+    assert "before sqrt" in e.text

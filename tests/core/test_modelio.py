@@ -71,7 +71,11 @@ def test_net_x_state_dict_gives_the_live_modules_jacobians(tmp_path):
     net = make_net_x()
     path = tmp_path / "net_x.pt"
     torch.save(net.state_dict(), path)
-    loaded = load_model(path)
+    # fc1, fc2, out: a class's own names, so the order is the user's call, as for a pickle.
+    refused = inspect_model(path)
+    assert not refused.runnable and "'fc1' -> 'fc2' -> 'out'" in refused.not_runnable_reason
+    assert "--assume-sequential" in refused.not_runnable_reason
+    loaded = load_model(path, assume_sequential=True)
     assert loaded.info.format == "state_dict" and not loaded.info.needs_trust
     assert loaded.spec is not None and str(loaded.spec) == "2-20-20-4"
     assert any("'identity'" in s for s in loaded.info.assumptions)
@@ -108,7 +112,9 @@ class NetX(torch.nn.Module):
 """
 
 
-def test_net_x_whole_pickle_from_another_process_opens_without_trust_or_its_class(tmp_path):
+def test_net_x_whole_pickle_from_another_process_runs_only_when_its_order_is_confirmed(
+    tmp_path,
+):
     module_name = "netx_private_model_module"
     (tmp_path / f"{module_name}.py").write_text(NET_X_MODULE)
     model_path, reference_path = tmp_path / "whole.pt", tmp_path / "reference.pt"
@@ -117,7 +123,15 @@ def test_net_x_whole_pickle_from_another_process_opens_without_trust_or_its_clas
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
 
-    loaded = load_model(model_path)  # no trust
+    refused = inspect_model(model_path)  # a class of its own: its order is a guess
+    assert not refused.runnable
+    assert "fc1 (Linear) -> fc2 (Linear) -> out (Linear)" in refused.not_runnable_reason
+    for way in ("--assume-sequential", "--model-class", "TorchScript or .pt2"):
+        assert way in refused.not_runnable_reason
+    with pytest.raises(GradvizError, match="--assume-sequential"):
+        load_model(model_path)
+
+    loaded = load_model(model_path, assume_sequential=True)  # no trust
 
     assert module_name not in sys.modules
     assert f"{module_name}.NetX" in loaded.info.classes
@@ -232,7 +246,7 @@ def test_checkpoint_with_nested_state_dict_loads_its_weights(tmp_path, key):
     net = make_net_x()
     path = tmp_path / "checkpoint.pt"
     torch.save({"epoch": 3, "optimizer": {"lr": 0.1}, key: net.state_dict()}, path)
-    loaded = load_model(path)
+    loaded = load_model(path, assume_sequential=True)
     assert any(repr(key) in s for s in loaded.info.assumptions)
     assert_same_function(loaded.module, net, inputs())
 
@@ -303,7 +317,8 @@ def test_nan_weights_load_and_are_flagged(tmp_path):
         net.out.bias[0] = float("inf")
     path = tmp_path / "nan.pt"
     torch.save(net.state_dict(), path)
-    loaded = load_model(path)
+    assert inspect_model(path).nonfinite_weights == ("fc2.weight", "out.bias")  # also refused
+    loaded = load_model(path, assume_sequential=True)
     assert loaded.info.nonfinite_weights == ("fc2.weight", "out.bias")
     assert loaded.module(inputs()).isnan().any()
 
@@ -361,7 +376,7 @@ def test_checkpoint_holding_a_whole_module_rebuilds_it(tmp_path):
     net = make_net_x()
     path = tmp_path / "checkpoint_module.pt"
     torch.save({"model": net, "epoch": 2}, path)
-    loaded = load_model(path)
+    loaded = load_model(path, assume_sequential=True)
     assert loaded.info.format == "pickled_module"
     assert_same_function(loaded.module, net, inputs())
 

@@ -92,7 +92,7 @@ def test_unknown_generator_lists_the_choices():
 
 
 def test_too_many_points_are_refused():
-    with pytest.raises(GradvizError, match="between 2 and 20,000"):
+    with pytest.raises(GradvizError, match=f"between 2 and {MAX_POINTS:,}"):
         generate("gaussian", MAX_POINTS + 1, 3)
 
 
@@ -177,9 +177,13 @@ BAD_FILES = {
     "too many CSV rows": (
         "p.csv",
         _csv("0,1\n" * (MAX_POINTS + 1)),
-        r"more than 20,000 points \(line 20001\)",
+        rf"more than {MAX_POINTS:,} points \(line {MAX_POINTS + 1}\)",
     ),
-    "too many NPY rows": ("p.npy", _npy(np.zeros((MAX_POINTS + 1, 2))), r"20,001 points"),
+    "too many NPY rows": (
+        "p.npy",
+        _npy(np.zeros((MAX_POINTS + 1, 2))),
+        rf"{MAX_POINTS + 1:,} points",
+    ),
 }
 
 

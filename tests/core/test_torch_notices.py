@@ -22,13 +22,15 @@ jit_deprecated = pytest.mark.filterwarnings(
 @pytest.mark.parametrize("category", [DeprecationWarning, FutureWarning])
 def test_torch_deprecation_notice_is_logged_not_shown(caplog, category):
     with caplog.at_level(logging.INFO, logger="gradviz.torch"), torch_deprecations_logged():
-        warnings.warn("`torch.jit.load` is deprecated. Please switch to torch.export.", category)
+        warnings.warn(
+            "`torch.jit.load` is deprecated. Please switch to torch.export.", category, stacklevel=1
+        )
     assert "torch.jit.load" in caplog.text and category.__name__ in caplog.text
 
 
 def test_other_warnings_raised_in_the_block_still_reach_the_caller():
     with pytest.warns(UserWarning, match="something else"), torch_deprecations_logged():
-        warnings.warn("something else", UserWarning)
+        warnings.warn("something else", UserWarning, stacklevel=1)
 
 
 def test_notices_raised_before_an_error_are_still_logged(caplog):
@@ -37,7 +39,7 @@ def test_notices_raised_before_an_error_are_still_logged(caplog):
         pytest.raises(RuntimeError),
         torch_deprecations_logged(),
     ):
-        warnings.warn("`torch.jit.script` is deprecated.", FutureWarning)
+        warnings.warn("`torch.jit.script` is deprecated.", FutureWarning, stacklevel=1)
         raise RuntimeError("the load failed")
     assert "torch.jit.script" in caplog.text
 

@@ -2,8 +2,9 @@
 
 Public API (the CLI and the desktop app use exactly this)::
 
-    inspect_model(path, *, trust=False, activation=None) -> ModelInfo
-    load_model(path, *, trust=False, activation=None, in_dim=None) -> LoadedModel
+    inspect_model(path, *, trust=False, activation=None, assume_sequential=False) -> ModelInfo
+    load_model(path, *, trust=False, activation=None, in_dim=None, assume_sequential=False,
+               model_class=None, model_args=None) -> LoadedModel
 
 Loading policy:
 
@@ -13,13 +14,17 @@ format              how it is read                             what runs        
 gradviz model file  safetensors + ``gradviz.spec`` metadata    rebuilt NetworkSpec         no
 safetensors         safetensors, Linear chain from the names   rebuilt NetworkSpec         no
 state_dict (.pt)    ``torch.load(weights_only=True)``          rebuilt NetworkSpec         no
-whole module (.pt)  weights-only unpickler, classes -> inert   rebuilt NetworkSpec         no
+whole Sequential    weights-only unpickler, classes -> inert   rebuilt NetworkSpec         no
+whole module, own   as above; order is a guess                 only with assume_sequential no
+  class (.pt)
++ model_class       weights read as above, strict load         the user's class            yes
 TorchScript         ``torch.jit.load``                         the program itself          yes
 .pt2                ``torch.export.load``                      the program itself          yes
 ==================  =========================================  ==========================  =====
 
-Files over ``MAX_MODEL_BYTES`` (1 GiB) are refused before they are read. Importing this
-package does not import torch.
+Every file is judged on what it declares before anything of that size is read, allocated or
+inflated (``declared.py``, ``pickle_scan.py``; the limits are in ``limits.py``). Importing
+this package does not import torch.
 """
 
 from gradviz.core.modelio.info import FORMATS, LayerInfo, LoadedModel, ModelInfo

@@ -13,11 +13,14 @@ class CheckedModel(torch.nn.Module):
     A wrong input width, an exception inside the model (TorchScript and .pt2 programs raise
     their own errors) or an output that is not a tensor become GradvizError."""
 
-    def __init__(self, inner: torch.nn.Module, in_dim: int | None, name: str) -> None:
+    def __init__(
+        self, inner: torch.nn.Module, in_dim: int | None, name: str, ran: str = "code from the file"
+    ) -> None:
         super().__init__()
         self.inner = inner
         self.in_dim = in_dim
         self.name = name
+        self.ran = ran  # what ran before a failure, for the message
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.in_dim is not None and (x.dim() == 0 or x.shape[-1] != self.in_dim):
@@ -31,7 +34,8 @@ class CheckedModel(torch.nn.Module):
             raise
         except Exception as exc:
             raise GradvizError(
-                f"{self.name} failed on inputs of shape {tuple(x.shape)}: {_first_line(exc)}."
+                f"{self.name} failed on inputs of shape {tuple(x.shape)} after running "
+                f"{self.ran}: {_first_line(exc)}."
             ) from None
         if not isinstance(y, torch.Tensor):
             raise GradvizError(

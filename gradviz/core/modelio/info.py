@@ -55,6 +55,7 @@ class ModelInfo:
     ``runnable``: gradviz can build a module from it (after trust, where ``needs_trust``).
     ``classes``: classes and functions the file names (fully qualified), none of them imported.
     ``in_dim`` / ``out_dim``: input and output widths, None where the file does not say.
+    ``in_shape``: the shape of one input sample where a .pt2 program declares it (3, 32, 32).
     ``nonfinite_weights``: names of tensors holding NaN or Inf (the model still loads).
     ``assumptions``: sentences stating what gradviz assumed to rebuild the model.
     ``not_runnable_reason``: one sentence when ``runnable`` is false, else None.
@@ -69,6 +70,7 @@ class ModelInfo:
     layers: tuple[LayerInfo, ...] = ()
     in_dim: int | None = None
     out_dim: int | None = None
+    in_shape: tuple[int, ...] | None = None  # one sample's shape, where a program declares it
     nonfinite_weights: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
     not_runnable_reason: str | None = None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import replace
 
@@ -12,31 +13,60 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
 from gradviz.core.modelio.info import LoadedModel, ModelInfo
+from gradviz.core.modelio.limits import bounded
 from gradviz.core.modelio.readers import Opened
 
 
+def _bounded_errors(function):
+    """Names and sizes in a message come from the file: every GradvizError leaving the
+    public functions is one line of at most limits.MESSAGE_CHARS characters."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except GradvizError as exc:
+            raise GradvizError(bounded(str(exc))) from None
+
+    return wrapper
+
+
+@_bounded_errors
 def inspect_model(
     path: str | os.PathLike,
     *,
     trust: bool = False,
     activation: str | None = None,
+    assume_sequential: bool = False,
     max_bytes: int = sniff.MAX_MODEL_BYTES,
 ) -> ModelInfo:
     """Describe the model file at ``path`` without running anything from it.
 
     TorchScript and .pt2 programs are loaded (to list their layers) only with ``trust``;
     untrusted, they are described with ``needs_trust=True``. ``activation`` is the one to
-    assume where the file holds weights only (default ``identity``). Raises GradvizError for
-    anything that is not a readable model file."""
-    return _open(path, trust=trust, activation=activation, max_bytes=max_bytes).info
+    assume where the file holds weights only (default ``identity``). A whole pickled module
+    of a class of its own is runnable only with ``assume_sequential`` (its layers then run in
+    the order they were declared). Raises GradvizError for anything that is not a readable
+    model file."""
+    return _open(
+        path,
+        trust=trust,
+        activation=activation,
+        assume_sequential=assume_sequential,
+        max_bytes=max_bytes,
+    ).info
 
 
+@_bounded_errors
 def load_model(
     path: str | os.PathLike,
     *,
     trust: bool = False,
     activation: str | None = None,
     in_dim: int | None = None,
+    assume_sequential: bool = False,
+    model_class: str | None = None,
+    model_args: str | dict | list | None = None,
     max_bytes: int = sniff.MAX_MODEL_BYTES,
 ) -> LoadedModel:
     """The model at ``path`` as a module on the CPU in eval mode, mapping (B, n) inputs to
@@ -45,9 +75,21 @@ def load_model(
     ``trust`` must be true for TorchScript and .pt2 programs (they can run code from the
     file). ``in_dim`` is the input width where the file does not declare one (TorchScript);
     where it does, a different ``in_dim`` is an error. A program whose input width is known
-    is run once on a batch of zeros, to check its output and learn ``out_dim``. Raises
-    GradvizError for anything that cannot be loaded, with one sentence saying why."""
-    opened = _open(path, trust=trust, activation=activation, max_bytes=max_bytes)
+    is run once on a batch of zeros, to check its output and learn ``out_dim``.
+
+    ``model_class`` (``path/to/file.py:Net`` or ``package.module:Net``, built with
+    ``model_args``, JSON) runs the file's weights in the user's own class; importing it runs
+    the user's code, so it needs ``trust``. Raises GradvizError for anything that cannot be
+    loaded, with one sentence saying why."""
+    if model_class is not None:
+        return _in_user_class(path, model_class, model_args, trust=trust, max_bytes=max_bytes)
+    opened = _open(
+        path,
+        trust=trust,
+        activation=activation,
+        assume_sequential=assume_sequential,
+        max_bytes=max_bytes,
+    )
     info = opened.info
     if info.needs_trust and not trust:
         from gradviz.core.modelio.programs import refusal
@@ -56,6 +98,40 @@ def load_model(
     if not info.runnable or opened.build is None:
         raise GradvizError(info.not_runnable_reason or f"{info.path} cannot be run.")
     return _ready(opened, in_dim)
+
+
+def _in_user_class(
+    path: str | os.PathLike, model_class: str, model_args, *, trust: bool, max_bytes: int
+) -> LoadedModel:
+    from gradviz.core.modelio import readers, user_class
+    from gradviz.core.modelio.guard import CheckedModel
+
+    if not trust:
+        raise GradvizError(user_class.class_refusal(model_class))
+    name = os.fspath(path)
+    data, kind = _checked_bytes(name, max_bytes)
+    base = ModelInfo(path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=True)
+    if kind == sniff.SAFETENSORS:
+        from safetensors.torch import load
+
+        readers.open_safetensors(data, base, None)  # the header checks and their messages
+        tensors, base = load(data), replace(base, format=fmt.SAFETENSORS)
+    elif kind in (sniff.TORCH_ZIP, sniff.PICKLE):
+        tensors = readers.read_tensors(data, base, zip_format=kind == sniff.TORCH_ZIP)
+        base = replace(base, format=fmt.STATE_DICT)
+    else:
+        raise GradvizError(
+            f"{name} is a {kind} file; --model-class needs a state_dict (.pt) or safetensors "
+            "file of weights."
+        )
+    from gradviz.core.modelio.tensors import layers_from_tensors, nonfinite_names
+
+    base = replace(
+        base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
+    )
+    module, info = user_class.build(model_class, model_args, tensors, base)
+    checked = CheckedModel(module, None, os.path.basename(name), ran="your model class")
+    return LoadedModel(module=checked, info=info)
 
 
 def _ready(opened: Opened, in_dim: int | None) -> LoadedModel:
@@ -113,23 +189,38 @@ def _float_dtype(module):
 
 
 def _open(
-    path: str | os.PathLike, *, trust: bool, activation: str | None, max_bytes: int
+    path: str | os.PathLike,
+    *,
+    trust: bool,
+    activation: str | None,
+    max_bytes: int,
+    assume_sequential: bool = False,
 ) -> Opened:
     if activation is not None and activation not in ACTIVATIONS:
         raise GradvizError(
             f"Unknown activation {activation!r}; choose one of: {', '.join(ACTIVATIONS)}."
         )
     name = os.fspath(path)
-    data = sniff.read_model_bytes(name, max_bytes)
-    kind = sniff.detect_format(data, name)
+    data, kind = _checked_bytes(name, max_bytes)
     base = ModelInfo(
         path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=False
     )
-    return _read(kind, data, base, trust=trust, activation=activation)
+    return _read(kind, data, base, trust=trust, activation=activation, assume=assume_sequential)
+
+
+def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
+    """The file's bytes and kind, after every check on what it declares."""
+    data = sniff.read_model_bytes(name, max_bytes)
+    kind = sniff.detect_format(data, name)
+    if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
+        from gradviz.core.modelio.declared import check_torch_bytes
+
+        check_torch_bytes(data, name, is_zip=kind != sniff.PICKLE)
+    return data, kind
 
 
 def _read(
-    kind: str, data: bytes, base: ModelInfo, *, trust: bool, activation: str | None
+    kind: str, data: bytes, base: ModelInfo, *, trust: bool, activation: str | None, assume: bool
 ) -> Opened:
     from gradviz.core.modelio import programs, readers
 
@@ -142,5 +233,7 @@ def _read(
         program_format = fmt.TORCHSCRIPT if kind == sniff.TORCHSCRIPT else fmt.EXPORTED_PROGRAM
         return programs.open_program(data, replace(base, format=program_format), trust=trust)
     if kind == sniff.SAFETENSORS:
-        return readers.open_safetensors(data, base, activation)
-    return readers.open_torch_file(data, base, activation, zip_format=kind == sniff.TORCH_ZIP)
+        return readers.open_safetensors(data, base, activation, assume_sequential=assume)
+    return readers.open_torch_file(
+        data, base, activation, zip_format=kind == sniff.TORCH_ZIP, assume_sequential=assume
+    )

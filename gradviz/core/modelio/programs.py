@@ -16,7 +16,9 @@ from typing import Any
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio.declared import read_entry
 from gradviz.core.modelio.info import LayerInfo, ModelInfo
+from gradviz.core.modelio.limits import MAX_DESCRIPTION_ENTRY_BYTES
 from gradviz.core.modelio.readers import Opened
 from gradviz.core.modelio.tensors import (
     check_dense,
@@ -93,12 +95,19 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
         with torch.sparse.check_sparse_tensor_invariants():
             program = torch.export.load(io.BytesIO(data))
     except Exception as exc:
-        raise GradvizError(f"{base.path} is a damaged .pt2 program ({_line(exc)}).") from None
+        # torch.export.load may already have run code from the file: never call it damaged.
+        raise GradvizError(
+            f"{base.path} could not be loaded as a .pt2 program ({_line(exc)}); loading it "
+            "may already have run code from the file."
+        ) from None
     tensors = {k: v for k, v in program.state_dict.items() if isinstance(v, torch.Tensor)}
     check_dense(tensors, base.path)
     nodes = {node.name: node for node in program.graph.nodes}
-    batch, in_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_inputs])
+    inputs = [nodes.get(n) for n in program.graph_signature.user_inputs]
+    batch, in_dim = _declared_shape(inputs)
     _, out_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_outputs])
+    sample_batch, in_shape = _declared_sample_shape(inputs)
+    batch = batch if batch is not None else sample_batch
     notes = base.assumptions
     if batch is not None:
         notes += (
@@ -109,11 +118,24 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
         base,
         layers=layers_from_tensors(tensors),
         in_dim=in_dim,
+        in_shape=in_shape,
         out_dim=out_dim,
         nonfinite_weights=nonfinite_names(tensors),
         assumptions=notes,
     )
     return Opened(info, build=program.module, probe_batch=batch or 2)
+
+
+def _declared_sample_shape(nodes: list) -> tuple[int | None, tuple[int, ...] | None]:
+    """(batch, sample shape) of a program's single (B, *in_shape) input: the batch None where
+    it is dynamic, the sample shape None unless every one of its sizes is fixed."""
+    if len(nodes) != 1 or nodes[0] is None:
+        return None, None
+    shape = getattr(nodes[0].meta.get("val"), "shape", None)
+    if shape is None or len(shape) < 2:
+        return None, None
+    sample = tuple(_static(size) for size in shape[1:])
+    return _static(shape[0]), (None if None in sample else sample)
 
 
 def _declared_shape(nodes: list) -> tuple[int | None, int | None]:
@@ -137,9 +159,11 @@ def _exported_layers_from_config(data: bytes) -> tuple[LayerInfo, ...]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entry = next(
-                n for n in archive.namelist() if n.endswith("weights/model_weights_config.json")
+                i
+                for i in archive.infolist()
+                if i.filename.endswith("weights/model_weights_config.json")
             )
-            config = json.loads(archive.read(entry))["config"]
+            config = json.loads(_small_entry(archive, entry))["config"]
         shapes = {
             name: tuple(int(size["as_int"]) for size in item["tensor_meta"]["sizes"])
             for name, item in config.items()
@@ -155,17 +179,23 @@ def _torchscript_classes_from_code(data: bytes) -> tuple[str, ...]:
     names = set()
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            for entry in archive.namelist():
-                _, _, inner = entry.partition("/code/")
-                if not inner.endswith(".py"):
-                    continue
+            for info in archive.infolist():
+                _, _, inner = info.filename.partition("/code/")
+                if not inner.endswith(".py") or info.file_size > MAX_DESCRIPTION_ENTRY_BYTES:
+                    continue  # a description is optional: large entries are never read
                 # TorchScript renames repeated classes ___torch_mangle_N; one name is enough.
                 module = re.sub(r"\.___torch_mangle_\d+", "", inner[:-3].replace("/", "."))
-                text = archive.read(entry).decode("utf-8", errors="replace")
+                text = _small_entry(archive, info).decode("utf-8", errors="replace")
                 names.update(f"{module}.{name}" for name in _CLASS_LINE.findall(text))
     except Exception:  # a description is optional; the trusted load reports real damage
         return ()
     return tuple(sorted(names))
+
+
+def _small_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """An untrusted entry read for a description, only up to MAX_DESCRIPTION_ENTRY_BYTES
+    (inflation stops at the declared size)."""
+    return read_entry(archive, info, MAX_DESCRIPTION_ENTRY_BYTES, "the file")
 
 
 def _named_tensors(module: Any) -> dict[str, Any]:

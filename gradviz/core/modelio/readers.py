@@ -21,6 +21,7 @@ from gradviz.core.modelio.chain import (
     with_activation,
 )
 from gradviz.core.modelio.info import ModelInfo
+from gradviz.core.modelio.limits import bounded, quoted
 from gradviz.core.modelio.safetensors_header import read_header
 from gradviz.core.modelio.standins import InertObject, read_torch_pickle
 from gradviz.core.modelio.tensors import check_dense, layers_from_tensors, nonfinite_names
@@ -42,21 +43,49 @@ class Opened:
 
 
 def open_torch_file(
-    data: bytes, base: ModelInfo, activation: str | None, *, zip_format: bool
+    data: bytes,
+    base: ModelInfo,
+    activation: str | None,
+    *,
+    zip_format: bool,
+    assume_sequential: bool = False,
 ) -> Opened:
-    """A ``torch.save`` file: a state_dict, a checkpoint holding one, or a whole module."""
+    """A ``torch.save`` file: a state_dict, a checkpoint holding one, or a whole module.
+
+    A whole module of a class of its own (not nn.Sequential) runs only with
+    ``assume_sequential``: its forward is not in the file, so running its layers in
+    declaration order is the user's call."""
     obj, classes = read_torch_pickle(data, base.path, zip_format=zip_format)
     base = replace(base, classes=tuple(classes))
-    return _open_object(obj, base, activation, nested_in=None)
+    return _open_object(obj, base, activation, nested_in=None, assume=assume_sequential)
+
+
+def read_tensors(data: bytes, base: ModelInfo, *, zip_format: bool) -> dict[str, Any]:
+    """The named tensors of a state_dict file (or a checkpoint's state_dict entry), for
+    loading into a class the user names; GradvizError where the file holds none."""
+    import torch
+
+    obj, _ = read_torch_pickle(data, base.path, zip_format=zip_format)
+    for candidate in [obj] + [obj.get(k) for k in CHECKPOINT_KEYS if isinstance(obj, Mapping)]:
+        if is_module(candidate):
+            tensors = read_tree(candidate).tensors
+        elif isinstance(candidate, Mapping) and candidate:
+            tensors = dict(candidate)
+        else:
+            continue
+        if all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+            check_dense(tensors, base.path)
+            return tensors
+    raise GradvizError(f"{base.path} holds {_describe(obj)}, not a state_dict.")
 
 
 def _open_object(
-    obj: Any, base: ModelInfo, activation: str | None, nested_in: str | None
+    obj: Any, base: ModelInfo, activation: str | None, nested_in: str | None, assume: bool
 ) -> Opened:
     import torch
 
     if is_module(obj):
-        return _open_module_tree(obj, base, activation, nested_in)
+        return _open_module_tree(obj, base, activation, nested_in, assume)
     if (
         isinstance(obj, Mapping)
         and obj
@@ -73,11 +102,12 @@ def _open_object(
             activation,
             natural_order=False,
             notes=notes,
+            assume_sequential=assume,
         )
     if nested_in is None and isinstance(obj, Mapping):
         for key in CHECKPOINT_KEYS:
             if key in obj:
-                return _open_object(obj[key], base, activation, nested_in=key)
+                return _open_object(obj[key], base, activation, nested_in=key, assume=assume)
     raise GradvizError(
         f"{base.path} holds {_describe(obj)}, not a state_dict or a module"
         f"{' in its ' + repr(nested_in) + ' entry' if nested_in else ''}."
@@ -85,7 +115,7 @@ def _open_object(
 
 
 def _open_module_tree(
-    root: Any, base: ModelInfo, activation: str | None, nested_in: str | None
+    root: Any, base: ModelInfo, activation: str | None, nested_in: str | None, assume: bool
 ) -> Opened:
     tree = read_tree(root)
     check_dense(tree.tensors, base.path)
@@ -96,11 +126,15 @@ def _open_module_tree(
         nonfinite_weights=nonfinite_names(tree.tensors),
     )
     if tree.chain is None:
-        return Opened(replace(info, runnable=False, not_runnable_reason=tree.reason))
+        return Opened(replace(info, runnable=False, not_runnable_reason=bounded(tree.reason or "")))
     notes = (
         [f"The module was taken from the checkpoint's {nested_in!r} entry."] if nested_in else []
     )
     items = tree.chain
+    if tree.order_assumed and not assume:
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=bounded(_order_refusal(tree)))
+        )
     if tree.order_assumed:
         notes.append(ORDER_ASSUMED)
         if not tree.has_activation_modules:
@@ -126,8 +160,14 @@ def open_tensors(
     *,
     natural_order: bool,
     notes: list[str],
+    assume_sequential: bool = False,
 ) -> Opened:
-    """Named tensors (a state_dict or safetensors file): a Linear chain where they are one."""
+    """Named tensors (a state_dict or safetensors file): a Linear chain where they are one.
+
+    Weights named as an ``nn.Sequential`` names them (``0``, ``2``, ``net.4``: one index under
+    a common prefix) run as that chain. Other names (``fc1``, ``blocks.0.fc``) come from a
+    class of its own whose forward (a skip connection, a shared layer) is not in the file, so
+    they run only with ``assume_sequential``: never a silently wrong answer."""
     check_dense(tensors, base.path)
     info = replace(
         base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
@@ -135,9 +175,16 @@ def open_tensors(
     try:
         linears = linear_items(tensors, natural_order=natural_order)
     except (NotAChain, GradvizError) as exc:  # not a chain, or a broken one: say which
-        return Opened(replace(info, runnable=False, not_runnable_reason=str(exc)))
+        return Opened(replace(info, runnable=False, not_runnable_reason=bounded(str(exc))))
+    prefixes = [item.name for item in linears]
+    if len(linears) > 1 and not assume_sequential and not _sequential_names(prefixes):
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=bounded(_names_refusal(prefixes)))
+        )
     notes = list(notes)
     if len(linears) > 1:
+        if not _sequential_names(prefixes):
+            notes.append(ORDER_ASSUMED)
         notes.append(
             "The layer order was taken from the tensor names (safetensors does not keep the "
             "saved order)."
@@ -151,7 +198,9 @@ def open_tensors(
     return _chain_opened(with_activation(linears, act), info, notes)
 
 
-def open_safetensors(data: bytes, base: ModelInfo, activation: str | None) -> Opened:
+def open_safetensors(
+    data: bytes, base: ModelInfo, activation: str | None, *, assume_sequential: bool = False
+) -> Opened:
     """safetensors: gradviz's model file when it carries ``gradviz.spec``, else named
     tensors rebuilt as a chain where they are one."""
     _, metadata = read_header(data, base.path)
@@ -165,7 +214,12 @@ def open_safetensors(data: bytes, base: ModelInfo, activation: str | None) -> Op
     except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
         raise GradvizError(f"{base.path} is not a valid safetensors file ({exc}).") from None
     return open_tensors(
-        tensors, replace(base, format=fmt.SAFETENSORS), activation, natural_order=True, notes=[]
+        tensors,
+        replace(base, format=fmt.SAFETENSORS),
+        activation,
+        natural_order=True,
+        notes=[],
+        assume_sequential=assume_sequential,
     )
 
 
@@ -192,7 +246,12 @@ def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
         spec, linears = spec_from_items(items)
     except GradvizError as exc:
         return Opened(
-            replace(info, runnable=False, not_runnable_reason=str(exc), assumptions=tuple(notes))
+            replace(
+                info,
+                runnable=False,
+                not_runnable_reason=bounded(str(exc)),
+                assumptions=tuple(notes),
+            )
         )
     info = replace(
         info,
@@ -203,6 +262,34 @@ def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
         assumptions=tuple(notes),
     )
     return Opened(info, build=lambda: build_chain(spec, linears), spec=spec)
+
+
+def _order_refusal(tree: Any) -> str:
+    return (
+        f"{quoted(tree.custom_class)} is a class of its own whose forward is not in the file, "
+        f"so gradviz would have to assume its layers run in the order "
+        f"{' -> '.join(tree.order)}; run it so with --assume-sequential, give its class with "
+        "--model-class (and --trust), or save it as TorchScript or .pt2."
+    )
+
+
+def _sequential_names(prefixes: list[str]) -> bool:
+    """True when the layers are named as one nn.Sequential names its children: a single
+    integer index each, under one common prefix (``0``, ``2`` or ``net.0``, ``net.2``)."""
+    parts = [p.split(".") for p in prefixes]
+    if len({len(p) for p in parts}) != 1 or len({tuple(p[:-1]) for p in parts}) != 1:
+        return False
+    return all(p[-1].isdigit() for p in parts)
+
+
+def _names_refusal(prefixes: list[str]) -> str:
+    order = " -> ".join(quoted(p) for p in prefixes)
+    return (
+        f"The layers are named as a class of its own names them ({order}), and the file "
+        "holds weights only, so gradviz would have to assume they run one after another in "
+        "this order; run it so with --assume-sequential, give the class with --model-class "
+        "(and --trust), or save the model as TorchScript or .pt2."
+    )
 
 
 def _activation_sentence(activation: str, lead: str) -> str:

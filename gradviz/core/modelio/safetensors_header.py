@@ -12,6 +12,7 @@ import json
 import struct
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.modelio.limits import MAX_TENSORS, quoted
 from gradviz.core.modelio.sniff import SAFETENSORS_MAX_HEADER
 
 DTYPE_BYTES = {
@@ -31,6 +32,7 @@ DTYPE_BYTES = {
     "F8_E4M3": 1,
     "F8_E5M2": 1,
 }
+UNCHECKED_DTYPES = ("F8_E4M3", "F8_E5M2")
 
 
 def read_header(data: bytes, name: str) -> tuple[dict[str, dict], dict[str, str]]:
@@ -39,8 +41,9 @@ def read_header(data: bytes, name: str) -> tuple[dict[str, dict], dict[str, str]
     available = len(data) - 8
     if length > SAFETENSORS_MAX_HEADER:
         raise GradvizError(
-            f"{name} is not a valid safetensors file: its header claims {length:,} bytes, "
-            "over the format's 100 MB limit."
+            f"{name} is not a valid safetensors file: its header claims {length:,} bytes, over "
+            f"gradviz's limit of {SAFETENSORS_MAX_HEADER:,} (a model of at most {MAX_TENSORS:,} "
+            "tensors needs far less)."
         )
     if length > available:
         raise GradvizError(
@@ -58,8 +61,18 @@ def read_header(data: bytes, name: str) -> tuple[dict[str, dict], dict[str, str]
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise GradvizError(f"{name} has safetensors metadata that is not a map of strings.")
+    if len(header) > MAX_TENSORS:
+        raise GradvizError(
+            f"{name} declares {len(header):,} tensors, over gradviz's limit of {MAX_TENSORS:,}."
+        )
     for key, entry in header.items():
         _check_entry(key, entry, name)
+        if entry["dtype"] in UNCHECKED_DTYPES:
+            raise GradvizError(
+                f"{name}: tensor {quoted(key)} is {entry['dtype']}, a dtype gradviz cannot "
+                "check (it reads float16, bfloat16, float32 and float64 weights); convert it "
+                "first."
+            )
     _check_coverage(header, available - length, name)
     return header, metadata
 
@@ -75,14 +88,14 @@ def _check_entry(key: str, entry: object, name: str) -> None:
         and all(isinstance(o, int) and o >= 0 for o in entry["data_offsets"])
     )
     if not ok:
-        raise GradvizError(f"{name} has a damaged safetensors entry for tensor {key!r}.")
+        raise GradvizError(f"{name} has a damaged safetensors entry for tensor {quoted(key)}.")
     begin, end = entry["data_offsets"]
     count = 1
     for size in entry["shape"]:
         count *= size
     if end < begin or end - begin != count * DTYPE_BYTES[entry["dtype"]]:
         raise GradvizError(
-            f"{name}: tensor {key!r} has byte range [{begin}, {end}) that does not match its "
+            f"{name}: tensor {quoted(key)} has byte range [{begin}, {end}) that does not match its "
             f"shape {tuple(entry['shape'])} and dtype {entry['dtype']}."
         )
 
@@ -93,13 +106,13 @@ def _check_coverage(header: dict[str, dict], data_bytes: int, name: str) -> None
     for begin, end, key in ranges:
         if begin < position:
             raise GradvizError(
-                f"{name} is not a valid safetensors file: tensors {previous!r} and {key!r} "
-                "overlap in the data section."
+                f"{name} is not a valid safetensors file: tensors {quoted(previous)} and "
+                f"{quoted(key)} overlap in the data section."
             )
         if begin > position:
             raise GradvizError(
                 f"{name} is not a valid safetensors file: a gap of {begin - position} bytes "
-                f"precedes tensor {key!r}."
+                f"precedes tensor {quoted(key)}."
             )
         position, previous = end, key
     if position < data_bytes:

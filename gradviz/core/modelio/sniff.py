@@ -14,14 +14,17 @@ check and the load). ``detect_format`` looks at the bytes:
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import stat
 import struct
 import zipfile
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import limits
 
-MAX_MODEL_BYTES = 1 << 30  # 1 GiB: ~250 million float32 values, far above the nets gradviz runs
+MAX_MODEL_BYTES = limits.MAX_FILE_BYTES
 
 # Kinds returned by detect_format (TORCH_ZIP is refined to a format after reading it).
 TORCH_ZIP = "torch_zip"
@@ -33,17 +36,14 @@ PICKLE = "pickle"
 
 NUMPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
-SAFETENSORS_MAX_HEADER = 100_000_000  # the safetensors library's own limit
+SAFETENSORS_MAX_HEADER = limits.MAX_SAFETENSORS_HEADER_BYTES
 
 
 def read_model_bytes(path: str | os.PathLike, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
     """The file's bytes, after checking that it exists, is a regular readable file and is at
     most ``max_bytes`` long (default 1 GiB)."""
     name = os.fspath(path)
-    if not os.path.exists(name):
-        raise GradvizError(f"{name} does not exist.")
-    if os.path.isdir(name):
-        raise GradvizError(f"{name} is a directory; give the path of a model file.")
+    _check_path(name)
     if not os.path.isfile(name):
         raise GradvizError(f"{name} is not a regular file; give the path of a model file.")
     if not os.access(name, os.R_OK):
@@ -64,6 +64,24 @@ def read_model_bytes(path: str | os.PathLike, max_bytes: int = MAX_MODEL_BYTES) 
     if not data:
         raise GradvizError(f"{name} is empty (0 bytes); it holds no model.")
     return data
+
+
+def _check_path(name: str) -> None:
+    """GradvizError saying what is wrong with a path that cannot be opened as a file."""
+    try:
+        mode = os.stat(name).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise GradvizError(f"{name} is a loop of symbolic links; give a model file.") from None
+        if exc.errno == errno.ENOENT and os.path.islink(name):
+            raise GradvizError(
+                f"{name} is a symbolic link to a file that does not exist."
+            ) from None
+        if exc.errno == errno.ENOENT:
+            raise GradvizError(f"{name} does not exist.") from None
+        raise GradvizError(f"{name} cannot be read: {exc.strerror or exc}.") from None
+    if stat.S_ISDIR(mode):
+        raise GradvizError(f"{name} is a directory; give the path of a model file.")
 
 
 def detect_format(data: bytes, name: str = "the file") -> str:

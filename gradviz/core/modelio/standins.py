@@ -152,4 +152,11 @@ def _first_line_text(text: str) -> str:
     for line in lines:
         if "GLOBAL" in line or "Unsupported" in line or "sparse" in line.lower():
             return line.rstrip(".")[:300]
-    return (lines[0].rstrip(".")[:300]) if lines else ""
+    # torch's paragraph suggests weights_only=False (running the file's code): never pass
+    # that on; its own reason is the line after "WeightsUnpickler error".
+    specific = [
+        line
+        for line in lines
+        if "weights_only" not in line and "torch.load" not in line and "file an issue" not in line
+    ]
+    return (specific[0].rstrip(".")[:300]) if specific else "it is not a file torch reads safely"

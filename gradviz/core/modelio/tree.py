@@ -20,6 +20,18 @@ ACTIVATIONS = {
     "torch.nn.modules.activation.Softplus": "softplus",
     "torch.nn.modules.linear.Identity": "identity",
 }
+# In eval mode these pass their input through unchanged, so they are part of a chain.
+PASS_THROUGH = {
+    f"torch.nn.modules.dropout.{name}"
+    for name in (
+        "Dropout",
+        "Dropout1d",
+        "Dropout2d",
+        "Dropout3d",
+        "AlphaDropout",
+        "FeatureAlphaDropout",
+    )
+}
 MAX_DEPTH = 64
 
 
@@ -34,6 +46,8 @@ class ModuleTree:
     reason: str | None = None
     order_assumed: bool = False
     has_activation_modules: bool = False
+    order: list[str] = field(default_factory=list)  # the chain's layer names, in order
+    custom_class: str | None = None  # the first class whose forward order was assumed
 
 
 def is_module(obj: Any) -> bool:
@@ -73,15 +87,20 @@ def _visit(obj: Any, path: str, depth: int, seen: set[int], tree: ModuleTree) ->
         _add_linear(path, own, tree)
     elif qualname in ACTIVATIONS:
         _add_activation(qualname, state, label, tree)
+        tree.order.append(f"{path or '(top)'} ({qualname.rpartition('.')[2]})")
+    elif qualname in PASS_THROUGH:
+        tree.order.append(f"{path or '(top)'} ({qualname.rpartition('.')[2]})")
     elif children and not own:
         if qualname != SEQUENTIAL:
             tree.order_assumed = True
-        for key, child in children:
-            _visit(child, f"{path}.{key}" if path else str(key), depth + 1, seen, tree)
+            tree.custom_class = tree.custom_class or qualname
     elif qualname.startswith("torch.nn."):
         _fail(tree, f"{label} is a {qualname.rpartition('.')[2]} layer")
     else:
         _fail(tree, f"{label} is {qualname}, whose forward code is not in the file")
+    # Every submodule is listed (and its tensors counted), chain or not.
+    for key, child in children:
+        _visit(child, f"{path}.{key}" if path else str(key), depth + 1, seen, tree)
 
 
 def _add_linear(path: str, own: dict[str, Any], tree: ModuleTree) -> None:
@@ -89,6 +108,7 @@ def _add_linear(path: str, own: dict[str, Any], tree: ModuleTree) -> None:
     if weight is None or weight.dim() != 2 or not weight.is_floating_point():
         _fail(tree, f"the Linear layer {path or '(top)'} has no floating-point 2-D weight")
         return
+    tree.order.append(f"{path or '(top)'} (Linear)")
     if tree.chain is not None:
         tree.chain.append(LinearWeights(path, weight, own.get("bias")))
 
@@ -104,7 +124,7 @@ def _add_activation(qualname: str, state: dict, label: str, tree: ModuleTree) ->
     ):
         _fail(tree, f"{label} is Softplus with non-default beta or threshold")
         return
-    tree.has_activation_modules = True
+    tree.has_activation_modules = tree.has_activation_modules or name != "identity"
     if tree.chain is not None:
         tree.chain.append(name)
 

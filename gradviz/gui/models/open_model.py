@@ -47,7 +47,7 @@ def _inspect(request: OpenRequest) -> tuple[ModelInfo, str | None]:
     """Describe the file (runs nothing from it); hash it when trust will be asked."""
     from gradviz.core.modelio import inspect_model
 
-    info = inspect_model(request.path, activation=request.activation)
+    info = inspect_model(request.path, activation=request.activation, assume_sequential=True)
     return info, (file_sha256(request.path) if info.needs_trust else None)
 
 
@@ -55,7 +55,11 @@ def _load(request: OpenRequest) -> LoadedModel:
     from gradviz.core.modelio import load_model
 
     return load_model(
-        request.path, trust=request.trust, activation=request.activation, in_dim=request.in_dim
+        request.path,
+        trust=request.trust,
+        activation=request.activation,
+        in_dim=request.in_dim,
+        assume_sequential=True,  # the panel lists the order; a confirm button is to come
     )
 
 

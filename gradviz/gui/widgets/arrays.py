@@ -1,8 +1,7 @@
 """Array preparation for heatmaps (numpy only): downsampling and colour levels.
 
-Downsampling works on blocks of ``ky x kx`` entries. Categorical codes keep the block's
-maximum (the most alarming Health code); float values keep the block mean, and a block that
-holds a NaN or an Inf stays non-finite, so a single NaN entry is never averaged away.
+The downsampling rules live in ``gradviz.core.decimate`` (the run reduces big matrices with
+them before a Snapshot leaves it); they are re-exported here for the views.
 """
 
 from __future__ import annotations
@@ -11,73 +10,11 @@ import math
 
 import numpy as np
 
-
-def display_factor(entries: float, pixels: float) -> int:
-    """Block size along one axis so that ``entries`` fit into ``pixels`` screen pixels.
-
-    ``ceil(entries / pixels)``, at least 1: the image has no more pixels than the screen
-    area it fills (painting more would only be scaled away again), and at most about one
-    screen pixel per image pixel is lost to rounding.
-    """
-    if pixels <= 0 or not math.isfinite(entries) or not math.isfinite(pixels):
-        return 1
-    return max(1, math.ceil(entries / pixels))
-
-
-def _reduce_rows(a: np.ndarray, k: int, op: np.ufunc) -> np.ndarray:
-    """Combine every ``k`` consecutive rows with ``op``: (R, C) -> (ceil(R / k), C)."""
-    out = a[0::k].copy()
-    for r in range(1, k):
-        part = a[r::k]
-        rows = part.shape[0]
-        op(out[:rows], part, out=out[:rows])
-    return out
-
-
-def _reduce_cols(a: np.ndarray, k: int, op: np.ufunc) -> np.ndarray:
-    """Combine every ``k`` consecutive columns with ``op``: (R, C) -> (R, ceil(C / k))."""
-    out = np.ascontiguousarray(a[:, 0::k])
-    for r in range(1, k):
-        part = a[:, r::k]
-        cols = part.shape[1]
-        op(out[:, :cols], part, out=out[:, :cols])
-    return out
-
-
-def block_max(codes: np.ndarray, ky: int, kx: int) -> np.ndarray:
-    """Maximum of each ``ky x kx`` block: (R, C) -> (ceil(R / ky), ceil(C / kx)), same dtype.
-
-    With Health codes this keeps the most alarming category of every block. Returns a new
-    C-contiguous array (a copy even when ``ky == kx == 1``).
-    """
-    out = _reduce_rows(np.asarray(codes), ky, np.maximum) if ky > 1 else np.array(codes)
-    if kx > 1:
-        out = _reduce_cols(out, kx, np.maximum)
-    return np.ascontiguousarray(out)
-
-
-def block_mean(values: np.ndarray, ky: int, kx: int) -> np.ndarray:
-    """Mean of each ``ky x kx`` block as float32: (R, C) -> (ceil(R / ky), ceil(C / kx)).
-
-    A block holding a NaN is NaN; one holding only +Inf (or -Inf) besides finite values is
-    +Inf (-Inf); +Inf with -Inf gives NaN. Returns a new C-contiguous float32 array.
-    """
-    a = np.asarray(values, dtype=np.float32)
-    if ky == 1 and kx == 1:
-        return np.array(a, dtype=np.float32, order="C")
-    rows, cols = a.shape
-    out = _reduce_rows(a, ky, np.add) if ky > 1 else np.array(a)
-    if kx > 1:
-        out = _reduce_cols(out, kx, np.add)
-    # Edge blocks hold fewer entries when the size is not a multiple of the block.
-    row_count = np.full(out.shape[0], ky, dtype=np.float32)
-    row_count[-1] = rows - ky * (out.shape[0] - 1)
-    col_count = np.full(out.shape[1], kx, dtype=np.float32)
-    col_count[-1] = cols - kx * (out.shape[1] - 1)
-    with np.errstate(invalid="ignore", over="ignore"):
-        out /= row_count[:, None]
-        out /= col_count[None, :]
-    return np.ascontiguousarray(out)
+from gradviz.core.decimate import (  # noqa: F401 - re-exported for the views
+    block_max,
+    block_mean,
+    display_factor,
+)
 
 
 def finite_range(values: np.ndarray) -> tuple[float, float] | None:

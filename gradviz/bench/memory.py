@@ -1,0 +1,177 @@
+"""Memory: the `memory` suite of `gradviz bench`.
+
+Peak RSS, side by side at N = 5000, 10000 and 20000 (safe, float32, CPU, the same run
+settings), each measured in a fresh child process (``os.wait4`` reports its peak RSS):
+
+- ``headless``: ``gradviz fit`` taking a few steps;
+- ``snapshots``: the same run stepped the way the app's worker steps it (every step
+  captured, a display-sized Snapshot after each, ``max_display`` = 2048), headless;
+- ``app``: ``gradviz gui --screenshot ... --run-for S`` (offscreen) on an experiment with
+  those settings: the whole app as it stands.
+
+Targets: app <= headless + 1 GB, and the estimate (``core.memory``) within a third of the
+headless peak. The run of N = 20000 needs about 8 GB and a few minutes; ``--quick`` measures
+N = 1000 and 2000 only. A measurement whose estimate does not fit in the memory free now
+(less a margin for the rest of the machine) is skipped, and the table says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from gradviz.core import memory
+from gradviz.core.config import FitConfig
+from gradviz.core.decimate import MAX_DISPLAY
+
+TARGET_APP_OVER_HEADLESS = 1e9  # bytes
+#: Memory left to the rest of the machine: a measurement whose estimate needs more than
+#: what is available less this is skipped (and says so) rather than run into swap or OOM.
+MARGIN = 2e9
+#: The side of the app's Snapshot matrices: None (full resolution) until its views take
+#: display-sized Snapshots (then decimate.MAX_DISPLAY); used to skip app sizes that would
+#: not fit.
+APP_SNAPSHOT_SIDE: int | None = None
+SIZES = (5000, 10000, 20000)
+QUICK_SIZES = (1000, 2000)
+STEPS = 3
+REPO = Path(__file__).resolve().parents[2]
+
+# A run stepped as the app's worker steps it, with display-sized Snapshots.
+_SNAPSHOT_RUN = """
+import json, sys
+from gradviz.core.config import FitConfig
+from gradviz.core.fit import DistanceFitRun
+config = FitConfig.from_dict(json.loads(sys.argv[1]))
+run = DistanceFitRun(config, max_display=int(sys.argv[2]))
+while not run.done:
+    run.step(capture=True)
+    shown = run.snapshot()
+print(shown.step, shown.distances.shape)
+"""
+
+
+def _config(n: int) -> FitConfig:
+    return FitConfig(n=n, method="safe", dtype="float32", steps=STEPS, device="cpu", lr=1e-3)
+
+
+def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+    """Measure peak RSS of each way of running at each size; returns the figures (bytes,
+    None for a measurement skipped because its estimate does not fit here)."""
+    del repeats  # one measurement each: a peak, not a time that drifts
+    sizes = QUICK_SIZES if quick else SIZES
+    baseline = peak_rss([sys.executable, "-m", "gradviz", "fit", "--n", "2", "--steps", "1"])
+    emit("memory: peak RSS (GB), safe, float32, CPU; app target <= headless + 1 GB")
+    emit(f"the process itself (gradviz fit at N = 2): {baseline / 1e9:.2f} GB; estimate = "
+         "core.memory's estimate of the headless run + that")  # fmt: skip
+    emit(f"{'N':>6} {'headless':>9} {'snapshots':>10} {'app':>6} {'estimate':>9}  app-headless")
+    results: dict = {"baseline": baseline}
+    with tempfile.TemporaryDirectory(prefix="gradviz-bench-memory-") as folder:
+        for n in sizes:
+            row = _measure(n, Path(folder), baseline)
+            results[str(n)] = row
+            emit(f"{n:>6} " + " ".join(_gb(row[k], w) for k, w in _COLUMNS) + _verdict(row))
+    return results
+
+
+_COLUMNS = (("headless", 9), ("snapshots", 10), ("app", 6), ("estimate", 9))
+
+
+def _gb(value: float | None, width: int) -> str:
+    return f"{'-' if value is None else f'{value / 1e9:.2f}':>{width}}"
+
+
+def _verdict(row: dict) -> str:
+    if row["app"] is None or row["headless"] is None:
+        return f"  ({row['skipped']})"
+    over = row["app"] - row["headless"]
+    verdict = "ok" if over <= TARGET_APP_OVER_HEADLESS else "over target"
+    exit_note = f", then exited with {row['app_exit']}" if row["app_exit"] else ""
+    return f"  {over / 1e9:+.2f} ({verdict}; the app ran {row['app_seconds']:.0f} s{exit_note})"
+
+
+def _measure(n: int, folder: Path, baseline: int) -> dict:
+    """One size: each way of running that fits in the memory available now (with a margin
+    for the rest of the machine), in its own child process."""
+    config = _config(n)
+    room = memory.available_bytes(torch.device("cpu")) - MARGIN - baseline
+    row: dict = {"estimate": memory.estimate(config).total + baseline}
+    row["app_seconds"] = row["app_exit"] = None
+    row["headless"] = row["snapshots"] = row["app"] = None
+    # The app takes full-resolution Snapshots until its views read display-sized ones.
+    needs = {
+        "headless": memory.estimate(config).total,
+        "snapshots": memory.estimate(config, snapshot_side=min(n, MAX_DISPLAY)).total,
+        "app": memory.estimate(config, snapshot_side=APP_SNAPSHOT_SIDE or n).total,
+    }
+    skipped = [k for k, need in needs.items() if need > room]
+    if skipped:
+        row["skipped"] = (
+            f"{', '.join(skipped)} skipped: needs about "
+            f"{memory.format_bytes(max(needs[k] for k in skipped))}, "
+            f"{memory.format_bytes(room)} free beyond a {memory.format_bytes(MARGIN)} margin"
+        )
+    if "headless" not in skipped:
+        fit_args = ["fit", "--n", str(n), "--method", "safe", "--dtype", "float32"]
+        fit_args += ["--steps", str(STEPS), "--device", "cpu", "--lr", "1e-3"]
+        row["headless"] = peak_rss([sys.executable, "-m", "gradviz", *fit_args])
+    if "snapshots" not in skipped:
+        settings = json.dumps(config.to_dict())
+        argv = [sys.executable, "-c", _SNAPSHOT_RUN, settings, str(MAX_DISPLAY)]
+        row["snapshots"] = peak_rss(argv)
+    if "app" not in skipped:
+        started = time.perf_counter()
+        row["app"], row["app_exit"] = _app_peak(config, folder)
+        row["app_seconds"] = time.perf_counter() - started
+    return row
+
+
+def _app_peak(config: FitConfig, folder: Path) -> tuple[int, int]:
+    """Peak RSS of the app running ``config`` offscreen until a screenshot, and its exit
+    code. An app that saved its screenshot but then exited abnormally still ran the whole
+    time: its peak counts (the exit code is reported); one that saved nothing is an error."""
+    n = config.n
+    experiment = folder / f"n{n}.json"
+    steps = 10**6  # the app keeps running until the screenshot
+    experiment.write_text(json.dumps({"fit": config.with_changes(steps=steps).to_dict()}))
+    # Long enough for a few steps at this size (about 5 s a step at N = 20000 here).
+    run_for = max(3.0, 2.5e-8 * n * n * STEPS)
+    shot = folder / f"n{n}.png"
+    argv = [sys.executable, "-m", "gradviz", "gui", "--experiment", str(experiment),
+            "--screenshot", str(shot), "--run-for", f"{run_for:.0f}"]  # fmt: skip
+    env = {"QT_QPA_PLATFORM": "offscreen", "GRADVIZ_SETTINGS_SCOPE": "bench"}
+    peak, code, tail = _run_child(argv, env)
+    if not shot.exists():
+        raise RuntimeError(f"the app saved no screenshot at N = {n} (exit {code}): {tail}")
+    return peak, code
+
+
+def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:
+    """Run ``argv`` in the repository and return its peak resident set size in bytes; a
+    child that fails raises RuntimeError with the end of its stderr."""
+    peak, code, tail = _run_child(argv, env)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} failed ({code}): {tail}")
+    return peak
+
+
+def _run_child(argv: list[str], env: dict[str, str] | None) -> tuple[int, int, str]:
+    """(peak RSS in bytes, exit code, end of stderr) of ``argv`` run in the repository."""
+    environment = {**os.environ, **(env or {})}
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(
+            argv, cwd=REPO, env=environment, stdout=subprocess.DEVNULL, stderr=err
+        )
+        _pid, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode(errors="replace")[-2000:]
+    return usage.ru_maxrss * 1024, child.returncode, tail  # ru_maxrss: kilobytes on Linux

@@ -1,0 +1,234 @@
+"""Benchmark: the cost of ``gradviz.watch`` in a training loop, as a ratio to the bare loop.
+
+Two CPU training steps (zero_grad, forward, cross-entropy, backward, Adam): an MLP
+784-512-512-10 at batch 256 and a small CNN (two 3x3 convolutions, 28x28 inputs) at batch
+32. Each is timed bare, with ``gradviz.watch`` at its default interval K and at every step,
+and, where installed, with TensorBoard's ``SummaryWriter.add_histogram`` per parameter every
+K steps and every step (the peer doing the same job; an optional, benchmark-only
+dependency). A repeat runs whole multiples of K steps, so the recorded steps' cost is
+included; the cases are interleaved. Also: how soon a reader sees a step a writer logged.
+Times are CPU time of this process (see ``time_cases``), with the wall-clock ratio beside.
+Target: gradviz's CPU-time ratio <= 1.05 at its defaults for both nets.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradviz
+from gradviz.bench.harness import Timing, format_table, median_ratio, torch_threads
+from gradviz.core.record.reader import Reader
+from gradviz.core.record.recorder import DEFAULT_EVERY
+
+TARGET_RATIO = 1.05
+BASELINE = "bare"
+
+
+def mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """MLP 784-512-512-10, a batch of 256 inputs and class labels."""
+    net = nn.Sequential(
+        nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
+    return net, torch.randn(256, 784), torch.randint(0, 10, (256,))
+
+
+def cnn() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """Conv 1->16 -> pool -> conv 16->32 -> pool -> linear, 28x28 inputs, batch 32."""
+    net = nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 10),
+    )
+    return net, torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
+
+
+NETS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor, torch.Tensor]]] = {
+    "MLP 784-512-512-10, B=256": mlp,
+    "CNN 2 conv, B=32": cnn,
+}
+
+
+def tensorboard_available() -> bool:
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def training_step(build, folder: Path, how: str, every: int) -> Callable[[], None]:
+    """One training step of a fresh seeded net, watched as ``how`` says."""
+    torch.manual_seed(0)
+    net, x, y = build()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    rec = gradviz.watch(net, folder / how, every=every) if how.startswith("gradviz") else None
+    writer = None
+    if how.startswith("tensorboard"):
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(folder / how))
+    count = [0]
+
+    def step() -> None:
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        if rec is not None:
+            rec.log(loss=loss)
+        elif writer is not None and count[0] % every == 0:
+            for name, p in net.named_parameters():
+                writer.add_histogram(name, p.grad, count[0])
+        opt.step()
+        count[0] += 1
+
+    step.close = lambda: (rec.close() if rec else None, writer.close() if writer else None)
+    return step
+
+
+def cases_for(every: int) -> dict[str, int]:
+    """Case name -> interval."""
+    cases = {BASELINE: 1, f"gradviz K={every}": every, "gradviz K=1": 1}
+    if tensorboard_available():
+        cases[f"tensorboard K={every}"] = every
+        cases["tensorboard K=1"] = 1
+    return cases
+
+
+#: Steps per repeat of a case that records every step (the cost of each step is alike).
+EVERY_STEP_CALLS = 20
+
+
+def time_cases(
+    steps: dict[str, Callable[[], None]], calls: int, repeats: int
+) -> tuple[dict[str, Timing], dict[str, Timing]]:
+    """(CPU, wall) seconds per step of each case: ``repeats`` interleaved rounds of ``calls``
+    steps (one whole recording interval; EVERY_STEP_CALLS for the cases named "K=1") after
+    5 warm-up steps, on one torch thread.
+
+    CPU time is this process's, all threads together (the recorder's background writer
+    included), so it charges gradviz its whole cost while other processes' load, which
+    drifts on a shared machine, does not enter it.
+    """
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    with torch_threads(1):
+        for step in steps.values():
+            for _ in range(5):
+                step()
+        for _ in range(repeats):
+            for name, step in steps.items():
+                n = EVERY_STEP_CALLS if name.endswith("K=1") else calls
+                c0, w0 = time.process_time(), time.perf_counter()
+                for _ in range(n):
+                    step()
+                cpu[name].append((time.process_time() - c0) / n)
+                wall[name].append((time.perf_counter() - w0) / n)
+    return (
+        {n: Timing(n, calls, tuple(v)) for n, v in cpu.items()},
+        {n: Timing(n, calls, tuple(v)) for n, v in wall.items()},
+    )
+
+
+def follow_latency(folder: Path, trials: int = 20) -> list[float]:
+    """Seconds from ``rec.log()`` returning to a Reader's ``refresh()`` seeing that step."""
+    w = torch.zeros(1000, requires_grad=True)
+    seconds = []
+    with gradviz.watch({"w": w}, folder / "latency", every=1) as rec:
+        w.grad = torch.ones(1000)
+        rec.log()
+        rec.log()  # step 0 is written once step 1 tells its update
+        reader = Reader(folder / "latency")
+        for i in range(trials):
+            rec.log()
+            start = time.perf_counter()
+            while True:
+                reader.refresh()
+                if reader.rank(0).steps >= i + 2:
+                    break
+                time.sleep(0.001)
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+    """Time every case on both nets (``quick`` changes nothing: the run is short already)."""
+    every = DEFAULT_EVERY
+    cases = cases_for(every)
+    emit(
+        f"watch: training-step time with gradviz.watch (default K = {every}) and peers, "
+        f"ratio to the bare step, one torch thread, {repeats} interleaved repeat(s) of "
+        f"{every} steps ({EVERY_STEP_CALLS} for K=1)"
+    )
+    if not tensorboard_available():
+        emit("  (tensorboard not installed: peer skipped)")
+    emit("  (wandb: not measured; install it and add a case to compare)")
+    ratios: dict[str, dict[str, float]] = {}
+    wall_ratios: dict[str, dict[str, float]] = {}
+    ms: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for net_name, build in NETS.items():
+            folder = Path(tmp) / str(len(ratios))
+            steps = {
+                name: training_step(build, folder, name.split()[0] + name.split()[-1], k)
+                for name, k in cases.items()
+            }
+            started = time.perf_counter()
+            cpu, wall = time_cases(steps, every, repeats)
+            for fn in steps.values():
+                fn.close()
+            ms[net_name] = {n: t.median * 1e3 for n, t in cpu.items()}
+            ratios[net_name] = {n: median_ratio(cpu[BASELINE], t) for n, t in cpu.items()}
+            wall_ratios[net_name] = {n: median_ratio(wall[BASELINE], t) for n, t in wall.items()}
+            emit(f"  {net_name}: measured in {time.perf_counter() - started:.1f} s")
+        latency = follow_latency(Path(tmp))
+    headers = ["case", *ratios]
+    emit("CPU ms per training step (this process, all threads: the recorder's writer included)")
+    for line in format_table(headers, [[c, *(ms[n][c] for n in ms)] for c in cases]):
+        emit("  " + line)
+    emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
+    for line in format_table(headers, [[c, *(ratios[n][c] for n in ratios)] for c in cases]):
+        emit("  " + line)
+    emit("wall-clock ratio (moves with other processes' load on a shared machine)")
+    for line in format_table(headers, [[c, *(r[c] for r in wall_ratios.values())] for c in cases]):
+        emit("  " + line)
+    median_ms, max_ms = statistics.median(latency) * 1e3, max(latency) * 1e3
+    emit(
+        f"a reader sees a logged step after {median_ms:.1f} ms "
+        f"(median of {len(latency)}; max {max_ms:.1f} ms)"
+    )
+    default = f"gradviz K={every}"
+    measured = {n: r[default] for n, r in ratios.items()}
+    met = all(r <= TARGET_RATIO for r in measured.values())
+    summary = (
+        f"target (gradviz at defaults <= {TARGET_RATIO}x the bare step): "
+        f"{'met' if met else 'NOT met'} ("
+        + ", ".join(f"{r:.3f}x {n}" for n, r in measured.items())
+        + ")"
+    )
+    emit(summary)
+    return {
+        "unit": "CPU ms per training step",
+        "ratio_to_bare_wall_clock": wall_ratios,
+        "every": every,
+        "threads": 1,
+        "repeats": repeats,
+        "ms": ms,
+        "ratio_to_bare": ratios,
+        "follow_latency_ms": {"median": median_ms, "max": max_ms},
+        "target": {
+            "rule": f"{default} <= {TARGET_RATIO}",
+            "ratios": measured,
+            "met": met,
+            "summary": summary,
+        },
+    }

@@ -1,0 +1,268 @@
+"""Judge a pickle by its opcodes before anything unpickles it.
+
+``scan_pickle`` walks the opcodes with the standard library's ``pickletools.genops``, which
+decodes them without executing anything, and follows the pickle machine's stack with only
+what is needed: the nesting depth each value would have and the text of short strings (to
+resolve ``STACK_GLOBAL`` names). It refuses, with one sentence:
+
+- excessive nesting (a dict key that is a tuple nested 200,000 deep crashes torch's
+  weights-only unpickler with SIGSEGV), too many opcodes, huge strings;
+- names of callables that run processes or evaluate code (``subprocess.Popen``,
+  ``os.system``, ``builtins.exec``, ``importlib.import_module``, ``builtins.getattr``...),
+  wherever they sit in the file, even in a key nobody reads: such a file is hostile.
+"""
+
+from __future__ import annotations
+
+import pickletools
+from dataclasses import dataclass, field
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.modelio import limits
+from gradviz.core.modelio.limits import quoted
+
+# Whole modules whose every callable can run a process, evaluate code or import one.
+HOSTILE_MODULES = (
+    "subprocess",
+    "_posixsubprocess",
+    "os",
+    "posix",
+    "nt",
+    "pty",
+    "runpy",
+    "importlib",
+    "code",
+    "codeop",
+    "ctypes",
+    "marshal",
+    "pickle",
+    "_pickle",
+    "shutil",
+    "socket",
+    "multiprocessing",
+    "webbrowser",
+    "sys",
+    "commands",
+    "popen2",
+    "timeit",
+    "pdb",
+    "bdb",
+)
+# Single callables elsewhere that do the same.
+HOSTILE_NAMES = frozenset(
+    f"{module}.{name}"
+    for module in ("builtins", "__builtin__")
+    for name in (
+        "exec",
+        "eval",
+        "compile",
+        "__import__",
+        "getattr",
+        "setattr",
+        "delattr",
+        "globals",
+        "locals",
+        "vars",
+        "open",
+        "input",
+        "breakpoint",
+        "exit",
+        "quit",
+    )
+) | frozenset(
+    {
+        "operator.attrgetter",
+        "operator.methodcaller",
+        "types.FunctionType",
+        "types.LambdaType",
+        "types.CodeType",
+        "types.MethodType",
+        "types.ModuleType",
+        "numpy.testing._private.utils.runstring",
+        "torch.load",
+        "torch.jit.load",
+        "torch.export.load",
+        "torch.hub.load",
+    }
+)
+
+_STRING_OPS = {
+    "STRING",
+    "BINSTRING",
+    "SHORT_BINSTRING",
+    "UNICODE",
+    "BINUNICODE",
+    "SHORT_BINUNICODE",
+    "BINUNICODE8",
+    "BINBYTES",
+    "SHORT_BINBYTES",
+    "BINBYTES8",
+    "BYTEARRAY8",
+}
+# Opcodes that add to a container below them on the stack: its depth grows only with what
+# is added, never by one per call.
+_MODIFIERS = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
+
+
+class _Value:
+    """One value on the simulated stack: its nesting depth and, for a string, its text."""
+
+    __slots__ = ("depth", "text")
+
+    def __init__(self, depth: int, text: str | None = None) -> None:
+        self.depth = depth
+        self.text = text
+
+
+_MARK = object()
+
+
+@dataclass
+class PickleScan:
+    """What a pickle names: ``globals`` ("module.name", in order of first use)."""
+
+    globals: list[str] = field(default_factory=list)
+    end: int = 0  # offset just past the STOP opcode
+
+
+def scan_pickle(data: bytes, name: str, start: int = 0) -> PickleScan:
+    """Scan the pickle at ``data[start:]``; GradvizError naming the first limit it breaks or
+    the first hostile name it holds."""
+    import io
+
+    stream = io.BytesIO(data)
+    stream.seek(start)
+    scan = PickleScan()
+    machine = _Machine(scan, name)
+    count = 0
+    try:
+        for opcode, arg, _ in pickletools.genops(stream):
+            count += 1
+            if count > limits.MAX_PICKLE_OPCODES:
+                raise GradvizError(
+                    f"{name} holds a pickle of more than {limits.MAX_PICKLE_OPCODES:,} "
+                    "operations, over gradviz's limit for a model file."
+                )
+            machine.step(opcode, arg)
+            if opcode.name == "STOP":
+                scan.end = stream.tell()
+                break
+    except GradvizError:
+        raise
+    except Exception:  # genops raises ValueError and friends on malformed bytes
+        raise GradvizError(f"{name} holds a damaged pickle and cannot be read.") from None
+    return scan
+
+
+def _effects(opcode) -> tuple[str, int, bool, int]:
+    """(name, fixed items popped below any mark, pops to a mark, items pushed)."""
+    before = opcode.stack_before
+    marked = pickletools.markobject in before
+    fixed = before.index(pickletools.markobject) if marked else len(before)
+    return opcode.name, fixed, marked, len(opcode.stack_after)
+
+
+_EFFECTS = {op.code: _effects(op) for op in pickletools.opcodes}
+
+
+class _Machine:
+    """The pickle machine's stack and memo, holding only depths and short string texts."""
+
+    def __init__(self, scan: PickleScan, name: str) -> None:
+        self.stack: list = []
+        self.memo: dict = {}
+        self.scan = scan
+        self.name = name
+
+    def step(self, opcode, arg) -> None:
+        op, fixed, marked, pushed = _EFFECTS[opcode.code]
+        stack = self.stack
+        if op in _STRING_OPS:
+            if len(arg) > limits.MAX_PICKLE_STRING_BYTES:
+                raise GradvizError(
+                    f"{self.name} holds a string of {limits.human_bytes(len(arg))} in its "
+                    "pickle, over gradviz's limit of "
+                    f"{limits.human_bytes(limits.MAX_PICKLE_STRING_BYTES)}; it is not a model "
+                    "file gradviz reads."
+                )
+            stack.append(_Value(1, arg[:200] if isinstance(arg, str) else None))
+            return
+        if op == "MARK":
+            stack.append(_MARK)
+        elif op in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+            self.memo[len(self.memo) if op == "MEMOIZE" else arg] = (
+                stack[-1] if stack else _Value(1)
+            )
+        elif op in ("GET", "BINGET", "LONG_BINGET"):
+            stack.append(self.memo.get(arg, _Value(1)))
+        elif op == "DUP":
+            stack.append(stack[-1] if stack else _Value(1))
+        elif not fixed and not marked:
+            if pushed:
+                stack.append(_Value(1))
+            if op in ("GLOBAL", "INST"):
+                module, _, qualname = str(arg).partition(" ")
+                _name_used(f"{module}.{qualname}", self.scan, self.name)
+        else:
+            self._combine(op, arg, _pop(stack, fixed, marked), pushed)
+
+    def _combine(self, op: str, arg, popped: list, pushed: int) -> None:
+        if op == "STACK_GLOBAL":
+            texts = [v.text for v in popped if isinstance(v, _Value)]
+            if len(texts) != 2 or None in texts:
+                raise GradvizError(
+                    f"{self.name} names a class or function it computes at load time; "
+                    "gradviz reads only files whose names are written out."
+                )
+            _name_used(f"{texts[0]}.{texts[1]}", self.scan, self.name)
+        elif op in ("GLOBAL", "INST"):
+            module, _, qualname = str(arg).partition(" ")
+            _name_used(f"{module}.{qualname}", self.scan, self.name)
+        if not pushed:
+            return
+        values = [v for v in popped if isinstance(v, _Value)]
+        if op in _MODIFIERS and values:
+            result = values[0]
+            for v in values[1:]:
+                if v.depth >= result.depth:
+                    result.depth = v.depth + 1
+        else:
+            result = _Value(1 + max((v.depth for v in values), default=0))
+        if result.depth > limits.MAX_PICKLE_DEPTH:
+            raise GradvizError(
+                f"{self.name} holds values nested more than {limits.MAX_PICKLE_DEPTH:,} levels "
+                "deep, which no model file needs and which crashes torch's reader; gradviz "
+                "refuses it."
+            )
+        self.stack.extend([result] * pushed)
+
+
+def _pop(stack: list, fixed: int, marked: bool) -> list:
+    """Pop what an opcode consumes: everything down to the mark for markobject opcodes,
+    then the fixed items below it; deepest first (a container before its additions)."""
+    popped: list = []
+    if marked:
+        while stack and stack[-1] is not _MARK:
+            popped.append(stack.pop())
+        if stack:
+            stack.pop()
+    taken = [stack.pop() for _ in range(min(fixed, len(stack)))]
+    taken.reverse()
+    popped.reverse()
+    return taken + popped
+
+
+def _name_used(full: str, scan: PickleScan, name: str) -> None:
+    if full not in scan.globals:
+        scan.globals.append(full)
+    if is_hostile(full):
+        raise GradvizError(
+            f"{name} is hostile: its pickle names {quoted(full)}, which runs processes or "
+            "evaluates code; gradviz never opens such a file."
+        )
+
+
+def is_hostile(full: str) -> bool:
+    """True for a name that can run a process, evaluate code or import a module."""
+    module = full.split(".", 1)[0]
+    return module in HOSTILE_MODULES or full in HOSTILE_NAMES

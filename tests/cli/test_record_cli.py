@@ -1,0 +1,68 @@
+"""`gradviz fit --record` and `gradviz inspect RECORDING --json`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from gradviz.cli import main
+from gradviz.core.health import Health
+from gradviz.core.record.reader import Reader
+
+
+def inspect_json(capsys, path) -> dict:
+    code = main(["inspect", str(path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_recorded_naive_fit_inspects_as_a_recording_with_its_first_nan(tmp_path, capsys):
+    run = tmp_path / "RUN"
+    assert (
+        main(["fit", "--method", "naive", "--steps", "12", "--n", "8", "--record", str(run)]) == 0
+    )
+    capsys.readouterr()
+    summary = inspect_json(capsys, run)
+    assert summary["kind"] == "recording" and summary["source"] == "fit"
+    assert summary["steps"] == 12 and summary["last_step"] == 11 and summary["complete"]
+    assert summary["ranks"] == [0] and summary["tensors"] == ["coords"]
+    assert summary["first_nonfinite"] == {
+        "step": 0,
+        "tensor": "coords",
+        "index": 0,
+        "kind": "nan",
+        "rank": 0,
+    }
+    assert summary["bytes"] > 0
+    stream = Reader(run).rank(0)
+    step, health = stream.image("entry_health", 0)
+    # The naive method's NaN diagonal, as the lab shows it.
+    assert step == 0 and health.shape == (8, 8)
+    assert np.all(np.diagonal(health) == Health.NAN)
+
+
+def test_a_long_fit_records_a_bounded_number_of_snapshots(tmp_path, capsys):
+    run = tmp_path / "RUN"
+    assert main(["fit", "--steps", "450", "--n", "6", "--record", str(run)]) == 0
+    stream = Reader(run).rank(0)
+    assert len(stream.image_steps("distances")) <= 200
+    assert stream.first_nonfinite is None and np.isfinite(stream.losses()).all()
+
+
+def test_inspect_of_a_directory_that_is_not_a_recording_is_one_sentence(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a gradviz recording" in err and err.count("\n") == 1
+
+
+def test_large_fit_matrices_are_recorded_downsampled_keeping_the_nan_diagonal(tmp_path, capsys):
+    run = tmp_path / "RUN"
+    args = ["fit", "--method", "naive", "--n", "600", "--steps", "2", "--record", str(run)]
+    assert main(args) == 0
+    stream = Reader(run).rank(0)
+    _, health = stream.image("entry_health", 0)
+    _, distances = stream.image("distances", 0)
+    assert health.shape == distances.shape == (300, 300)
+    assert np.all(np.diagonal(health) == Health.NAN)

@@ -1,0 +1,185 @@
+"""Hostile and oversized model files, built here: each is small on disk and declares or does
+something a reader must refuse before acting on it. Used by test_modelio_limits.py and by the
+benchmark in tests/bench/test_bench_modelio_limits.py.
+
+Every builder takes a folder and returns the path of the file it wrote.
+"""
+
+import builtins
+import collections
+import importlib
+import io
+import pickle
+import struct
+import subprocess
+import zipfile
+
+import torch
+from safetensors.torch import save_file
+
+BOMB_BYTES = (1 << 30) + (64 << 20)  # inflates to 1.06 GiB; about 1 MB on disk
+
+
+class _StorageRef:
+    def __init__(self, storage_type, key, numel):
+        self.storage_type, self.key, self.numel = storage_type, key, numel
+
+
+class _Declared:
+    """A tensor as a torch pickle declares it: storage, offset, size, stride."""
+
+    def __init__(self, storage, offset, size, stride):
+        self.args = (storage, offset, size, stride, False, collections.OrderedDict())
+
+    def __reduce__(self):
+        return (torch._utils._rebuild_tensor_v2, self.args)
+
+
+class _TorchPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, _StorageRef):
+            return ("storage", obj.storage_type, obj.key, "cpu", obj.numel)
+        return None
+
+
+def torch_zip(path, obj, storages, *, deflate_storage=None):
+    """A torch.save-layout zip: ``archive/data.pkl`` pickling ``obj`` (with _StorageRef
+    persistent ids) and ``archive/data/<key>`` for each of ``storages`` {key: bytes}.
+    ``deflate_storage=(key, n)`` adds a deflated entry of n zero bytes instead."""
+    buffer = io.BytesIO()
+    _TorchPickler(buffer, protocol=2).dump(obj)
+    with zipfile.ZipFile(path, "w", compresslevel=1) as archive:
+        archive.writestr("archive/data.pkl", buffer.getvalue())
+        archive.writestr("archive/byteorder", "little")
+        archive.writestr("archive/version", "3\n")
+        for key, data in storages.items():
+            archive.writestr(f"archive/data/{key}", data)
+        if deflate_storage is not None:
+            key, size = deflate_storage
+            info = zipfile.ZipInfo(f"archive/data/{key}")
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with archive.open(info, "w", force_zip64=True) as entry:
+                chunk = bytes(64 << 20)
+                for _ in range(size // len(chunk)):
+                    entry.write(chunk)
+    return path
+
+
+def zip_bomb(folder):
+    """A 1 MB zip whose one storage inflates to 1.06 GiB of zeros (declared as such)."""
+    numel = BOMB_BYTES // 4
+    storage = _StorageRef(torch.FloatStorage, "0", numel)
+    obj = {"weight": _Declared(storage, 0, (numel,), (1,))}
+    return torch_zip(folder / "bomb.pt", obj, {}, deflate_storage=("0", BOMB_BYTES))
+
+
+def stride_zero(folder, side=40000):
+    """torch.save of one stored number expanded by strides of 0 to (side, side)."""
+    path = folder / f"stride0_{side}.pt"
+    torch.save({"weight": torch.zeros(1).expand(side, side), "bias": torch.zeros(side)}, path)
+    return path
+
+
+def storage_too_small(folder):
+    """A (3, 3) weight whose storage holds 2 numbers."""
+    storage = _StorageRef(torch.FloatStorage, "0", 2)
+    obj = {"weight": _Declared(storage, 0, (3, 3), (3, 1))}
+    return torch_zip(folder / "short_storage.pt", obj, {"0": bytes(8)})
+
+
+def deep_nesting(folder, depth=200_000):
+    """A state_dict-like pickle whose one key is a tuple nested ``depth`` levels deep."""
+    body = b"\x80\x02}K\x00" + b"\x85" * depth + b"Ns."  # {(((0,),),...): None}
+    path = folder / "deep.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", body)
+        archive.writestr("archive/version", "3\n")
+    return path
+
+
+def huge_key(folder, size=8 << 20):
+    """A state_dict whose one key is a string of ``size`` characters."""
+    path = folder / "huge_key.pt"
+    torch.save({"k" * size: torch.zeros(2, 2)}, path)
+    return path
+
+
+def float8_pt(folder):
+    path = folder / "float8.pt"
+    torch.save({"0.weight": torch.zeros(3, 2, dtype=torch.float8_e4m3fn)}, path)
+    return path
+
+
+def float8_safetensors(folder):
+    path = folder / "float8.safetensors"
+    save_file({"0.weight": torch.zeros(3, 2, dtype=torch.float8_e4m3fn)}, str(path))
+    return path
+
+
+def many_tensors_safetensors(folder, count=1_000_000):
+    """A safetensors file declaring ``count`` empty tensors (a ~55 MB header)."""
+    entries = ",".join(
+        f'"t{i}":{{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}' for i in range(count)
+    )
+    header = ("{" + entries + "}").encode()
+    path = folder / "many.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def many_tensors_pt(folder, count=12_000):
+    """A torch zip declaring ``count`` empty tensors on one empty storage."""
+    storage = _StorageRef(torch.FloatStorage, "0", 0)
+    obj = {f"t{i}": _Declared(storage, 0, (0,), (1,)) for i in range(count)}
+    return torch_zip(folder / f"many_{count}.pt", obj, {"0": b""})
+
+
+class _Popen:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (subprocess.Popen, (["touch", self.marker],))
+
+
+class _Exec(_Popen):
+    def __reduce__(self):
+        return (builtins.exec, (f"open({self.marker!r}, 'w').close()",))
+
+
+class _Import(_Popen):
+    def __reduce__(self):
+        return (importlib.import_module, ("os",))
+
+
+HOSTILE_PAYLOADS = {"popen": _Popen, "exec": _Exec, "import": _Import}
+
+
+def payload_in_unused_key(folder, kind, marker, protocol=2):
+    """A real checkpoint (a runnable state_dict) with a payload in a key nobody reads."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    path = folder / f"{kind}_p{protocol}.pt"
+    checkpoint = {"state_dict": net.state_dict(), "extra": HOSTILE_PAYLOADS[kind](marker)}
+    torch.save(checkpoint, path, pickle_protocol=protocol)
+    return path
+
+
+def all_hostile(folder, marker):
+    """name -> path of every refused file above (for the benchmark)."""
+    files = {
+        "zip bomb": zip_bomb(folder),
+        "stride 0 (40000, 40000)": stride_zero(folder),
+        "stride 0 (100000, 100000)": stride_zero(folder, 100_000),
+        "storage too small": storage_too_small(folder),
+        "deep nesting": deep_nesting(folder),
+        "huge key": huge_key(folder, 50 << 20),
+        "float8 .pt": float8_pt(folder),
+        "float8 safetensors": float8_safetensors(folder),
+        "1,000,000 tensors safetensors": many_tensors_safetensors(folder),
+        "12,000 tensors .pt": many_tensors_pt(folder),
+        "60,000 tensors .pt": many_tensors_pt(folder, 60_000),
+    }
+    for kind in HOSTILE_PAYLOADS:
+        files[f"{kind} in an unused key"] = payload_in_unused_key(folder, kind, marker)
+    return files

@@ -1,0 +1,246 @@
+"""gradviz.watch and recordings in one process: what a recording holds, exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import gradviz
+from gradviz.core.errors import GradvizError
+from gradviz.core.record import layout as L
+from gradviz.core.record.reader import Reader, is_recording
+from gradviz.core.record.recorder import DEFAULT_EVERY
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "resources" / "examples"
+
+
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def log_gradient(path, grad: torch.Tensor, **watch_args) -> Reader:
+    """A recording of one step whose only watched tensor has gradient ``grad``."""
+    x = torch.zeros_like(grad, requires_grad=True)
+    with gradviz.watch({"x": x}, path, **watch_args) as rec:
+        x.grad = grad.clone()
+        rec.log(loss=1.5)
+    return Reader(path)
+
+
+def test_classic_nan_loop_names_step_0_and_pred_coordinates(tmp_path):
+    losses = load_example("classic_nan_distances").train(tmp_path / "naive", steps=5)
+    summary = Reader(tmp_path / "naive").describe()
+    assert summary["first_nonfinite"]["step"] == 0
+    assert summary["first_nonfinite"]["tensor"] == "pred_coordinates"
+    assert summary["first_nonfinite"]["kind"] == "nan"
+    assert summary["complete"] and summary["source"] == "watch" and summary["steps"] == 5
+    assert math.isfinite(losses[0]) and math.isnan(losses[-1])
+
+
+def test_the_same_loop_with_pairwise_distances_trains_finite_and_decreasing(tmp_path):
+    losses = load_example("classic_nan_distances").train(tmp_path / "safe", safe=True, steps=60)
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < 0.5 * losses[0]
+    reader = Reader(tmp_path / "safe")
+    assert reader.first_nonfinite() is None
+    stream = reader.rank(0)
+    # Recorded every DEFAULT_EVERY steps; the recorded losses are the loop's own.
+    assert list(stream.step_numbers()) == list(range(0, 60, DEFAULT_EVERY))
+    np.testing.assert_allclose(stream.losses(), [losses[s] for s in stream.step_numbers()])
+
+
+def test_histogram_counts_nan_infinities_and_zeros_exactly(tmp_path):
+    values = [0.0, 0.0, 0.0, math.nan, math.nan, math.inf, -math.inf, -math.inf]
+    values += [-250.0, 1e-7, 3.0, 0.5, -0.02]
+    reader = log_gradient(tmp_path / "r", torch.tensor(values, dtype=torch.float64))
+    series = reader.rank(0).tensor("x")
+    # finite non-zero, zero, NaN, +Inf, -Inf
+    assert series.counts.tolist() == [[5, 3, 2, 1, 2]]
+    hist = series.histogram[0]
+    decades = np.floor(np.log10([250.0, 1e-7, 3.0, 0.5, 0.02])).astype(int)
+    expected = np.zeros(L.BINS, dtype=np.int64)
+    expected[[L.ZERO_BIN, L.NAN_BIN, L.POS_INF_BIN, L.NEG_INF_BIN]] = [3, 2, 1, 2]
+    for value, decade in zip([-250.0, 1e-7, 3.0, 0.5, -0.02], decades):
+        if value > 0:
+            expected[L.FIRST_POSITIVE_BIN + decade - L.LOWEST_DECADE] += 1
+        else:
+            expected[L.FIRST_NEGATIVE_BIN + L.HIGHEST_DECADE - 1 - decade] += 1
+    assert hist.tolist() == expected.tolist()
+    finite = np.array([v for v in values if math.isfinite(v)])
+    assert series.grad_norm[0] == pytest.approx(np.linalg.norm(finite))
+    assert series.max_abs[0] == 250.0
+    first = reader.first_nonfinite()
+    assert (first["step"], first["tensor"], first["index"], first["kind"]) == (0, "x", 3, "nan")
+
+
+def test_an_infinite_gradient_is_reported_with_its_sign_and_flat_index(tmp_path):
+    grad = torch.zeros(3, 4)
+    grad[2, 1] = -math.inf
+    first = log_gradient(tmp_path / "r", grad).first_nonfinite()
+    assert (first["index"], first["kind"]) == (9, "-inf")
+
+
+def mlp_run(steps: int, path=None, every: int = 1) -> list[torch.Tensor]:
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.randn(32, 6), torch.randn(32, 2)
+    rec = gradviz.watch(model, path, every=every) if path else None
+    grads = []
+    for _ in range(steps):
+        opt.zero_grad()
+        hidden = model[1](model[0](x))
+        if rec:
+            hidden = rec.tensor("hidden", hidden)
+        loss = ((model[2](hidden) - y) ** 2).mean()
+        loss.backward()
+        if rec:
+            rec.log(loss=loss)
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]).clone())
+        opt.step()
+    if rec:
+        rec.close()
+    return grads + [torch.cat([p.detach().flatten() for p in model.parameters()])]
+
+
+def test_watching_leaves_gradients_and_parameters_bitwise_unchanged_over_50_steps(tmp_path):
+    plain = mlp_run(50)
+    watched = mlp_run(50, tmp_path / "w", every=5)
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched))
+    stream = Reader(tmp_path / "w").rank(0)
+    assert stream.steps == 10 and stream.tensors == [
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "2.bias",
+        "hidden",
+    ]
+    assert stream.image_names() == ["hidden"] and stream.image("hidden", 0)[1].shape == (32, 16)
+
+
+def test_update_norm_is_the_step_the_optimizer_took(tmp_path):
+    w = torch.ones(4, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    with gradviz.watch({"w": w}, tmp_path / "r", every=1) as rec:
+        for _ in range(3):
+            opt.zero_grad()
+            (w * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+            rec.log()
+            opt.step()
+    series = Reader(tmp_path / "r").rank(0).tensor("w")
+    # The last step's update is seen when the recorder closes after opt.step().
+    np.testing.assert_allclose(series.update_norm, 0.1 * math.sqrt(30))
+    np.testing.assert_allclose(series.param_norm[0], 2.0)
+
+
+def test_optimizer_mode_records_without_log_and_log_adds_the_loss(tmp_path):
+    w = torch.ones(2, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    with gradviz.watch({"w": w}, tmp_path / "r", every=1, optimizer=opt) as rec:
+        for i in range(4):
+            opt.zero_grad()
+            loss = (w * w).sum()
+            loss.backward()
+            opt.step()
+            if i % 2 == 0:
+                rec.log(loss=loss)
+    stream = Reader(tmp_path / "r").rank(0)
+    assert list(stream.step_numbers()) == [0, 1, 2, 3]
+    assert stream.losses()[0] == 2.0 and math.isnan(stream.losses()[1])
+
+
+def test_user_step_numbers_are_kept(tmp_path):
+    w = torch.ones(2, requires_grad=True)
+    with gradviz.watch({"w": w}, tmp_path / "r", every=1) as rec:
+        for step in (100, 200):
+            w.grad = torch.ones(2)
+            rec.log(step=step)
+    assert list(Reader(tmp_path / "r").rank(0).step_numbers()) == [100, 200]
+
+
+def test_thinning_keeps_the_recording_in_budget_and_keeps_the_first_nonfinite_step(tmp_path):
+    w = torch.zeros(1000, requires_grad=True)
+    row = L.ROW_WIDTH * 8 + 16
+    with gradviz.watch({"w": w}, tmp_path / "r", every=1, budget_bytes=40 * row) as rec:
+        for step in range(400):
+            w.grad = torch.full((1000,), math.nan if step == 301 else 1.0)
+            rec.log()
+        assert rec.interval > 1  # the interval doubled as the budget filled
+    stream = Reader(tmp_path / "r").rank(0)
+    recorded = list(stream.step_numbers())
+    assert stream.steps <= 41 and 301 in recorded and recorded[:2] == [0, 1]
+    assert 302 not in recorded
+    assert stream.first_nonfinite["step"] == 301
+
+
+def test_health_image_of_a_large_matrix_is_downsampled_and_keeps_a_single_nan(tmp_path):
+    grad = torch.ones(1100, 700)
+    grad[613, 5] = math.nan
+    x = torch.zeros(1100, 700, requires_grad=True)
+    with gradviz.watch({}, tmp_path / "r", every=1) as rec:
+        y = rec.tensor("d", x * 1.0)
+        y.backward(grad)
+        rec.log()
+    stream = Reader(tmp_path / "r").rank(0)
+    step, image = stream.image("d", 0)
+    assert image.shape == (367, 350) and step == 0
+    assert np.count_nonzero(image == 5) == 1 and image[613 // 3, 5 // 2] == 5  # Health.NAN
+
+
+def test_a_recording_is_never_overwritten_and_a_file_is_refused(tmp_path):
+    w = torch.ones(2, requires_grad=True)
+    gradviz.watch({"w": w}, tmp_path / "r").close()
+    with pytest.raises(GradvizError, match="already holds a recording"):
+        gradviz.watch({"w": w}, tmp_path / "r")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(GradvizError, match="it is a file"):
+        gradviz.watch({"w": w}, tmp_path / "f")
+    assert is_recording(tmp_path / "r") and not is_recording(tmp_path)
+
+
+def test_reader_refuses_a_directory_that_is_not_a_recording(tmp_path):
+    with pytest.raises(GradvizError, match="is not a gradviz recording"):
+        Reader(tmp_path)
+
+
+def test_probe_batch_records_the_per_input_jacobians_of_each_recorded_step(tmp_path):
+    losses = load_example("jacobian_probe").train(tmp_path / "r", steps=6, every=5)
+    assert losses[-1] < losses[0]
+    stream = Reader(tmp_path / "r").rank(0)
+    assert list(stream.image_steps("probe_jacobians")) == [0, 5]
+    step, jac = stream.image("probe_jacobians", 1)
+    assert step == 5 and jac.shape == (16, 4 * 2)
+    assert np.isfinite(jac).all() and np.abs(jac).max() > 0
+    # Step 0 is the freshly built net: its Jacobians by direct autograd, sample by sample.
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(2, 20), nn.Tanh(), nn.Linear(20, 20), nn.Tanh(), nn.Linear(20, 4))
+    probe = torch.linspace(-2, 2, 16)[:, None].repeat(1, 2)
+    direct = torch.stack([torch.autograd.functional.jacobian(net, p) for p in probe])
+    np.testing.assert_allclose(
+        stream.image("probe_jacobians", 0)[1], direct.reshape(16, 8), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_a_later_larger_matrix_is_downsampled_into_the_first_ones_picture(tmp_path):
+    x = torch.zeros(4, 4, requires_grad=True)
+    y = torch.zeros(10, 9, requires_grad=True)
+    grad = torch.ones(10, 9)
+    grad[9, 8] = math.inf
+    with gradviz.watch({}, tmp_path / "r", every=1) as rec:
+        rec.tensor("d", x * 1.0).backward(torch.ones(4, 4))
+        rec.log()
+        rec.tensor("d", y * 1.0).backward(grad)
+        rec.log()
+    stream = Reader(tmp_path / "r").rank(0)
+    assert stream.image("d", 0)[1].shape == (4, 4)
+    step, image = stream.image("d", 1)
+    assert step == 1 and image.shape == (4, 3)
+    assert image[3, 2] == 4 and np.count_nonzero(image == 4) == 1  # Health.POS_INF kept

@@ -1,0 +1,63 @@
+"""The app and a run that does not fit: refused in a dialog before it starts, and an
+allocation failure during the run reported as out of memory with the numbers."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import pytest
+from fixtures_app import (  # noqa: F401 - fixtures
+    isolated_settings,
+    make_lab,
+    small,
+)
+
+from gradviz.core import memory
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
+
+WAIT_MS = 120_000  # torch imports on a worker thread: be generous on a shared machine
+
+CPU_OOM = (
+    "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+    "you tried to allocate 1600000000 bytes. Error code 12 (Cannot allocate memory)"
+)
+
+
+def test_a_run_that_does_not_fit_is_refused_in_a_dialog_with_both_numbers(
+    qtbot, make_lab, monkeypatch
+):
+    monkeypatch.setenv(memory.ENV_LIMIT, "1K")
+    lab = make_lab(small("safe", n=200), wait_ready=False)
+    qtbot.waitUntil(lambda: lab.error_dialog is not None, timeout=WAIT_MS)
+    sentence = lab.error_dialog.sentence
+    assert "A run of 200 points with the safe method in float32 needs about" in sentence
+    assert "but only 1 kB is available on this computer; use fewer points." in sentence
+    assert lab.state == "failed"
+    lab.error_dialog.close()
+
+
+def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
+    qtbot, make_lab, monkeypatch
+):
+    from gradviz.core import fit
+
+    real = fit.pairwise_distances
+    calls = []
+
+    def fail_on_the_sixth(x, method="safe"):
+        calls.append(1)
+        if len(calls) == 6:
+            raise RuntimeError(CPU_OOM)
+        return real(x, method)
+
+    monkeypatch.setattr(fit, "pairwise_distances", fail_on_the_sixth)
+    lab = make_lab(small("safe"))
+    lab.start()
+    qtbot.waitUntil(lambda: lab.error_dialog is not None, timeout=WAIT_MS)
+    sentence = lab.error_dialog.sentence
+    assert "The run ran out of memory after step" in sentence
+    assert "an allocation of 1.6 GB failed" in sentence
+    assert lab.state == "failed"
+    assert lab.last_snapshot is not None  # the last good state stays on screen
+    lab.error_dialog.close()
