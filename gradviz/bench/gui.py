@@ -138,7 +138,7 @@ def _throughput(lab: _Lab, sizes, repeats: int, seconds: float, emit) -> dict:
                 heads.append(_headless(n, seconds))
                 lab.start(n, frame_rate)
                 apps.append(lab.steps_per_second(seconds))
-                lab.controller.stop()
+                lab.controller.session.stop()
                 ratios.append(apps[-1] / heads[-1])
             ratio = statistics.median(ratios)
             head, app = statistics.median(heads), statistics.median(apps)
@@ -169,7 +169,7 @@ def _latency(lab: _Lab, n: int, seconds: float, emit) -> dict:
     timer.start()
     lab.spin(seconds * 2)
     timer.stop()
-    lab.controller.stop()
+    lab.controller.session.stop()
     lateness.sort()
     p95 = 1000 * lateness[int(0.95 * (len(lateness) - 1))] if lateness else float("nan")
     p50 = 1000 * statistics.median(lateness) if lateness else float("nan")
@@ -220,9 +220,13 @@ def _launch(repeats: int, emit) -> dict:
 
 
 def _startup(repeats: int, emit) -> dict:
-    """Seconds from starting `python -m gradviz gui` to each moment of STARTUP_TARGETS."""
+    """Seconds from starting `python -m gradviz gui` to each moment of STARTUP_TARGETS, with
+    fresh settings (the default experiment and layout, as a new user sees them)."""
+    import tempfile
+
     env = dict(os.environ)
     env["GRADVIZ_STARTUP_REPORT"] = "1"
+    env["GRADVIZ_SETTINGS_FILE"] = os.path.join(tempfile.mkdtemp(), "settings.ini")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     runs: dict[str, list[float]] = {moment: [] for moment in STARTUP_TARGETS}
     for k in range(repeats + 1):  # the first launch warms the file cache and is not counted
@@ -235,6 +239,8 @@ def _startup(repeats: int, emit) -> dict:
             if k and moment in runs:
                 runs[moment].append(time.perf_counter() - t0)
         proc.wait(timeout=120)
+        if os.path.exists(env["GRADVIZ_SETTINGS_FILE"]):
+            os.remove(env["GRADVIZ_SETTINGS_FILE"])  # the next launch is a first one again
     out = {}
     for moment, target in STARTUP_TARGETS.items():
         median = statistics.median(runs[moment]) if runs[moment] else float("nan")

@@ -431,14 +431,20 @@ class DistanceFitRun:
         )
 
     def _fresh_capture(self) -> Capture:
-        """Forward/backward of the current parameters without an optimizer step."""
-        self.optimizer.zero_grad()
+        """Forward/backward of the current parameters without an optimizer step (nor the
+        optimizer: step 0's picture comes before its imports)."""
+        self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture=True)
         capture = self._gather(float(loss.detach()), coords, result, entry_grad)
-        self.optimizer.zero_grad()  # leave no gradients behind: this was not a step
+        self._clear_grads()  # leave no gradients behind: this was not a step
         self._attempts += 1
         self._capture = capture
         return capture
+
+    def _clear_grads(self) -> None:
+        """As ``optimizer.zero_grad()`` (set to None), without making the optimizer."""
+        for param in self._params:
+            param.grad = None
 
     def _jacobians(self) -> torch.Tensor | None:
         if self.model is None:

@@ -167,7 +167,7 @@ class ScreenshotDirector(QObject):
     @Slot()
     def _capture(self) -> None:
         image = self.controller.window.grab()  # the live window, run still going
-        self.controller.stop()
+        self.controller.session.stop()
         if image.save(self.path):
             print(f"saved {self.path} ({image.width()}x{image.height()})")
             self.exit_code = 0

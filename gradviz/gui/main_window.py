@@ -266,7 +266,8 @@ class MainWindow(QMainWindow):
         self._dock("setup", "Setup", setup).setMaximumWidth(SETUP_MAX_WIDTH)
         for entry in VIEWS:
             if entry.key in views:
-                views[entry.key].setMinimumSize(*VIEW_MIN_SIZE)
+                if entry.area is not DockArea.LEFT:  # the rows share the width left over
+                    views[entry.key].setMinimumSize(*VIEW_MIN_SIZE)
                 self._dock(entry.key, entry.title, views[entry.key])
         d = self.docks
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["setup"])

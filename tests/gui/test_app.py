@@ -13,7 +13,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLineEdit
+from PySide6.QtWidgets import QApplication, QLineEdit
 
 from gradviz.core.health import Health
 from gradviz.gui.lab.session import RunState
@@ -74,14 +74,22 @@ def test_pause_step_resume_and_reset(qtbot, make_lab):
     _run_until(qtbot, lab, lambda s: s.step >= 3)
     lab.pause()
     assert lab.session.state is RunState.PAUSED
-    lab.step_once()
+    worker = lab.session.worker
+    # Paused for real: the step in flight is done and its state is on screen.
+    qtbot.waitUntil(
+        lambda: worker.idle.is_set() and lab.session.latest.step == worker.steps_taken,
+        timeout=RUN_TIMEOUT_MS,
+    )
     before = lab.session.latest.step
-    qtbot.waitUntil(lambda: lab.session.latest.step > before, timeout=RUN_TIMEOUT_MS)
+    lab.step_once()
+    _run_until(qtbot, lab, lambda s: s.step == before + 1)
     paused_at = lab.session.latest.step
     lab.step_once()
     _run_until(qtbot, lab, lambda s: s.step == paused_at + 1)
-    qtbot.wait(200)
-    assert lab.session.latest.step == paused_at + 1  # paused: exactly one step was taken
+    qtbot.waitUntil(worker.idle.is_set, timeout=RUN_TIMEOUT_MS)  # sits paused again
+    QApplication.processEvents()
+    assert worker.steps_taken == paused_at + 1  # paused: exactly one step was taken
+    assert lab.session.latest.step == paused_at + 1
     lab.start()  # resume
     _run_until(qtbot, lab, lambda s: s.step >= paused_at + 10)
     generation = lab.session.generation
@@ -149,7 +157,7 @@ def test_start_stop_fifty_times_leaves_no_thread_behind(qtbot, make_lab):
     lab = make_lab(small("safe", n=8))
     for _ in range(50):
         lab.start()
-        lab.stop()
+        lab.session.stop()
     qtbot.waitUntil(lambda: lab.thread_count == 0, timeout=RUN_TIMEOUT_MS)
     assert lab.session.worker is None
 
@@ -227,7 +235,7 @@ def test_single_key_shortcuts_step_and_reset_but_not_while_typing(qtbot, make_la
     editor.clear()
     qtbot.keyClicks(editor, "s r")
     assert editor.text() == "s r"
-    qtbot.wait(100)
+    QApplication.processEvents()  # a shortcut would have been delivered by now
     assert lab.session.generation == generation and lab.session.state is RunState.PAUSED
     assert "width 1" in lab.form.problem_text.lower()  # validated as typed
     # A number field keeps the keys too (its editor rejects letters; no step is taken).
@@ -236,7 +244,7 @@ def test_single_key_shortcuts_step_and_reset_but_not_while_typing(qtbot, make_la
     spin.setFocus()
     qtbot.keyClicks(spin, "s")
     qtbot.keyClick(spin, Qt.Key.Key_Space)
-    qtbot.wait(100)
+    QApplication.processEvents()
     assert lab.session.state is RunState.PAUSED and lab.session.generation == generation
     assert lab.session.latest.step == 1
 

@@ -343,7 +343,9 @@ def test_a_hidden_explorer_starts_no_thread_until_it_is_shown(qtbot):
     hidden = ExplorerTab()
     qtbot.addWidget(hidden)
     hidden.set_spec_text("2-20-20-4")
-    qtbot.wait(3 * 300)
+    QApplication.processEvents()
+    # Deferred, not scheduled: no timer runs that could start the thread.
+    assert hidden.pending and not hidden.busy
     assert hidden.generation == 0 and not hidden.worker_running()
     hidden.show()
     wait_for_result(qtbot, hidden)

@@ -225,3 +225,20 @@ def test_float64_matrices_and_int_codes_are_accepted(fit_views, make_snapshot):
     assert fit_views.widgets["distances"].displayed_image().dtype == np.float32
     assert fit_views.widgets["mask"].displayed_image().dtype == np.uint8
     assert fit_views.widgets["mask"].counts()[Health.NAN] == 30
+
+
+def test_a_narrow_health_legend_shows_every_count_whole(qtbot):
+    import numpy as np
+
+    from gradviz.gui.widgets.healthmap import HealthMapView
+
+    view = HealthMapView("dLoss/dx", legend_columns=3)
+    qtbot.addWidget(view)
+    view.resize(600, 300)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_codes(np.full((39_800, 1), 0, dtype=np.uint8))  # "finite 39,800"
+    view.resize(140, 300)  # a narrow dock: fewer legend columns, never a cut-off count
+    qtbot.waitUntil(lambda: view.legend.sizeHint().width() <= view.legend.width())
+    wide = view.legend.heightForWidth(600)
+    assert view.legend.heightForWidth(60) == wide  # a label never wraps from its count

@@ -86,6 +86,7 @@ class LabController(QObject):
         self.run_network = RunNetworkExplorer(self.session, self.window)
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
+        self.session.snapshotShown.connect(self.loader.first_frame_shown)
         self.loader.failed.connect(self._on_torch_failed)
 
     def start_loading(self) -> None:
@@ -156,10 +157,6 @@ class LabController(QObject):
     @Slot()
     def pause(self) -> None:
         self.session.pause()
-
-    @Slot()
-    def stop(self) -> None:
-        self.session.stop()
 
     @Slot()
     def toggle_run(self) -> None:

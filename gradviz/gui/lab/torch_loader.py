@@ -6,9 +6,12 @@ import logging
 import threading
 import traceback
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, Slot
 
 log = logging.getLogger(__name__)
+
+#: Longest wait for step 0's frame before warming up the optimizer anyway (seconds).
+_WARM_UP_WAIT_S = 15.0
 
 
 class TorchLoader(QObject):
@@ -25,11 +28,18 @@ class TorchLoader(QObject):
     def __init__(self) -> None:
         super().__init__()
         self._thread = threading.Thread(target=self._load, name="gradviz-torch-import", daemon=True)
+        self._frame_shown = threading.Event()
 
     def start(self) -> None:
         self._thread.start()
 
+    @Slot(object)
+    def first_frame_shown(self, _snapshot: object = None) -> None:
+        """Step 0 is on screen: the optimizer's imports may now take the CPU (any thread)."""
+        self._frame_shown.set()
+
     def join(self, timeout_s: float) -> None:
+        self._frame_shown.set()  # nothing more to wait for
         if self._thread.is_alive():
             self._thread.join(timeout_s)
 
@@ -49,6 +59,8 @@ class TorchLoader(QObject):
             )
             return
         self.ready.emit(devices)
+        # Step 0's forward and backward come first; the imports would compete with them.
+        self._frame_shown.wait(_WARM_UP_WAIT_S)
         try:
             # One tiny step pays the optimizer's lazy imports here, behind step 0's
             # picture, instead of in the first step the user asks for.
