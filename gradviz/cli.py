@@ -45,6 +45,12 @@ def _add_gui(sub) -> None:
         metavar="SECONDS",
         help="with --screenshot: run the experiment this long first (default 3)",
     )
+    p.add_argument(
+        "--window-size",
+        metavar="WxH",
+        help="open the window at this size in pixels, e.g. 1024x700 (a screenshot is exactly "
+        "this size; without it the window keeps its last size, a screenshot 1440x900)",
+    )
 
 
 def _add_fit(sub) -> None:

@@ -10,8 +10,13 @@ def run(args) -> int:
     run_for = float(getattr(args, "run_for", 3.0))
     if run_for < 0:
         raise GradvizError(f"--run-for must be zero or more seconds, got {run_for}.")
-    from gradviz.gui.app import main
+    from gradviz.gui.app import main, parse_window_size
 
+    size_text = getattr(args, "window_size", None)
+    window_size = parse_window_size(size_text) if size_text else None
     return main(
-        experiment=getattr(args, "experiment", None), screenshot=screenshot, run_for=run_for
+        experiment=getattr(args, "experiment", None),
+        screenshot=screenshot,
+        run_for=run_for,
+        window_size=window_size,
     )

@@ -94,12 +94,10 @@ def _screenshot(tmp_path, name: str, window_size=None) -> tuple[int, int]:
     from PySide6.QtGui import QImage
 
     out = tmp_path / name
-    code = (
-        "from gradviz.gui.app import main\n"
-        f"code = main(screenshot={str(out)!r}, run_for=0.2, window_size={window_size!r})\n"
-        "raise SystemExit(code)\n"
-    )
-    proc = _run(["-c", code], QT_QPA_PLATFORM="offscreen",
+    args = ["-m", "gradviz", "gui", "--screenshot", str(out), "--run-for", "0.2"]
+    if window_size is not None:
+        args += ["--window-size", "{}x{}".format(*window_size)]
+    proc = _run(args, QT_QPA_PLATFORM="offscreen",
                 GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     image = QImage(str(out))
@@ -110,6 +108,14 @@ def test_a_screenshot_is_exactly_the_window_size_asked_for_and_else_the_default(
     assert _screenshot(tmp_path, "small.png", (1024, 700)) == (1024, 700)
     # The next launch does not take the size the last one left behind.
     assert _screenshot(tmp_path, "default.png") == (1440, 900)
+
+
+def test_gui_with_a_bad_window_size_exits_2_with_one_sentence(tmp_path):
+    proc = _run(["-m", "gradviz", "gui", "--window-size", "big"], QT_QPA_PLATFORM="offscreen",
+                GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    assert proc.returncode == 2
+    assert "--window-size must look like 1024x700" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("text", "words"), [("1024", "look like"), ("10x10", "at least")])
