@@ -1,7 +1,7 @@
 """How fast the live distance-fit views redraw (offscreen, painting included).
 
 ``measure_refresh(n, seconds)`` shows a cycle of synthetic snapshots in a window holding
-the FitViews widgets, lets the event loop paint after each one, and returns refreshes per
+the LabViews widgets, lets the event loop paint after each one, and returns refreshes per
 second. Snapshots are built before timing starts, so only the views count. Each is a new
 set of arrays (like consecutive frames of one run), so nothing is skipped as unchanged
 except what a real run also leaves unchanged (the target).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from gradviz.gui.views.synthetic import synthetic_snapshot
+from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 GRID_KEYS = (
     ("distances", "target", "error", "mask"),
@@ -24,7 +24,7 @@ GRID_KEYS = (
 
 
 def views_window(views, width: int = 1600, height: int = 900):
-    """A plain window with FitViews' widgets in a titled 2 x 4 grid (for benches, pictures)."""
+    """A plain window with LabViews' widgets in a titled 2 x 4 grid (for benches, pictures)."""
     from PySide6.QtWidgets import QGridLayout, QGroupBox, QVBoxLayout, QWidget
 
     window = QWidget()
@@ -54,7 +54,7 @@ def measure_refresh(
     pool: int = 3,
     changing_mask: bool = False,
 ) -> float:
-    """Refreshes per second of ``FitViews.show_snapshot`` at ``n`` points, painting included.
+    """Refreshes per second of ``LabViews.show`` at ``n`` points, painting included.
 
     With ``distance_views_only`` the window holds just the four N x N matrix views (the
     figure the issue sets targets for: >= 40/s at N = 1000, >= 20/s at N = 2000).
@@ -65,20 +65,20 @@ def measure_refresh(
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from gradviz.gui.views.fit_views import FitViews
+    from gradviz.gui.lab.views import LabViews
 
     app = QApplication.instance() or QApplication([])
-    views = FitViews()
+    views = LabViews()
     window = _matrix_window(views) if distance_views_only else views_window(views)
     window.show()
     # Like consecutive frames of one run: same points, slightly different fit, new arrays.
     snapshots = [synthetic_snapshot(n, step=200, noise=0.1 * (1.0 + 0.02 * k)) for k in range(pool)]
-    views.show_snapshot(snapshots[-1])
+    views.show(snapshots[-1])
     app.processEvents()
     frames = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds or frames < 3:
-        views.show_snapshot(snapshots[frames % pool])
+        views.show(snapshots[frames % pool])
         # The views ask for repaints; the event loop paints the changed items, as in the app.
         app.processEvents()
         frames += 1

@@ -87,7 +87,7 @@ class DistanceFitRun:
             named = [("coords", self.coords_param)]
         self._named_params = named
         self._params = [p for _, p in named]
-        self.optimizer = _make_optimizer(config.optimizer, self._params, config.lr)
+        self._optimizer: torch.optim.Optimizer | None = None  # made at the first step
 
         self.completed_steps = 0
         self.done = config.steps == 0
@@ -105,6 +105,15 @@ class DistanceFitRun:
         self._capture: Capture | None = None
         self._reference_loss: float | None = None
         self._target_display: tuple[int, np.ndarray] | None = None  # (block, matrix)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The run's optimizer, made on first use: the first optimizer of a process imports
+        torch._dynamo (seconds), which step 0's picture (a forward and a backward) does not
+        need, so the app can show it first."""
+        if self._optimizer is None:
+            self._optimizer = _make_optimizer(self.config.optimizer, self._params, self.config.lr)
+        return self._optimizer
 
     # ---- settings that may change while running ---------------------------------------------
     @property
@@ -163,7 +172,7 @@ class DistanceFitRun:
         gradient is finite; records first non-finite steps and, with ``capture``, what the
         next Snapshot shows."""
         index = self.completed_steps
-        self.optimizer.zero_grad()
+        self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture)
         loss_value, grads_finite = self._loss_and_finite_grads(loss)
         if index == 0:
@@ -189,7 +198,7 @@ class DistanceFitRun:
         """
         if not memory.is_out_of_memory(exc):
             return
-        self.optimizer.zero_grad()
+        self._clear_grads()
         self._capture = None
         self.done = True
         traceback.clear_frames(exc.__traceback__)  # the failed step's tensors are freed now
@@ -422,14 +431,20 @@ class DistanceFitRun:
         )
 
     def _fresh_capture(self) -> Capture:
-        """Forward/backward of the current parameters without an optimizer step."""
-        self.optimizer.zero_grad()
+        """Forward/backward of the current parameters without an optimizer step (nor the
+        optimizer: step 0's picture comes before its imports)."""
+        self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture=True)
         capture = self._gather(float(loss.detach()), coords, result, entry_grad)
-        self.optimizer.zero_grad()  # leave no gradients behind: this was not a step
+        self._clear_grads()  # leave no gradients behind: this was not a step
         self._attempts += 1
         self._capture = capture
         return capture
+
+    def _clear_grads(self) -> None:
+        """As ``optimizer.zero_grad()`` (set to None), without making the optimizer."""
+        for param in self._params:
+            param.grad = None
 
     def _jacobians(self) -> torch.Tensor | None:
         if self.model is None:

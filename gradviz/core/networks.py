@@ -18,6 +18,7 @@ loading a file from anywhere runs no code from it.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -266,6 +267,11 @@ def save_network(path: str | Path, spec: NetworkSpec, module: torch.nn.Module) -
     tensors = {name: t.to("cpu", copy=True).contiguous() for name, t in state.items()}
     try:
         save_file(tensors, str(path), metadata={SPEC_METADATA_KEY: spec.to_json()})
+        # safetensors writes through a private temporary file (mode 0600): give the file the
+        # mode any file the user saves gets.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o666 & ~umask)
     except OSError as exc:
         raise GradvizError(
             f"Could not write the model file {str(path)!r}: {exc.strerror}."

@@ -13,8 +13,9 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyqtgraph.util.garbage_collector import GarbageCollector
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
@@ -22,6 +23,9 @@ from PySide6.QtWidgets import QApplication
 
 from gradviz.core.config import FitConfig
 from gradviz.gui.forms import LiveSettings
+
+if TYPE_CHECKING:
+    from gradviz.gui.lab.controller import LabController
 
 log = logging.getLogger("gradviz")
 
@@ -86,18 +90,15 @@ def collect_garbage_on_gui_thread() -> None:
 def build_controller(
     config: FitConfig | None = None,
     live: LiveSettings | None = None,
-    run_factory: Any = None,
-    views: Any = None,
+    run_factory: Callable[[FitConfig], Any] | None = None,
     log_path: str | None = None,
-):
-    """The controller with its window (not shown) and views; torch is not loaded yet."""
-    from gradviz.gui.controller import FitController
+) -> LabController:
+    """The lab with its window (not shown) and views; torch is not loaded yet."""
+    from gradviz.gui.lab.controller import LabController
+    from gradviz.gui.lab.views import LabViews
 
-    if views is None:
-        from gradviz.gui.views.fit_views import FitViews
-
-        views = FitViews()
-    return FitController(
+    views = LabViews()
+    return LabController(
         views,
         log_path=log_path or str(log_file_path()),
         run_factory=run_factory,
@@ -109,8 +110,8 @@ def build_controller(
 class ExceptionHook:
     """Turns an exception that escaped a Qt slot into a logged error and a dialog."""
 
-    def __init__(self, controller: Any) -> None:
-        self.controller = controller
+    def __init__(self, report: Callable[[BaseException, str], object]) -> None:
+        self.report = report
         self.previous = sys.excepthook
         self.previous_thread = threading.excepthook
 
@@ -126,7 +127,7 @@ class ExceptionHook:
         details = "".join(traceback.format_exception(kind, value, tb))
         log.error("unhandled exception\n%s", details)
         if threading.current_thread() is threading.main_thread():
-            self.controller.report_exception(value, details)
+            self.report(value, details)
 
     def _on_thread_exception(self, args) -> None:
         details = "".join(
@@ -136,27 +137,37 @@ class ExceptionHook:
 
 
 class ScreenshotDirector(QObject):
-    """--screenshot: run the experiment for ``run_for`` seconds, save the window, quit."""
+    """--screenshot: run the experiment for ``run_for`` seconds after its first frame (on a
+    busy machine that frame may take a while), save the window, quit."""
 
-    def __init__(self, controller: Any, path: str, run_for: float) -> None:
+    def __init__(self, controller: LabController, path: str, run_for: float) -> None:
         super().__init__()
         self.controller = controller
         self.path = path
         self.run_for = run_for
         self.exit_code = 1
+        self._timing = False
         controller.torchReady.connect(self._on_ready)
+        controller.session.snapshotShown.connect(self._on_frame)
         controller.loader.failed.connect(self._on_failed)
         QTimer.singleShot(int(SCREENSHOT_LOAD_TIMEOUT_S * 1000), self._on_timeout)
 
     @Slot()
     def _on_ready(self) -> None:
         self.controller.start()
-        QTimer.singleShot(int(self.run_for * 1000), self._capture)
+
+    @Slot(object)
+    def _on_frame(self, _snapshot: object) -> None:
+        from gradviz.gui.lab.session import RunState
+
+        if not self._timing and self.controller.session.state is RunState.RUNNING:
+            self._timing = True
+            QTimer.singleShot(int(self.run_for * 1000), self._capture)
 
     @Slot()
     def _capture(self) -> None:
         image = self.controller.window.grab()  # the live window, run still going
-        self.controller.stop()
+        self.controller.session.stop()
         if image.save(self.path):
             print(f"saved {self.path} ({image.width()}x{image.height()})")
             self.exit_code = 0
@@ -177,8 +188,31 @@ class ScreenshotDirector(QObject):
             self._on_failed("torch did not load in time.", "")
 
 
-def main(experiment: str | None = None, screenshot: str | None = None, run_for: float = 3.0) -> int:
-    """Open the app; returns the exit code."""
+def parse_window_size(text: str) -> tuple[int, int]:
+    """``"1024x700"`` -> (1024, 700); a GradvizError names what is wrong otherwise."""
+    from gradviz.core.errors import GradvizError
+    from gradviz.gui.main_window import MIN_WINDOW_SIZE
+
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise GradvizError(f"--window-size must look like 1024x700 (width x height), got {text!r}.")
+    width, height = (int(p) for p in parts)
+    if width < MIN_WINDOW_SIZE[0] or height < MIN_WINDOW_SIZE[1]:
+        raise GradvizError(
+            f"--window-size must be at least {MIN_WINDOW_SIZE[0]}x{MIN_WINDOW_SIZE[1]}, "
+            f"got {width}x{height}."
+        )
+    return width, height
+
+
+def main(
+    experiment: str | None = None,
+    screenshot: str | None = None,
+    run_for: float = 3.0,
+    window_size: tuple[int, int] | None = None,
+) -> int:
+    """Open the app; returns the exit code. ``window_size`` (width, height) in pixels
+    overrides the remembered size; a screenshot without it is taken at the default size."""
     started = time.perf_counter()
     log_path = setup_logging()
     app = create_application()
@@ -188,16 +222,27 @@ def main(experiment: str | None = None, screenshot: str | None = None, run_for: 
 
         config, live = load_experiment(experiment)  # GradvizError: exit 2 via the CLI
     controller = build_controller(config, live, log_path=str(log_path))
-    hook = ExceptionHook(controller)
+    hook = ExceptionHook(controller.report_exception)
     hook.install()
     app.aboutToQuit.connect(controller.shutdown)
     director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None
+    if window_size is not None or screenshot:
+        from gradviz.gui.main_window import DEFAULT_SIZE
+
+        controller.window.resize(*(window_size or DEFAULT_SIZE))
     controller.window.show()
     log.info("window shown %.2f s after start", time.perf_counter() - started)
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark
         QTimer.singleShot(0, _report_shown_and_quit)
     else:
-        QTimer.singleShot(0, controller.start_loading)
+        from gradviz.gui.startup import StartupWatch
+
+        watch = StartupWatch(  # noqa: F841 - parented to the window
+            controller.window,
+            controller.session,
+            controller.window.actions["start"],
+            controller.start_loading,
+        )
     try:
         code = app.exec()
     finally:

@@ -36,7 +36,7 @@ from gradviz.core.config import FitConfig
 from gradviz.core.explain import Explanation, explain_first_nan
 from gradviz.core.health import Health
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.worker import describe_failure
+from gradviz.gui.lab.worker import describe_run_failure
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class DiagnoseWorker(QObject):
             self.done.emit(report)
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the GUI
             log.exception("diagnosis failed")
-            self.failed.emit(describe_failure(exc), traceback.format_exc())
+            self.failed.emit(describe_run_failure(exc), traceback.format_exc())
         finally:
             self.finished.emit()
 

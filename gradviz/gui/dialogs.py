@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QLabel,
+    QLayout,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -48,6 +49,8 @@ class ErrorDialog(QDialog):
         self.copy_button.clicked.connect(self.copy_details)
         self.show_button.toggled.connect(self.details_box.setVisible)
         layout = QVBoxLayout(self)
+        # The dialog grows with the details instead of squeezing them over the buttons.
+        layout.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)
         layout.addWidget(message)
         layout.addWidget(self.log_label)
         layout.addWidget(self.details_box)

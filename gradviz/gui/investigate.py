@@ -1,6 +1,6 @@
 """The lab's investigation tools: side by side, "Why NaN here?" with Diagnose, and About.
 
-``Investigations`` hangs off the FitController: it connects the window's ``compare``,
+``Investigations`` belongs to the lab: it connects the window's ``compare``,
 ``why_nan`` and ``about`` actions, owns the comparison window and the Diagnose worker, and
 joins their threads on shutdown. Diagnose pauses every other run first (anomaly mode is
 process-wide: a NaN in a run stepping meanwhile would raise inside that run), holds the
@@ -11,94 +11,126 @@ would run slowly under anomaly mode's checks), and resumes both when it is done.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QWidget
 
+from gradviz.core.config import FitConfig
 from gradviz.gui.about_dialog import AboutDialog
 from gradviz.gui.compare.window import CompareWindow
 from gradviz.gui.diagnose import DiagnoseWorker, WhyNanPanel
-from gradviz.gui.worker import WorkerHandle
+from gradviz.gui.lab.session import RunSession, RunState
+from gradviz.gui.lab.views import LabViews
+from gradviz.gui.lab.worker import WorkerHandle
+
+if TYPE_CHECKING:
+    from gradviz.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
 
 class Investigations(QObject):
-    """Compare, Why NaN / Diagnose and About for one FitController (GUI thread only)."""
+    """Compare, Why NaN / Diagnose and About for the lab's session (GUI thread only).
 
-    def __init__(self, controller: Any) -> None:
-        super().__init__()
-        self.controller = controller
+    ``base_config()`` gives the lab's settings (the comparison's run A); ``show_error``
+    is the app's error dialog.
+    """
+
+    def __init__(
+        self,
+        session: RunSession,
+        views: LabViews,
+        window: MainWindow,
+        base_config: Callable[[], FitConfig],
+        show_error: Callable[[str, str], object],
+        log_path: str,
+    ) -> None:
+        super().__init__(session)
+        self.session = session
+        self.views = views
+        self.window = window
+        self.base_config = base_config
+        self.show_error = show_error
+        self.log_path = log_path
         self.compare_window: CompareWindow | None = None
         self.why_nan: WhyNanPanel | None = None
         self.about_dialog: AboutDialog | None = None
         self.diagnose_handle: WorkerHandle | None = None
-        self._resume_lab = False
-        self._resume_sides: list = []
-        a = controller.window.actions
+        self._resume: list[RunSession] = []
+        a = window.actions
         a["compare"].triggered.connect(self.open_compare)
         a["why_nan"].triggered.connect(self.open_why_nan)
+        a["about"].triggered.connect(self.show_about)
+        session.pinnedChanged.connect(self._on_pinned_changed)
 
     # ---- side by side ----------------------------------------------------------------------
     @Slot()
     def open_compare(self) -> CompareWindow:
         if self.compare_window is None:
-            self.compare_window = CompareWindow(self.controller.form.config)
+            self.compare_window = CompareWindow(self.base_config)
             self.compare_window.failed.connect(self._on_failed)
         _bring_up(self.compare_window)
         return self.compare_window
 
+    @property
+    def comparing(self) -> bool:
+        """Whether a compared run is going (closing the app would end it)."""
+        return self.compare_window is not None and self.compare_window.going
+
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
-        self.controller.show_error(sentence, details)
+        self.show_error(sentence, details)
+
+    def _sessions(self) -> list[RunSession]:
+        """Every run session: the lab's and the comparison's."""
+        compared = list(self.compare_window.sessions) if self.compare_window is not None else []
+        return [self.session, *compared]
 
     # ---- why NaN and diagnose --------------------------------------------------------------
     @Slot()
     def open_why_nan(self) -> WhyNanPanel | None:
         """Show the pinned first-NaN snapshot in the lab and explain it beside it."""
-        c = self.controller
-        if c.pinned_nan is None:
+        pinned = self.session.pinned
+        if pinned is None:
             return None
-        c.show_first_nan()
+        self.session.show_first_nan()
         if self.why_nan is None:
-            self.why_nan = WhyNanPanel(c.views.select_pair, c.window)
+            self.why_nan = WhyNanPanel(self.views.select_pair, self.window)
             self.why_nan.diagnoseRequested.connect(self.diagnose)
-        self.why_nan.show_snapshot(c.pinned_nan)
+        self.why_nan.show_snapshot(pinned)
         _bring_up(self.why_nan)
         return self.why_nan
 
-    def pinned_changed(self) -> None:
+    @Slot(object)
+    def _on_pinned_changed(self, pinned: object) -> None:
         """The pinned snapshot was replaced (by the exact replay): explain the new one."""
-        c = self.controller
-        if self.why_nan is not None and self.why_nan.isVisible() and c.pinned_nan is not None:
-            self.why_nan.show_snapshot(c.pinned_nan)
+        if self.why_nan is not None and self.why_nan.isVisible() and pinned is not None:
+            self.why_nan.show_snapshot(pinned)
 
     @Slot()
     def diagnose(self) -> None:
         """Re-run the pinned run's first non-finite step under anomaly mode, off the GUI
         thread, with every other run paused until it is done."""
-        c = self.controller
-        config = getattr(c, "run_config", None)
+        config = self.session.config
         if self.diagnose_handle is not None or config is None or self.why_nan is None:
             return
-        self._resume_lab = c.state == "running"
-        c.pause()
-        self._resume_sides = (
-            self.compare_window.pause_running() if self.compare_window is not None else []
-        )
-        others = c.pool.workers()
-        if self.compare_window is not None:
-            others += self.compare_window.workers()
-        others.append(c.window.explorer.hold_computations())
+        sessions = self._sessions()
+        self._resume = [s for s in sessions if s.state is RunState.RUNNING]
+        others: list = []
+        for session in sessions:
+            session.pause()
+            session.set_held(True)
+            others += session.workers()
+        others.append(self.window.explorer.hold_computations())
         worker = DiagnoseWorker(config, others)
         worker.done.connect(self._on_diagnosed)
         worker.failed.connect(self._on_diagnose_failed)
         worker.finished.connect(self._on_diagnose_finished)
         self.diagnose_handle = WorkerHandle(worker, name="gradviz-diagnose")
-        self.why_nan.set_diagnosing(paused=int(self._resume_lab) + len(self._resume_sides))
-        self._set_runs_enabled(False)
+        self.why_nan.set_diagnosing(paused=len(self._resume))
         self.diagnose_handle.start()
 
     @Slot(object)
@@ -121,24 +153,15 @@ class Investigations(QObject):
         handle.worker.deleteLater()
         handle.thread.deleteLater()
         handle.deleteLater()
-        self._set_runs_enabled(True)
-        c = self.controller
-        c.window.explorer.release_computations()
-        if self._resume_lab and c.state == "paused":
-            pinned_on_screen = c.viewing_pinned
-            c.start()  # which follows the run again: keep the pinned snapshot on screen
+        for session in self._sessions():
+            session.set_held(False)
+        self.window.explorer.release_computations()
+        for session in self._resume:
+            pinned_on_screen = session.viewing_pinned
+            session.start()  # resumes, and follows the run again: keep the pinned snapshot
             if pinned_on_screen:
-                c.show_first_nan()
-        for side in self._resume_sides:
-            side.resume()
-        self._resume_lab, self._resume_sides = False, []
-
-    def _set_runs_enabled(self, enabled: bool) -> None:
-        """No run may step while Diagnose holds anomaly mode: the lab's run actions and the
-        comparison's Start follow ``diagnosing``."""
-        self.controller._update_actions()
-        if self.compare_window is not None:
-            self.compare_window.start_button.setEnabled(enabled)
+                session.show_first_nan()
+        self._resume = []
 
     @property
     def diagnosing(self) -> bool:
@@ -150,7 +173,7 @@ class Investigations(QObject):
         if self.about_dialog is not None:
             self.about_dialog.close()
             self.about_dialog.deleteLater()
-        self.about_dialog = AboutDialog(self.controller.log_path, self.controller.window)
+        self.about_dialog = AboutDialog(self.log_path, self.window)
         self.about_dialog.open()
         return self.about_dialog
 

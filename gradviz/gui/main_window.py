@@ -22,17 +22,21 @@ from PySide6.QtWidgets import (
 
 from gradviz.gui.dock_tabs import hide_stray_tab_bars
 from gradviz.gui.explorer import ExplorerTab
-from gradviz.gui.explorer.workspace import WorkspacePages
+from gradviz.gui.lab.views import VIEWS, DockArea
 from gradviz.gui.models.model_panel import ModelPanel
+from gradviz.gui.pages import WorkspacePages
 
 DEFAULT_SIZE = (1440, 900)
-MIN_SIZE = (1280, 800)
+#: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
+MIN_WINDOW_SIZE = (960, 600)
 
-#: Dock placement: the matrices on top, curves and points below, setup on the left.
-TOP_ROW = ("distances", "error", "mask")
-BOTTOM_ROW = ("loss", "points", "coord_grads")
-TABBED = {"target": "distances"}
-LEFT = ("setup", "pair")
+#: Width of the setup column (px): its longest values fit, the views get the rest.
+SETUP_WIDTH = 330
+#: The setup column never grows past this: a wide window widens the views instead.
+SETUP_MAX_WIDTH = 420
+#: Smallest size of a view's dock (px): a small window squeezes the views (their controls
+#: may be cut short) instead of drawing docks over each other.
+VIEW_MIN_SIZE = (150, 110)
 
 _RUN_ACTIONS = (
     ("start", "Start", None, "Start the run, or resume it (Space)"),
@@ -51,14 +55,15 @@ class MainWindow(QMainWindow):
     #: A file dropped onto the window (a model to open).
     fileDropped = Signal(str)
 
-    def __init__(self, setup: QWidget, views: dict[str, QWidget], titles: dict[str, str]):
+    def __init__(self, setup: QWidget, views: dict[str, QWidget]):
         super().__init__()
         self.setWindowTitle("gradviz — distance-fit lab")
         self.setObjectName("gradviz-main-window")
         self.setDockNestingEnabled(True)
-        self.setMinimumSize(960, 600)
+        self.setMinimumSize(*MIN_WINDOW_SIZE)
         self.resize(*DEFAULT_SIZE)
         self.setAcceptDrops(True)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # the one-key shortcuts' home
         #: Asked before closing; returns False to keep the window open.
         self.close_guard: Callable[[], bool] = lambda: True
         self.actions: dict[str, QAction] = {}
@@ -67,7 +72,7 @@ class MainWindow(QMainWindow):
         self._make_menus()
         self._make_toolbar()
         self._make_status_bar()
-        self._make_docks(setup, views, titles)
+        self._make_docks(setup, views)
         # The Jacobian explorer: a full-window page beside the lab's docks.
         self.explorer = ExplorerTab()
         self.model_panel = ModelPanel()  # an opened model file, beside its Jacobians
@@ -222,12 +227,12 @@ class MainWindow(QMainWindow):
         bar = self.statusBar()
         self.status_labels: dict[str, QLabel] = {}
         for name, width in (
-            ("state", 150),
+            ("state", 120),
             ("step", 120),
-            ("loss", 150),
-            ("speed", 110),
-            ("device", 150),
-            ("nan", 190),
+            ("loss", 190),
+            ("speed", 100),
+            ("device", 120),
+            ("nan", 220),
         ):
             label = QLabel("")
             label.setMinimumWidth(width)
@@ -249,45 +254,58 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(dock.toggleViewAction())
         return dock
 
-    def _make_docks(self, setup: QWidget, views: dict[str, QWidget], titles: dict[str, str]):
-        widgets = {"setup": setup, **views}
-        names = {"setup": "Setup", **titles}
-        for name, widget in widgets.items():
-            self._dock(name, names.get(name, name), widget)
+    def _make_docks(self, setup: QWidget, views: dict[str, QWidget]) -> None:
+        """One dock per entry of the views registry, placed by its area, plus the setup."""
+        self._dock("setup", "Setup", setup).setMaximumWidth(SETUP_MAX_WIDTH)
+        for entry in VIEWS:
+            if entry.key in views:
+                if entry.area is not DockArea.LEFT:  # the rows share the width left over
+                    views[entry.key].setMinimumSize(*VIEW_MIN_SIZE)
+                self._dock(entry.key, entry.title, views[entry.key])
         d = self.docks
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["setup"])
-        if "pair" in d:
-            self.splitDockWidget(d["setup"], d["pair"], Qt.Orientation.Vertical)
-        first_top, first_bottom = TOP_ROW[0], BOTTOM_ROW[0]
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, d[first_top])
-        self.splitDockWidget(d[first_top], d[first_bottom], Qt.Orientation.Vertical)
-        for row in (TOP_ROW, BOTTOM_ROW):
+        rows = {area: _row(area, views) for area in DockArea}
+        for key in rows[DockArea.LEFT]:
+            self.splitDockWidget(d["setup"], d[key], Qt.Orientation.Vertical)
+        top, bottom = rows[DockArea.TOP], rows[DockArea.BOTTOM]
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, d[top[0]])
+        self.splitDockWidget(d[top[0]], d[bottom[0]], Qt.Orientation.Vertical)
+        for row in (top, bottom):
             for left, right in zip(row, row[1:]):
                 self.splitDockWidget(d[left], d[right], Qt.Orientation.Horizontal)
-        for name, host in TABBED.items():
-            self.tabifyDockWidget(d[host], d[name])
-            d[host].raise_()
-        placed = set(TOP_ROW + BOTTOM_ROW + LEFT) | set(TABBED)
-        for name in widgets:  # views added later (new panels) go next to the matrices
-            if name not in placed:
-                self.tabifyDockWidget(d[first_bottom], d[name])
-                d[first_bottom].raise_()  # the new tab waits behind the loss curve
+        for entry in VIEWS:
+            if entry.tab_with is not None and entry.key in views:
+                self.tabifyDockWidget(d[entry.tab_with], d[entry.key])
+                d[entry.tab_with].raise_()
         self.view_menu.addSeparator()
         self.view_menu.addAction(self.actions["reset_layout"])
         self._arrange_sizes()
 
     def _arrange_sizes(self) -> None:
-        """Even columns for the views, a setup column wide enough for its values."""
-        d = self.docks
+        """A setup column as wide as its values need, the rest shared by the views."""
+        d, views = self.docks, {k: d.widget() for k, d in self.docks.items()}
         horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
-        rest = max(self.width() - 340, 600)
-        for row, weights in ((TOP_ROW, (1, 1, 1)), (BOTTOM_ROW, (0.9, 1, 1.1))):
-            docks = [d["setup"]] + [d[n] for n in row]
-            widths = [int(rest * w / sum(weights)) for w in weights]
-            self.resizeDocks(docks, [330, *widths], horizontal)
-        self.resizeDocks([d[TOP_ROW[0]], d[BOTTOM_ROW[0]]], [480, 400], vertical)
-        if "pair" in d:
-            self.resizeDocks([d["setup"], d["pair"]], [560, 200], vertical)
+        rest = max(self.width() - SETUP_WIDTH - 20, 300)
+        shares = {e.key: e.share for e in VIEWS}
+        for area in (DockArea.TOP, DockArea.BOTTOM):
+            row = _row(area, views)
+            total = sum(shares[k] for k in row)
+            widths = [int(rest * shares[k] / total) for k in row]
+            self.resizeDocks([d["setup"]] + [d[k] for k in row], [SETUP_WIDTH, *widths], horizontal)
+        height = max(self.height() - 120, 300)
+        top, bottom = _row(DockArea.TOP, views)[0], _row(DockArea.BOTTOM, views)[0]
+        self.resizeDocks([d[top], d[bottom]], [int(height * 0.55), int(height * 0.45)], vertical)
+        for key in _row(DockArea.LEFT, views)[:1]:
+            self.resizeDocks(
+                [d["setup"], d[key]], [int(height * 0.72), int(height * 0.28)], vertical
+            )
+
+    def reset_layout(self) -> None:
+        """View > Reset layout: the lab's page with every panel back in its place."""
+        self.pages.show_page(0)
+        self.restoreState(self.default_state)
+        for dock in self.docks.values():
+            dock.show()
 
     def restoreState(self, state: QByteArray, version: int = 0) -> bool:  # noqa: N802
         restored = super().restoreState(state, version)
@@ -315,6 +333,11 @@ class MainWindow(QMainWindow):
             event.accept()
         else:
             event.ignore()
+
+
+def _row(area: DockArea, views: dict[str, QWidget]) -> list[str]:
+    """The keys of the untabbed docks of ``area``, in registry order."""
+    return [e.key for e in VIEWS if e.area is area and e.tab_with is None and e.key in views]
 
 
 def _dropped_file(mime: QMimeData) -> str | None:

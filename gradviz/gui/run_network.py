@@ -10,12 +10,16 @@ to ``ExplorerTab.set_network``, which computes on the explorer's own thread.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Slot
 
 from gradviz.core.networks import NetworkSpec
-from gradviz.gui.worker import NetworkCopy
+from gradviz.gui.lab.session import RunSession, RunState
+from gradviz.gui.lab.worker import NetworkCopy
+
+if TYPE_CHECKING:
+    from gradviz.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -24,30 +28,27 @@ EXPLORER_PAGE = 1
 
 
 class RunNetworkExplorer(QObject):
-    """Connects the ``explore_network`` action of a FitController's window (GUI thread)."""
+    """Connects the ``explore_network`` action of the lab's window to its session."""
 
-    def __init__(self, controller: Any) -> None:
-        super().__init__()
-        self.controller = controller
+    def __init__(self, session: RunSession, window: MainWindow) -> None:
+        super().__init__(session)
+        self.session = session
+        self.window = window
         self.latest: NetworkCopy | None = None  # the newest copy of the current run
         self.pending = False  # the user asked; the worker has not answered yet
-        self.action = controller.window.actions["explore_network"]
+        self.action = window.actions["explore_network"]
         self.action.triggered.connect(self.explore)
-        controller.stateChanged.connect(self._on_state_changed)
-        self._on_state_changed(controller.state)
-
-    def watch(self, worker: Any) -> None:
-        """Listen to a new run's worker (called as each run starts)."""
-        worker.networkReady.connect(self._on_network_ready)
+        session.networkReady.connect(self._on_network_ready)
+        session.stateChanged.connect(self._on_state_changed)
+        self._on_state_changed(session.state)
 
     @property
     def available(self) -> bool:
         """Whether the current run's coordinates come from a network it can hand over."""
-        c = self.controller
-        config = getattr(c, "run_config", None)
-        if config is None or not config.net or c._shut_down:
+        config = self.session.config
+        if config is None or not config.net or self.session.state is RunState.LOADING:
             return False
-        return c.handle is not None or self._current(self.latest)
+        return self.session.worker is not None or self._current(self.latest)
 
     @Slot()
     def explore(self) -> None:
@@ -55,37 +56,35 @@ class RunNetworkExplorer(QObject):
         otherwise when the worker sends one."""
         if not self.available:
             return
-        c = self.controller
-        if c.handle is None or (c.state == "paused" and self._up_to_date()):
+        running = self.session.state is RunState.RUNNING
+        if self.session.worker is None or (not running and self._up_to_date()):
             self._show(self.latest)
             return
         self.pending = True
-        c.window.statusBar().showMessage("Copying the run's network…", 3000)
-        c.handle.worker.request_network()
+        self.window.statusBar().showMessage("Copying the run's network…", 3000)
+        self.session.request_network()
 
     @Slot(object)
     def _on_network_ready(self, network: NetworkCopy) -> None:
-        if network.generation != self.controller.generation:
-            return  # an older run's network
         self.latest = network
         self.action.setEnabled(self.available)
         if self.pending:
             self._show(network)
 
-    @Slot(str)
-    def _on_state_changed(self, state: str) -> None:
+    @Slot(object)
+    def _on_state_changed(self, _state: RunState) -> None:
         if self.latest is not None and not self._current(self.latest):
             self.latest = None  # a new run (Reset): the old copy is not its network
         self.action.setEnabled(self.available)
         # A request that met the end of its run is answered by the run's final copy.
-        if self.pending and self.controller.handle is None and self._current(self.latest):
+        if self.pending and self.session.worker is None and self._current(self.latest):
             self._show(self.latest)
 
     def _current(self, network: NetworkCopy | None) -> bool:
-        return network is not None and network.generation == self.controller.generation
+        return network is not None and network.generation == self.session.generation
 
     def _up_to_date(self) -> bool:
-        snap = self.controller.last_snapshot
+        snap = self.session.latest
         return (
             self._current(self.latest) and snap is not None and self.latest.step == snap.step  # type: ignore[union-attr]
         )
@@ -96,14 +95,14 @@ class RunNetworkExplorer(QObject):
             return
         spec = NetworkSpec.from_json(network.spec_json)
         module = build_module(spec, network.state)
-        self.controller.window.explorer.set_network(
+        self.window.explorer.set_network(
             module,
             f"coordinate network of the run at step {network.step:,}",
             spec,
             spec.in_dim,
             spec.out_dim,
         )
-        self.controller.window.pages.show_page(EXPLORER_PAGE)
+        self.window.pages.show_page(EXPLORER_PAGE)
 
 
 def build_module(spec: NetworkSpec, state: dict[str, Any]) -> Any:

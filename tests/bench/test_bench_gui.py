@@ -28,3 +28,10 @@ def test_gui_thread_stays_responsive_under_a_full_speed_run(figures):
 def test_window_is_on_screen_quickly(figures):
     launch = figures["launch"]
     assert launch["seconds"] < launch["target_s"]
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("moment", list(gui.STARTUP_TARGETS))
+def test_start_up_as_a_user_sees_it(figures, moment):
+    row = figures["startup"][moment]
+    assert row["seconds"] <= row["target_s"], f"{moment}: {row['seconds']:.2f} s"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gradviz.gui.views.synthetic import synthetic_snapshot
+from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 
 @pytest.fixture
 def make_snapshot():
     """Factory for Snapshots built with numpy: ``make_snapshot(n=64, nan_diagonal=True)``.
 
-    Keywords as ``gradviz.gui.views.synthetic.synthetic_snapshot``; change single fields
+    Keywords as ``gradviz.gui.widgets.synthetic.synthetic_snapshot``; change single fields
     with ``dataclasses.replace(snapshot, distances=...)``.
     """
     return synthetic_snapshot
@@ -19,11 +19,11 @@ def make_snapshot():
 
 @pytest.fixture
 def fit_views(qtbot):
-    """FitViews with all its widgets shown in one window (offscreen), 1600 x 900."""
+    """LabViews with all its widgets shown in one window (offscreen), 1600 x 900."""
     from gradviz.bench.gui_views import views_window
-    from gradviz.gui.views.fit_views import FitViews
+    from gradviz.gui.lab.views import LabViews
 
-    views = FitViews()
+    views = LabViews()
     window = views_window(views)
     qtbot.addWidget(window)
     window.show()

@@ -54,7 +54,7 @@ def make_lab(qtbot, isolated_settings) -> Iterator[Callable[..., Any]]:
         if wait_ready:
             qtbot.waitUntil(lambda: controller.torch_ready, timeout=LOAD_TIMEOUT_MS)
             # Reset after loading shows step 0 of a paused run.
-            qtbot.waitUntil(lambda: controller.last_snapshot is not None, timeout=RUN_TIMEOUT_MS)
+            qtbot.waitUntil(lambda: controller.session.latest is not None, timeout=RUN_TIMEOUT_MS)
         return controller
 
     yield make

@@ -13,16 +13,17 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLineEdit
+from PySide6.QtWidgets import QApplication, QLineEdit
 
 from gradviz.core.health import Health
+from gradviz.gui.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
 
 def _run_until(qtbot, lab, predicate, timeout=RUN_TIMEOUT_MS):
     qtbot.waitUntil(
-        lambda: lab.last_snapshot is not None and predicate(lab.last_snapshot), timeout=timeout
+        lambda: lab.session.latest is not None and predicate(lab.session.latest), timeout=timeout
     )
 
 
@@ -30,21 +31,21 @@ def test_window_opens_large_enough_with_start_enabled_once_torch_is_ready(make_l
     lab = make_lab()
     assert lab.window.width() >= 1280 and lab.window.height() >= 800
     assert lab.window.actions["start"].isEnabled()
-    assert lab.state == "paused" and lab.last_snapshot.step == 0
-    assert lab.last_snapshot.n_points == 200  # the default helix
+    assert lab.session.state is RunState.READY and lab.session.latest.step == 0
+    assert lab.session.latest.n_points == 200  # the default helix
 
 
 def test_naive_run_shows_nan_on_the_mask_diagonal_and_first_nan_step_in_status_bar(qtbot, make_lab):
     lab = make_lab(small("naive"))
     lab.start()
     _run_until(qtbot, lab, lambda s: s.step >= 5)
-    assert lab.pinned_nan is not None
+    assert lab.session.pinned is not None
     assert "first at step 0" in lab.window.status_labels["nan"].text()
     # By now every coordinate is NaN; the pinned first-NaN snapshot brings back the diagonal.
-    assert np.isnan(lab.last_snapshot.coords).all()
+    assert np.isnan(lab.session.latest.coords).all()
     lab.window.actions["first_nan"].trigger()
     shown = lab.views.snapshot
-    assert shown is lab.pinned_nan and shown.step == 1  # the gradients of step 0
+    assert shown is lab.session.pinned and shown.step == 0  # the gradients of step 0
     mask = shown.entry_health
     assert (np.diag(mask) == Health.NAN).all()
     off_diagonal = mask[~np.eye(len(mask), dtype=bool)]
@@ -52,15 +53,15 @@ def test_naive_run_shows_nan_on_the_mask_diagonal_and_first_nan_step_in_status_b
     assert lab.views.widgets["mask"].counts()[Health.NAN] == len(mask)
     assert lab.window.status_labels["state"].text() == "showing first NaN"
     lab.window.actions["live"].trigger()
-    assert lab.views.snapshot is lab.last_snapshot
+    assert lab.views.snapshot is lab.session.latest
 
 
 def test_safe_run_shows_no_nonfinite_gradient(qtbot, make_lab):
     lab = make_lab(small("safe", steps=40))
     lab.start()
-    qtbot.waitUntil(lambda: lab.state == "finished", timeout=RUN_TIMEOUT_MS)
-    assert lab.last_snapshot.step == 40
-    assert lab.pinned_nan is None
+    qtbot.waitUntil(lambda: lab.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    assert lab.session.latest.step == 40
+    assert lab.session.pinned is None
     assert not lab.window.actions["first_nan"].isEnabled()
     assert lab.window.status_labels["nan"].text() == "gradients finite"
     counts = lab.views.widgets["mask"].counts()
@@ -72,30 +73,50 @@ def test_pause_step_resume_and_reset(qtbot, make_lab):
     lab.start()
     _run_until(qtbot, lab, lambda s: s.step >= 3)
     lab.pause()
-    assert lab.state == "paused"
+    assert lab.session.state is RunState.PAUSED
+    worker = lab.session.worker
+    # Paused for real: the step in flight is done and its state is on screen.
+    qtbot.waitUntil(
+        lambda: worker.idle.is_set() and lab.session.latest.step == worker.steps_taken,
+        timeout=RUN_TIMEOUT_MS,
+    )
+    before = lab.session.latest.step
     lab.step_once()
-    before = lab.last_snapshot.step
-    qtbot.waitUntil(lambda: lab.last_snapshot.step > before, timeout=RUN_TIMEOUT_MS)
-    paused_at = lab.last_snapshot.step
+    _run_until(qtbot, lab, lambda s: s.step == before + 1)
+    paused_at = lab.session.latest.step
     lab.step_once()
     _run_until(qtbot, lab, lambda s: s.step == paused_at + 1)
-    qtbot.wait(200)
-    assert lab.last_snapshot.step == paused_at + 1  # paused: exactly one step was taken
+    qtbot.waitUntil(worker.idle.is_set, timeout=RUN_TIMEOUT_MS)  # sits paused again
+    QApplication.processEvents()
+    assert worker.steps_taken == paused_at + 1  # paused: exactly one step was taken
+    assert lab.session.latest.step == paused_at + 1
     lab.start()  # resume
     _run_until(qtbot, lab, lambda s: s.step >= paused_at + 10)
-    generation = lab.generation
+    generation = lab.session.generation
     lab.reset()
-    assert lab.generation > generation
+    assert lab.session.generation > generation
     _run_until(qtbot, lab, lambda s: s.step == 0)
-    assert lab.state == "paused" and lab.last_snapshot.generation == lab.generation
+    assert lab.session.state is RunState.READY
+    assert lab.session.latest.generation == lab.session.generation
 
 
 def test_learning_rate_change_reaches_the_running_worker(qtbot, make_lab):
-    lab = make_lab(small("safe"))
+    # The run reports the learning rate its optimizer used in each step.
+    from gradviz.core.fit import DistanceFitRun
+
+    used: list[float] = []
+
+    class RecordsLr(DistanceFitRun):
+        def step(self, capture: bool = False) -> float:
+            used.append(self.optimizer.param_groups[0]["lr"])
+            return super().step(capture)
+
+    lab = make_lab(small("safe", lr=0.01), run_factory=RecordsLr)
     lab.start()
     _run_until(qtbot, lab, lambda s: s.step >= 2)
     lab.form.param("lr").setValue(0.5)
-    qtbot.waitUntil(lambda: lab.handle.worker._pending_lr is None, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: used[-1] == 0.5, timeout=RUN_TIMEOUT_MS)
+    assert used[0] == 0.01 and lab.session.state is RunState.RUNNING
     assert lab.questions == []  # lr applies live, without asking to reset
 
 
@@ -113,10 +134,10 @@ def test_declining_the_reset_keeps_the_run_going(qtbot, make_lab):
     lab.start()
     _run_until(qtbot, lab, lambda s: s.step >= 2)
     lab.answer = False
-    generation = lab.generation
+    generation = lab.session.generation
     lab.form.param("method").setValue("naive")
     assert lab.questions == ["Reset the run?"]
-    assert lab.generation == generation and lab.state == "running"
+    assert lab.session.generation == generation and lab.session.state is RunState.RUNNING
 
 
 def test_closing_mid_run_asks_then_stops_and_joins_the_worker(qtbot, make_lab):
@@ -125,20 +146,20 @@ def test_closing_mid_run_asks_then_stops_and_joins_the_worker(qtbot, make_lab):
     _run_until(qtbot, lab, lambda s: s.step >= 3)
     lab.answer = False
     assert not lab.window.close()
-    assert lab.window.isVisible() and lab.state == "running"
+    assert lab.window.isVisible() and lab.session.state is RunState.RUNNING
     lab.answer = True
     assert lab.window.close()
     assert lab.questions == ["Quit gradviz?", "Quit gradviz?"]
-    assert lab.thread_count == 0 and lab.handle is None
+    assert lab.thread_count == 0 and lab.session.worker is None
 
 
 def test_start_stop_fifty_times_leaves_no_thread_behind(qtbot, make_lab):
     lab = make_lab(small("safe", n=8))
     for _ in range(50):
         lab.start()
-        lab.stop()
+        lab.session.stop()
     qtbot.waitUntil(lambda: lab.thread_count == 0, timeout=RUN_TIMEOUT_MS)
-    assert lab.handle is None
+    assert lab.session.worker is None
 
 
 def test_torch_ready_arriving_after_shutdown_starts_no_run(qtbot, make_lab):
@@ -146,15 +167,15 @@ def test_torch_ready_arriving_after_shutdown_starts_no_run(qtbot, make_lab):
     lab.shutdown()  # joins the loader: its "ready" is queued, delivered only now
     qtbot.wait(300)  # let the late signal arrive
     assert not lab.torch_ready
-    assert lab.handle is None and lab.thread_count == 0
-    assert lab.state == "loading"
+    assert lab.session.worker is None and lab.thread_count == 0
+    assert lab.session.state is RunState.LOADING
     lab.start()
     lab.step_once()
     assert lab.thread_count == 0
 
 
 def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_lab):
-    from gradviz.gui.worker import default_run_factory
+    from gradviz.gui.lab.worker import default_run_factory
 
     def out_of_memory(config):
         raise MemoryError("simulated")
@@ -169,9 +190,9 @@ def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_l
     from PySide6.QtGui import QGuiApplication
 
     assert "MemoryError" in QGuiApplication.clipboard().text()
-    assert lab.state == "failed" and lab.window.actions["reset"].isEnabled()
+    assert lab.session.state is RunState.FAILED and lab.window.actions["reset"].isEnabled()
     dialog.close()
-    lab.run_factory = default_run_factory
+    lab.session.run_factory = default_run_factory
     lab.reset()
     _run_until(qtbot, lab, lambda s: s.step == 0)
     assert lab.thread_count == 1
@@ -188,9 +209,9 @@ def test_failure_mid_run_keeps_the_last_good_state_on_screen(qtbot, make_lab):
 
     lab = make_lab(small("safe"), run_factory=FailsAtStepSix)
     lab.start()
-    qtbot.waitUntil(lambda: lab.state == "failed", timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.state is RunState.FAILED, timeout=RUN_TIMEOUT_MS)
     assert "RuntimeError: device lost" in lab.error_dialog.sentence
-    assert lab.views.snapshot is lab.last_snapshot and lab.last_snapshot.step <= 6
+    assert lab.views.snapshot is lab.session.latest and lab.session.latest.step <= 6
     qtbot.waitUntil(lambda: lab.thread_count == 0, timeout=RUN_TIMEOUT_MS)
     lab.error_dialog.close()
 
@@ -210,12 +231,12 @@ def test_single_key_shortcuts_step_and_reset_but_not_while_typing(qtbot, make_la
     assert isinstance(editor, QLineEdit)
     editor.show()
     editor.setFocus()
-    generation = lab.generation
+    generation = lab.session.generation
     editor.clear()
     qtbot.keyClicks(editor, "s r")
     assert editor.text() == "s r"
-    qtbot.wait(100)
-    assert lab.generation == generation and lab.state == "paused"
+    QApplication.processEvents()  # a shortcut would have been delivered by now
+    assert lab.session.generation == generation and lab.session.state is RunState.PAUSED
     assert "width 1" in lab.form.problem_text.lower()  # validated as typed
     # A number field keeps the keys too (its editor rejects letters; no step is taken).
     spin = next(iter(lab.form.param("seed").items)).widget
@@ -223,9 +244,9 @@ def test_single_key_shortcuts_step_and_reset_but_not_while_typing(qtbot, make_la
     spin.setFocus()
     qtbot.keyClicks(spin, "s")
     qtbot.keyClick(spin, Qt.Key.Key_Space)
-    qtbot.wait(100)
-    assert lab.state == "paused" and lab.generation == generation
-    assert lab.last_snapshot.step == 1
+    QApplication.processEvents()
+    assert lab.session.state is RunState.PAUSED and lab.session.generation == generation
+    assert lab.session.latest.step == 1
 
 
 def test_settings_are_remembered_in_the_isolated_settings_file(qtbot, make_lab, isolated_settings):
@@ -242,7 +263,7 @@ def test_an_exception_escaping_a_slot_becomes_a_dialog_not_a_crash(qtbot, make_l
     from gradviz.gui.app import ExceptionHook
 
     lab = make_lab(small("safe"))
-    hook = ExceptionHook(lab)
+    hook = ExceptionHook(lab.report_exception)
     try:
         raise ValueError("a bug in a slot")
     except ValueError as exc:
@@ -270,11 +291,11 @@ def test_a_first_nan_between_frames_is_pinned_exactly_by_replay(qtbot, make_lab)
     expected = reference.snapshot()
     lab.start()
     qtbot.waitUntil(
-        lambda: lab.pinned_nan is not None and lab.pinned_nan.step == expected.step,
+        lambda: lab.session.pinned is not None and lab.session.pinned.step == expected.step,
         timeout=RUN_TIMEOUT_MS,
     )
-    pinned = lab.pinned_nan
-    assert pinned.generation == lab.generation
+    pinned = lab.session.pinned
+    assert pinned.generation == lab.session.generation
     assert np.isfinite(pinned.coords).all()  # the state before the spoiling update
     assert (pinned.entry_health == expected.entry_health).all()
     assert (pinned.entry_health >= Health.NEG_INF).any()

@@ -18,6 +18,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 from PySide6.QtGui import QGuiApplication
 
 from gradviz.core.health import Health
+from gradviz.gui.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -27,7 +28,7 @@ DIAGNOSE_TIMEOUT_MS = 120_000
 def _both_at(qtbot, window, step: int) -> None:
     qtbot.waitUntil(
         lambda: all(
-            s.last_snapshot is not None and s.last_snapshot.step >= step for s in window.sides
+            s.session.latest is not None and s.session.latest.step >= step for s in window.sides
         ),
         timeout=RUN_TIMEOUT_MS,
     )
@@ -42,12 +43,13 @@ def test_side_by_side_naive_beside_safe_shows_nan_on_the_naive_side_only(qtbot, 
     window.start()
     _both_at(qtbot, window, 3)
     naive, safe = window.sides
-    assert naive.config.method == "naive" and safe.config.method == "safe"
+    assert naive.session.config.method == "naive" and safe.session.config.method == "safe"
     # Same data on both sides: target and initial state agree.
     np.testing.assert_array_equal(
-        naive.last_snapshot.target_distances, safe.last_snapshot.target_distances
+        naive.session.latest.target_distances, safe.session.latest.target_distances
     )
-    assert naive.first_nan_step == 0 and safe.first_nan_step is None
+    assert naive.session.first_nonfinite_grad_step == 0
+    assert safe.session.first_nonfinite_grad_step is None
     assert naive.mask_view.counts()[Health.NAN] > 0
     assert safe.mask_view.counts()[Health.NAN] == 0
     assert "NaN" in naive.verdict.text() and "finite" in safe.verdict.text()
@@ -79,10 +81,10 @@ def test_closing_the_compare_window_mid_run_joins_both_threads(qtbot, make_lab):
     window.method_box.setCurrentText("clamp")
     window.start()
     _both_at(qtbot, window, 2)
-    threads = [h.thread for side in window.sides for h in side.pool.handles()]
-    assert len(threads) == 2 and all(t.isRunning() for t in threads)
+    workers = [w for side in window.sides for w in side.session.workers()]
+    assert len(workers) == 2 and not any(w.idle.is_set() for w in workers)
     window.close()
-    assert all(t.isFinished() for t in threads)
+    assert all(w.idle.is_set() for w in workers)  # each loop has returned
     assert window.thread_count == 0 and lab.investigations.thread_count == 0
 
 
@@ -97,9 +99,8 @@ def test_quitting_mid_compare_leaves_no_thread(qtbot, make_lab):
 
 def _pinned_naive_lab(qtbot, make_lab):
     lab = make_lab(small("naive"))
-    assert not lab.window.actions["why_nan"].isEnabled()
     lab.start()
-    qtbot.waitUntil(lambda: lab.pinned_nan is not None, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.pinned is not None, timeout=RUN_TIMEOUT_MS)
     assert lab.window.actions["why_nan"].isEnabled()
     lab.window.actions["why_nan"].trigger()
     panel = lab.investigations.why_nan
@@ -114,7 +115,7 @@ def test_why_nan_explains_the_naive_diagonal_and_highlights_it(qtbot, make_lab):
     assert "24 entries on the diagonal" in text
     assert panel.explanation.diagonal_zero == 24
     # The pinned snapshot is on screen, with a diagonal entry selected in the matrices.
-    assert lab.views.snapshot is lab.pinned_nan
+    assert lab.views.snapshot is lab.session.pinned
     i, j = lab.views.selected_pair
     assert i == j
     assert "diagonal" in panel.examples.item(0).text()
@@ -122,11 +123,11 @@ def test_why_nan_explains_the_naive_diagonal_and_highlights_it(qtbot, make_lab):
 
 def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(qtbot, make_lab):
     lab, panel = _pinned_naive_lab(qtbot, make_lab)
-    assert lab.state == "running" and lab.views.snapshot is lab.pinned_nan
+    assert lab.session.state is RunState.RUNNING and lab.views.snapshot is lab.session.pinned
     panel.diagnose_button.click()
     assert lab.investigations.diagnosing
     # Anomaly mode is process-wide: the lab's run is paused and cannot be stepped meanwhile.
-    assert lab.state == "paused"
+    assert lab.session.state is RunState.PAUSED
     assert not lab.window.actions["start"].isEnabled()
     assert not lab.window.actions["step"].isEnabled()
     qtbot.waitUntil(lambda: not lab.investigations.diagnosing, timeout=DIAGNOSE_TIMEOUT_MS)
@@ -137,8 +138,8 @@ def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(
     assert "SqrtBackward0" in trace
     assert "gradviz/core/distances.py" in trace  # the forward call that made the sqrt
     assert "SqrtBackward0" in panel.diagnose_status.text()
-    assert lab.state == "running"  # paused for the diagnosis, resumed after
-    assert lab.views.snapshot is lab.pinned_nan  # still explaining the pinned state
+    assert lab.session.state is RunState.RUNNING  # paused for the diagnosis, resumed after
+    assert lab.views.snapshot is lab.session.pinned  # still explaining the pinned state
     assert lab.window.actions["step"].isEnabled()
 
 
@@ -183,10 +184,12 @@ def test_jacobian_dock_shows_per_point_jacobians_of_a_network_run(qtbot, make_la
     _show_jacobian_dock(lab)
     lab.start()
     qtbot.waitUntil(
-        lambda: lab.last_snapshot.step >= 3 and lab.views.jacobian_view.jacobians is not None,
+        lambda: (
+            lab.session.latest.step >= 3 and lab.views.widgets["jacobians"].jacobians is not None
+        ),
         timeout=RUN_TIMEOUT_MS,
     )
-    view = lab.views.jacobian_view
+    view = lab.views.widgets["jacobians"]
     assert not view.showing_note
     assert view.jacobians.shape == (24, 3, 8)
     assert view.all_view.displayed_image is not None
@@ -203,8 +206,8 @@ def test_jacobian_dock_says_there_are_none_for_free_coordinates(qtbot, make_lab)
     lab = make_lab(small("safe"))
     _show_jacobian_dock(lab)
     lab.step_once()
-    qtbot.waitUntil(lambda: lab.last_snapshot.step >= 1, timeout=RUN_TIMEOUT_MS)
-    view = lab.views.jacobian_view
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 1, timeout=RUN_TIMEOUT_MS)
+    view = lab.views.widgets["jacobians"]
     assert view.showing_note and view.jacobians is None
     assert "free coordinates" in view.note.text()
 
@@ -215,16 +218,16 @@ def test_diagnose_pauses_the_compared_runs_and_resumes_them_after(qtbot, make_la
     window.start()
     _both_at(qtbot, window, 2)
     panel.diagnose_button.click()
-    assert [side.state for side in window.sides] == ["paused", "paused"]
+    assert [side.session.state for side in window.sides] == [RunState.PAUSED, RunState.PAUSED]
     assert not window.start_button.isEnabled()
     qtbot.waitUntil(lambda: not lab.investigations.diagnosing, timeout=DIAGNOSE_TIMEOUT_MS)
     assert panel.report.backward.operation == "SqrtBackward0"
-    assert [side.state for side in window.sides] == ["running", "running"]
+    assert [side.session.state for side in window.sides] == [RunState.RUNNING, RunState.RUNNING]
     assert window.start_button.isEnabled()
     # The paused runs were not broken by anomaly mode: they keep stepping afterwards.
-    at = [side.last_snapshot.step for side in window.sides]
+    at = [side.session.latest.step for side in window.sides]
     _both_at(qtbot, window, max(at) + 2)
-    assert all(side.state == "running" for side in window.sides)
+    assert all(side.session.state is RunState.RUNNING for side in window.sides)
 
 
 def test_diagnose_holds_the_explorer_computations_and_releases_them_after(qtbot, make_lab):

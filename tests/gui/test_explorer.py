@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from gradviz.gui.explorer import ExplorerTab
 
@@ -74,10 +75,39 @@ def test_spec_field_rejects_a_bad_width_with_a_readable_message_and_computes_not
     message = tab.settings.spec_message.text()
     assert "x" in message and "2-20-20-4" not in tab.settings.spec_edit.text()
     assert "width" in message.lower() or "number" in message.lower()
-    qtbot.wait(3 * 300)  # longer than the debounce
+    QApplication.processEvents()
+    assert not tab.pending  # nothing scheduled: no computation can follow
     assert tab.generation == 0
     assert tab.result is None
     assert "Fix the network spec" in tab.status.text()
+
+
+def test_a_spec_made_valid_by_its_last_keystroke_is_computed(qtbot, tab):
+    wait_for_result(qtbot, tab)  # the default spec's result
+    generation = tab.generation
+    tab.settings.spec_edit.setFocus()
+    tab.settings.spec_edit.selectAll()
+    qtbot.keyClicks(tab.settings.spec_edit, "2-20-20-")  # not a spec yet
+    assert "Fix the network spec" in tab.status.text()
+    qtbot.keyClicks(tab.settings.spec_edit, "4")  # now it is
+    assert tab.pending
+    wait_for_result(qtbot, tab)
+    assert tab.generation > generation and tab.result.label == "2-20-20-4"
+    assert "Fix the network spec" not in tab.status.text()
+
+
+def test_enter_in_the_spec_field_computes_at_once(qtbot, tab):
+    from PySide6.QtCore import Qt
+
+    wait_for_result(qtbot, tab)
+    generation = tab.generation
+    tab.settings.spec_edit.setFocus()
+    tab.settings.spec_edit.selectAll()
+    qtbot.keyClicks(tab.settings.spec_edit, "3-8-2:tanh")
+    qtbot.keyClick(tab.settings.spec_edit, Qt.Key.Key_Return)
+    assert tab.generation == generation + 1 and tab.busy  # sent now, not after the pause
+    wait_for_result(qtbot, tab)
+    assert tab.result.label == "3-8-2:tanh"
 
 
 def test_parameter_histograms_count_a_nan_weight_in_its_own_bin(qtbot, tab):
@@ -313,7 +343,9 @@ def test_a_hidden_explorer_starts_no_thread_until_it_is_shown(qtbot):
     hidden = ExplorerTab()
     qtbot.addWidget(hidden)
     hidden.set_spec_text("2-20-20-4")
-    qtbot.wait(3 * 300)
+    QApplication.processEvents()
+    # Deferred, not scheduled: no timer runs that could start the thread.
+    assert hidden.pending and not hidden.busy
     assert hidden.generation == 0 and not hidden.worker_running()
     hidden.show()
     wait_for_result(qtbot, hidden)

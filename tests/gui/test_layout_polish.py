@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
 
 from gradviz.gui.dock_tabs import hide_stray_tab_bars
-from gradviz.gui.views.panel import HINT, MatrixPanel
+from gradviz.gui.widgets.panel import HINT, MatrixPanel
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -93,3 +93,45 @@ def test_hover_hints_fit_their_panels_or_end_in_an_ellipsis_with_the_whole_hint_
         assert label.text() == HINT
         if shown != HINT:
             assert shown.endswith("…") and HINT in label.toolTip()
+
+
+def _visible_docks(window) -> list[QDockWidget]:
+    """The docks on screen (a tabbed-away dock is "visible" to Qt, but shows nothing)."""
+    return [
+        d
+        for d in window.findChildren(QDockWidget)
+        if d.isVisible() and not d.isFloating() and not d.visibleRegion().isEmpty()
+    ]
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1920, 1080)])
+def test_no_two_visible_docks_overlap_and_none_is_cut_off(qtbot, make_lab, size):
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    window.resize(*size)
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: window.size().width() == size[0], timeout=10_000)
+    for _ in range(3):
+        QApplication.processEvents()
+    docks = _visible_docks(window)
+    assert len(docks) >= 8
+    inside = window.rect()
+    for k, dock in enumerate(docks):
+        box = dock.geometry()
+        assert inside.contains(box), (dock.windowTitle(), box, inside)
+        assert box.width() >= dock.minimumSizeHint().width(), dock.windowTitle()
+        for other in docks[k + 1 :]:
+            assert not box.intersects(other.geometry()), (dock.windowTitle(), other.windowTitle())
+
+
+def test_at_full_hd_the_views_get_the_width_not_the_setup_column(qtbot, make_lab):
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    window.resize(1920, 1080)
+    qtbot.waitExposed(window)
+    window.reset_layout()
+    for _ in range(3):
+        QApplication.processEvents()
+    setup = window.docks["setup"].width()
+    assert setup <= 420
+    assert window.docks["distances"].width() >= (1920 - setup) / 3 - 40

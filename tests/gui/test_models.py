@@ -16,6 +16,8 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QPushButton
 
+from gradviz.gui.models.open_model import OpenState
+
 WAIT_MS = 120_000
 SHOTS = "/tmp/gv_models"
 
@@ -96,7 +98,7 @@ def test_dropped_whole_pickle_net_x_opens_with_assumptions_and_reaches_explorer(
     qtbot, app, model_files
 ):
     assert drop_file(app.window, model_files / "net_x.pt")
-    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     panel = app.models.opener.panel
     assert "forward order was assumed" in panel.assumptions.text()
     assert "'identity'" in panel.assumptions.text()
@@ -123,6 +125,21 @@ def test_choosing_another_activation_reloads_the_pickle_with_it(qtbot, app, mode
     assert app.sent[1][2].to_text() == "3-5-4-2:tanh"
 
 
+def test_the_model_panel_never_describes_a_network_the_explorer_does_not_show(
+    qtbot, app, model_files
+):
+    app.models.opener.open_path(str(model_files / "net_x.pt"))
+    qtbot.waitUntil(lambda: len(app.sent) == 1, timeout=WAIT_MS)
+    panel = app.models.opener.panel
+    assert "--activation" not in panel.assumptions.text()  # the app's words, not the CLI's
+    assert "choose another below" in panel.assumptions.text()
+    assert not panel.reason.isVisibleTo(panel) and panel.activation_row.isVisibleTo(panel)
+    app.window.explorer.set_spec_text("3-8-2")  # the user explores a typed spec instead
+    assert panel.reason.isVisibleTo(panel)
+    assert "The explorer now shows typed spec, not this file" in panel.reason.text()
+    assert not panel.activation_row.isVisibleTo(panel)  # no choice that would replace it
+
+
 def _wait_trust_dialog(qtbot, app):
     qtbot.waitUntil(
         lambda: (
@@ -144,13 +161,13 @@ def test_torchscript_opens_only_after_the_trust_dialog_is_accepted(qtbot, app, m
     assert dialog.cancel_button.isDefault() and not dialog.open_button.isDefault()
     shot(dialog, "trust_dialog")
     qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: app.models.opener.state == "cancelled", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.CANCELLED, timeout=WAIT_MS)
     assert app.sent == [] and app.models.opener.loaded is None
 
     app.models.opener.open_path(str(path))  # asked again: trust is never remembered
     dialog = _wait_trust_dialog(qtbot, app)
     qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     ((module, label, spec, in_dim, out_dim),) = app.sent
     assert (label, in_dim, out_dim, spec) == ("net_x_script.pt", 3, 2, None)
 
@@ -166,7 +183,7 @@ def test_hostile_pickle_gives_the_error_dialog_and_runs_nothing(qtbot, app, tmp_
 
     torch.save({"weight": Payload()}, tmp_path / "evil.pt")
     app.models.opener.open_path(str(tmp_path / "evil.pt"))
-    qtbot.waitUntil(lambda: app.models.opener.state == "failed", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.FAILED, timeout=WAIT_MS)
     dialog = app.error_dialog
     assert dialog is not None and dialog.isVisible()
     assert "evil.pt" in dialog.sentence and "\n" not in dialog.sentence
@@ -175,7 +192,7 @@ def test_hostile_pickle_gives_the_error_dialog_and_runs_nothing(qtbot, app, tmp_
     shot(dialog, "hostile_error_dialog")
     dialog.close()
     app.models.opener.open_path(str(tmp_path / "nothing-here.pt"))  # still usable
-    qtbot.waitUntil(lambda: app.models.opener.state == "failed", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.FAILED, timeout=WAIT_MS)
 
 
 def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, monkeypatch):
@@ -191,17 +208,17 @@ def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, mo
     monkeypatch.setattr(open_model, "_load", slow_load)
     opener = app.models.opener
     opener.open_path(str(model_files / "net_x.pt"))
-    qtbot.waitUntil(lambda: opener.state == "loading", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: opener.state is OpenState.LOADING, timeout=WAIT_MS)
     assert opener.wait_dialog is not None and opener.wait_dialog.isVisible()
     shot(opener.wait_dialog, "loading_wait")
     cancel = opener.wait_dialog.findChild(QPushButton)
     assert cancel.text() == "Cancel"
     qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)
-    assert opener.wait_dialog is None and opener.state == "cancelled"
+    assert opener.wait_dialog is None and opener.state is OpenState.CANCELLED
     release.set()
     qtbot.waitUntil(lambda: opener.tasks.running() == 0, timeout=WAIT_MS)
     qtbot.wait(50)  # let the queued late result arrive (and be dropped)
-    assert app.sent == [] and opener.loaded is None and opener.state == "cancelled"
+    assert app.sent == [] and opener.loaded is None and opener.state is OpenState.CANCELLED
 
 
 def test_save_network_round_trips_through_load_network(qtbot, app, model_files, tmp_path):
@@ -212,7 +229,7 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
     save = app.window.actions["save_network"]
     assert not save.isEnabled()
     app.models.opener.open_path(str(model_files / "net_x.pt"))
-    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     assert save.isEnabled()
     app.models.choose_save_path = lambda what: str(tmp_path / "saved.safetensors")
     save.trigger()
@@ -225,20 +242,21 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
 
 
 def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
-    from gradviz.gui.models import recent_models
+    from gradviz.gui.models.open_model import RECENT_MODELS_KEY
+    from gradviz.gui.settings import RecentFiles
 
     for name in ("net_x.pt", "net_x_script.pt", "net_x.pt"):
         app.models.opener.open_path(str(model_files / name))
         if name.endswith("script.pt"):
             qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     expected = [str(model_files / "net_x.pt"), str(model_files / "net_x_script.pt")]
-    assert recent_models.read(app.settings) == expected
+    assert RecentFiles(app.settings, RECENT_MODELS_KEY).read() == expected
     menu = app.window.recent_models_menu
     assert [a.text() for a in menu.actions()] == expected and menu.isEnabled()
     menu.actions()[1].trigger()  # reopening from the menu asks for trust again
     _wait_trust_dialog(qtbot, app).reject()
-    qtbot.waitUntil(lambda: app.models.opener.state == "cancelled", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.CANCELLED, timeout=WAIT_MS)
 
 
 def test_non_runnable_model_is_listed_with_the_reason_it_cannot_run(qtbot, app, tmp_path):
@@ -249,7 +267,7 @@ def test_non_runnable_model_is_listed_with_the_reason_it_cannot_run(qtbot, app, 
     )
     torch.save(convnet.state_dict(), tmp_path / "conv.pt")
     app.models.opener.open_path(str(tmp_path / "conv.pt"))
-    qtbot.waitUntil(lambda: app.models.opener.state == "listed", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.LISTED, timeout=WAIT_MS)
     panel = app.models.opener.panel
     assert panel.reason.isVisibleTo(panel) and "not a Linear layer" in panel.reason.text()
     rows = panel.layers.row_texts()
@@ -266,7 +284,7 @@ def test_nan_weights_are_flagged_in_the_layer_list_and_the_model_still_opens(qtb
         net[0].weight[0, 0] = float("nan")
     torch.save(net.state_dict(), tmp_path / "nan.pt")
     app.models.opener.open_path(str(tmp_path / "nan.pt"))
-    qtbot.waitUntil(lambda: app.models.opener.state == "open", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
     rows = app.models.opener.panel.layers.row_texts()
     assert [r[4] for r in rows] == ["NaN/Inf in weight", "finite"]
     assert "NaN or Inf in 0.weight" in app.models.opener.panel.assumptions.text()
@@ -291,6 +309,11 @@ def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tm
     assert spec.to_text() == "4-8-3"
     for name, tensor in expected.state_dict().items():
         torch.testing.assert_close(module.state_dict()[name], tensor, rtol=0, atol=0)
+    # Readable as any file the user saves (the umask decides), not private to the owner.
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert f"Saved the network to {path}" in controller.window.statusBar().currentMessage()
 
 
 def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):

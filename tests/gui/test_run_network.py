@@ -14,13 +14,15 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 
+from gradviz.gui.lab.session import RunState
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
 EXPLORE_TIMEOUT_MS = 120_000
 
 
 def _recording_factory(runs: list):
-    from gradviz.gui.worker import default_run_factory
+    from gradviz.gui.lab.worker import default_run_factory
 
     def factory(config):
         run = default_run_factory(config)
@@ -54,13 +56,13 @@ def test_exploring_a_paused_runs_network_shows_a_copy_of_its_trained_weights(qtb
     lab = make_lab(small("safe", net="8-16-3:tanh"), run_factory=_recording_factory(runs))
     assert lab.window.actions["explore_network"].isEnabled()
     lab.start()
-    qtbot.waitUntil(lambda: lab.last_snapshot.step >= 5, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 5, timeout=RUN_TIMEOUT_MS)
     lab.pause()
-    worker = lab.handle.worker
+    worker = lab.session.worker
     qtbot.waitUntil(worker.idle.is_set, timeout=RUN_TIMEOUT_MS)
     _explore_and_wait(qtbot, lab)
     explorer = lab.window.explorer
-    step = lab.last_snapshot.step
+    step = lab.session.latest.step
     assert f"step {step:,}" in explorer.network_label()
     assert explorer.result.jacobians.shape[1:] == (3, 8)
     run = runs[-1]
@@ -75,7 +77,7 @@ def test_exploring_a_paused_runs_network_shows_a_copy_of_its_trained_weights(qtb
         for p, q in zip(explorer._module.parameters(), run.model.parameters(), strict=True)
     )
     lab.start()
-    qtbot.waitUntil(lambda: lab.last_snapshot.step >= step + 5, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.latest.step >= step + 5, timeout=RUN_TIMEOUT_MS)
     for name, value in _weights(explorer._module).items():
         np.testing.assert_array_equal(value, shown[name])
 
@@ -83,9 +85,9 @@ def test_exploring_a_paused_runs_network_shows_a_copy_of_its_trained_weights(qtb
 def test_exploring_while_running_and_after_the_run_finished(qtbot, make_lab):
     lab = make_lab(small("safe", net="8-16-3:tanh", steps=400))
     lab.start()
-    qtbot.waitUntil(lambda: lab.last_snapshot.step >= 3, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 3, timeout=RUN_TIMEOUT_MS)
     _explore_and_wait(qtbot, lab)  # answered between two steps of the running loop
-    qtbot.waitUntil(lambda: lab.state == "finished", timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
     lab.window.pages.show_page(0)
     assert lab.window.actions["explore_network"].isEnabled()
     _explore_and_wait(qtbot, lab)
@@ -96,5 +98,5 @@ def test_explore_the_runs_network_is_off_for_free_coordinates(qtbot, make_lab):
     lab = make_lab(small("safe"))
     assert not lab.window.actions["explore_network"].isEnabled()
     lab.start()
-    qtbot.waitUntil(lambda: lab.last_snapshot.step >= 2, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 2, timeout=RUN_TIMEOUT_MS)
     assert not lab.window.actions["explore_network"].isEnabled()

@@ -3,7 +3,7 @@ thread as the app delivers snapshots. Guards the Qt-binding pin: PySide6 6.12.0 
 3.11 loses a reference to True on every Signal.emit() and to None on every Python override of
 a void virtual (paintEvent), and the interpreter aborts after ~1,000 frames. The counts must
 also not grow: PySide6 6.11.3 adds 6 references to None per QPainter on a new paint device,
-which the views avoid (gradviz.gui.views.axes); a steady gain would hide a loss."""
+which the views avoid (gradviz.gui.widgets.axes); a steady gain would hide a loss."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from gradviz.gui.views.fit_views import FitViews
-from gradviz.gui.views.synthetic import synthetic_snapshot
+from gradviz.gui.lab.views import LabViews
+from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 FRAMES = 3000
 # The bugs guarded against move a count by at least one per frame, 3,000 over the run: True
@@ -67,7 +67,7 @@ class _Screen(QObject):
     """GUI-thread receiver: draws each frame in the real views and paints the window."""
 
     def __init__(
-        self, views: FitViews, window: QWidget, emitter: _Emitter, loop: QEventLoop
+        self, views: LabViews, window: QWidget, emitter: _Emitter, loop: QEventLoop
     ) -> None:
         super().__init__()
         self.views, self.window, self.emitter, self.loop = views, window, emitter, loop
@@ -76,7 +76,7 @@ class _Screen(QObject):
 
     @Slot(object, float)
     def on_frame(self, snapshot, _index: float) -> None:
-        self.views.show_snapshot(snapshot)
+        self.views.show(snapshot)
         self.frames += 1
         # Release the next frame only after the event loop has painted this one, as the app
         # does: every frame goes through the views' paint overrides.
@@ -99,7 +99,7 @@ def _settle() -> None:
 
 
 def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtbot):
-    views = FitViews()
+    views = LabViews()
     window = QWidget()
     grid = QGridLayout(window)
     for k, widget in enumerate(views.widgets.values()):
@@ -122,7 +122,7 @@ def test_three_thousand_live_frames_keep_the_interpreter_and_refcounts_sound(qtb
         )
         for s in range(3)
     ]
-    views.show_snapshot(snapshots[0])
+    views.show(snapshots[0])
     qtbot.wait(50)
     _settle()
     true_before, none_before = sys.getrefcount(True), sys.getrefcount(None)

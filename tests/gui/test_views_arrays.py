@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gradviz.core.health import Health
-from gradviz.gui.views import arrays
+from gradviz.gui.widgets import arrays
 
 
 def _reference_block(a: np.ndarray, ky: int, kx: int, reduce) -> np.ndarray:

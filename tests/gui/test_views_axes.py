@@ -2,7 +2,7 @@
 
 PySide6 6.11.3 on Python 3.11 adds 6 references to None for every QPainter opened on a
 newly made paint device; pyqtgraph's own AxisItem opens one on a new QPicture each time its
-ticks change (see gradviz.gui.views.axes).
+ticks change (see gradviz.gui.widgets.axes).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QApplication, QGraphicsView
 
-from gradviz.gui.views import axes
-from gradviz.gui.views.heatmap import HeatmapView
+from gradviz.gui.widgets import axes
+from gradviz.gui.widgets.heatmap import HeatmapView
 
 REDRAWS = 200
 
@@ -59,10 +59,10 @@ def test_every_axis_of_the_live_views_is_the_picture_reusing_one(fit_views):
     assert len(found) >= 4 * 12 and not stock, f"{len(stock)} of {len(found)} axes are stock"
     # Sides shown as pyqtgraph shows them: a plot's left and bottom, a colorbar's four.
     plots = [p.plot for p in fit_views.matrix_panels()]
-    plots += [fit_views.loss_view.plot, fit_views.points_view.plot]
+    plots += [fit_views.widgets["loss"].plot, fit_views.widgets["points"].plot]
     assert all(p.getAxis("left").isVisible() and p.getAxis("bottom").isVisible() for p in plots)
     assert not any(p.getAxis("top").isVisible() or p.getAxis("right").isVisible() for p in plots)
-    bar = fit_views.error_view.colorbar
+    bar = fit_views.widgets["error"].colorbar
     assert all(bar.getAxis(side).isVisible() for side in axes.SIDES)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradviz.gui.views import geometry
-from gradviz.gui.views.synthetic import helix, random_rotation
+from gradviz.gui.widgets import geometry
+from gradviz.gui.widgets.synthetic import helix, random_rotation
 
 
 def test_procrustes_recovers_a_rotated_and_shifted_copy():

@@ -29,7 +29,8 @@ from PySide6.QtWidgets import (
 from gradviz.core.config import DISTANCE_METHODS, FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.gui.compare.side import CompareSide
-from gradviz.gui.views.panel import RangeLink
+from gradviz.gui.lab.session import RunSession
+from gradviz.gui.widgets.panel import RangeLink
 
 
 class CompareWindow(QMainWindow):
@@ -144,24 +145,27 @@ class CompareWindow(QMainWindow):
 
     @Slot()
     def stop(self) -> None:
-        for side in self.sides:
-            side.stop()
+        for session in self.sessions:
+            session.stop()
         self._update_buttons()
 
-    def pause_running(self) -> list[CompareSide]:
-        """Pause both runs (for a Diagnose); the sides that were running."""
-        return [side for side in self.sides if side.pause()]
+    @property
+    def sessions(self) -> tuple[RunSession, RunSession]:
+        """The two runs, A's and B's."""
+        return self.left.session, self.right.session
 
-    def workers(self) -> list:
-        return [w for side in self.sides for w in side.workers()]
+    @property
+    def going(self) -> bool:
+        """Whether either run has been started and has not ended."""
+        return any(session.state.going for session in self.sessions)
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
         """Stop both runs and join their threads; True when both have ended."""
-        return all([side.shutdown(timeout_s) for side in self.sides])
+        return all([session.shutdown(timeout_s) for session in self.sessions])
 
     @property
     def thread_count(self) -> int:
-        return sum(side.thread_count for side in self.sides)
+        return sum(len(session.workers()) for session in self.sessions)
 
     @Slot(int, int)
     def select_cell(self, i: int, j: int) -> None:
@@ -177,10 +181,11 @@ class CompareWindow(QMainWindow):
     @Slot()
     def _on_side_changed(self) -> None:
         self._update_buttons()
-        a, b = (side.first_nan_step for side in self.sides)
-        if self.left.last_snapshot is None or self.right.last_snapshot is None:
+        latest = [session.latest for session in self.sessions]
+        if latest[0] is None or latest[1] is None:
             return
-        names = [side.config.method if side.config else "?" for side in self.sides]
+        a, b = (session.first_nonfinite_grad_step for session in self.sessions)
+        names = [s.method for s in latest]
         if (a is None) != (b is None):
             bad, good = (names[0], names[1]) if a is not None else (names[1], names[0])
             step = a if a is not None else b
@@ -194,9 +199,10 @@ class CompareWindow(QMainWindow):
             self.summary.setText(f"Both runs went non-finite (A at step {a}, B at step {b}).")
 
     def _update_buttons(self) -> None:
-        going = any(side.handle is not None for side in self.sides)
-        self.stop_button.setEnabled(going)
+        self.stop_button.setEnabled(self.going)
+        self.start_button.setEnabled(all(session.available for session in self.sessions))
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        self.shutdown()
+        for session in self.sessions:  # the runs end with the window; it can start again
+            session.join()
         event.accept()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QApplication,
@@ -30,40 +29,20 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from gradviz.core.config import HISTOGRAM_LOSSES
 from gradviz.core.errors import GradvizError
 from gradviz.core.explore import ExplorerJob, ExplorerResult, parse_indices
 from gradviz.core.networks import NetworkSpec
-from gradviz.gui.explorer.explorer_views import (
-    AcrossBatchView,
-    AllSamplesView,
-    FullBatchView,
-    GradientFieldView,
-    SaliencyView,
-    SampleJacobianView,
-)
 from gradviz.gui.explorer.explorer_worker import ExplorerThread
-from gradviz.gui.explorer.histogram_view import HistogramView
+from gradviz.gui.explorer.result_views import ResultViews, summary
 from gradviz.gui.explorer.settings import ExplorerSettings, show_message
 
 #: Quiet time after an edit before recomputing (ms): typing a spec computes once at the end.
 DEBOUNCE_MS = 300
 SETTINGS_WIDTH = 365
-
-VIEW_TITLES: dict[str, str] = {
-    "sample": "Sample Jacobian",
-    "all": "All samples",
-    "full": "Full batch Jacobian",
-    "batch": "Across the batch",
-    "field": "Gradient field",
-    "saliency": "Input gradients",
-    "histograms": "Parameter gradients",
-}
 
 
 class ExplorerTab(QWidget):
@@ -75,6 +54,8 @@ class ExplorerTab(QWidget):
 
     failed = Signal(str, str)
     resultShown = Signal()
+    #: What is explored changed: the label of ``set_network``, or "typed spec".
+    networkChanged = Signal(str)
     busyChanged = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -91,20 +72,9 @@ class ExplorerTab(QWidget):
         self._stale = False  # settings changed while hidden: recompute when shown
 
         self.settings = ExplorerSettings()
-        self.views = {
-            "sample": SampleJacobianView(),
-            "all": AllSamplesView(),
-            "full": FullBatchView(),
-            "batch": AcrossBatchView(),
-            "field": GradientFieldView(),
-            "saliency": SaliencyView(),
-            "histograms": HistogramView(),
-        }
-        self.view_tabs = QTabWidget()
-        self.view_tabs.setDocumentMode(True)
-        for key, widget in self.views.items():
-            self.view_tabs.addTab(widget, VIEW_TITLES[key])
-        self._build_layout()
+        self.view_tabs = ResultViews()
+        self.views = self.view_tabs.views
+        _build_layout(self)
 
         self._worker = ExplorerThread(self)
         worker = self._worker.worker
@@ -117,6 +87,7 @@ class ExplorerTab(QWidget):
         self.settings.changed.connect(self._on_settings_changed)
         self.settings.specEdited.connect(self._on_spec_edited)
         self.settings.spec_edit.textChanged.connect(self._on_spec_text_changed)
+        self.settings.spec_edit.returnPressed.connect(self._on_spec_entered)
         self.settings.selectionChanged.connect(self._on_selection_changed)
         self.compute_button.clicked.connect(self.compute)
         app = QApplication.instance()
@@ -124,40 +95,6 @@ class ExplorerTab(QWidget):
             app.aboutToQuit.connect(self.shutdown)
         self.settings.set_source("typed spec")
         self._schedule()
-
-    # ---- layout ------------------------------------------------------------------------
-    def _build_layout(self) -> None:
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(self.settings)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setFixedWidth(SETTINGS_WIDTH)
-        self.compute_button = QPushButton("Compute")
-        self.compute_button.setToolTip("Recompute now (edits recompute by themselves)")
-        self.busy_bar = QProgressBar()
-        self.busy_bar.setRange(0, 0)  # an indeterminate "working" bar
-        self.busy_bar.setMaximumHeight(10)
-        self.busy_bar.setTextVisible(False)
-        self.busy_bar.setVisible(False)
-        self.status = QLabel()
-        self.status.setObjectName("explorer-status")
-        self.status.setWordWrap(True)
-        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        left = QVBoxLayout()
-        left.setContentsMargins(0, 0, 0, 0)
-        left.addWidget(scroll, stretch=1)
-        left.addWidget(self.compute_button)
-        right = QVBoxLayout()
-        right.setContentsMargins(0, 0, 0, 0)
-        right.setSpacing(2)
-        right.addWidget(self.status)
-        right.addWidget(self.busy_bar)
-        right.addWidget(self.view_tabs, stretch=1)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(left)
-        layout.addLayout(right, stretch=1)
 
     # ---- public API --------------------------------------------------------------------
     def set_network(
@@ -194,6 +131,7 @@ class ExplorerTab(QWidget):
             ok=True,
         )
         self.settings.set_source(label)
+        self.networkChanged.emit(label)
         if self.isVisible():
             self.compute()
         else:
@@ -214,6 +152,11 @@ class ExplorerTab(QWidget):
     @property
     def busy(self) -> bool:
         return self._busy
+
+    @property
+    def pending(self) -> bool:
+        """Whether a computation is on its way (scheduled, or in the worker's hands)."""
+        return self._busy or self._timer.isActive() or (self._stale and not self.isVisible())
 
     def worker_running(self) -> bool:
         """Whether the worker thread is alive (False after shutdown)."""
@@ -340,43 +283,20 @@ class ExplorerTab(QWidget):
         result = self.result
         if result is None:
             return
-        rows, cols = self._selection(result)
-        self.views["sample"].show_result(result, rows, cols)
-        self.views["all"].show_result(result, rows, cols)
-        self.views["full"].show_result(result)
-        self.views["batch"].show_result(result, rows, cols)
-        self.views["field"].show_result(result)
-        self.views["saliency"].show_result(result, cols)
-        loss = HISTOGRAM_LOSSES[self.settings.loss()]
-        self.views["histograms"].show_histograms(result.histograms, result.histogram_note, loss)
-        self._show_status(self._summary(result))
-
-    def _selection(self, result: ExplorerResult) -> tuple[list[int], list[int]]:
         m, n = result.shape
-        settings = self.settings
         try:
-            rows = parse_indices(settings.outputs_edit.text(), m, "output")
-            cols = parse_indices(settings.inputs_edit.text(), n, "input")
+            rows = parse_indices(self.settings.outputs_edit.text(), m, "output")
+            cols = parse_indices(self.settings.inputs_edit.text(), n, "input")
+            self.settings.show_selection_problem("")
         except GradvizError as exc:
-            settings.show_selection_problem(f"{exc} Showing all.")
-            return list(range(m)), list(range(n))
-        settings.show_selection_problem("")
-        return rows, cols
-
-    def _summary(self, result: ExplorerResult) -> str:
-        m, n = result.shape
-        verdict = _short_verdict(result)
-        off = ""
-        if result.max_off_block is not None:
-            off = f" · max_off_block {result.max_off_block:.3g}"
-        return (
-            f"<b>{result.label}</b> · B = {result.batch}, J is {m} x {n} per input · "
-            f"{verdict}{off} · method {result.method} · {result.seconds * 1000:.0f} ms"
-        )
+            self.settings.show_selection_problem(f"{exc} Showing all.")
+            rows, cols = list(range(m)), list(range(n))
+        self.view_tabs.show_result(result, rows, cols, self.settings.loss())
+        self._show_status(summary(result))
 
     def _show_status(self, text: str, keep: bool = False) -> None:
         if keep and self.result is not None:
-            text = f"{self._summary(self.result)}<br><i>{text}</i>"
+            text = f"{summary(self.result)}<br><i>{text}</i>"
         self.status.setText(text)
 
     # ---- edits ---------------------------------------------------------------------------
@@ -390,6 +310,7 @@ class ExplorerTab(QWidget):
         if self._module is not None:
             self._module = None
             self.settings.set_source("typed spec")
+            self.networkChanged.emit("typed spec")
         if self.settings.spec is not None:
             self._schedule()
 
@@ -398,22 +319,51 @@ class ExplorerTab(QWidget):
         if self.settings.spec is None:
             self._timer.stop()  # nothing to compute until the spec parses
             self._show_status("Fix the network spec to compute (see the message under it).")
+        elif self._module is None:
+            self._schedule()  # the text parses now (the keystroke before may not have)
+
+    @Slot()
+    def _on_spec_entered(self) -> None:
+        """Enter in the spec field: compute now, without waiting for the quiet time."""
+        if self._module is None and self.settings.spec is not None:
+            self.compute()
 
     @Slot()
     def _on_selection_changed(self) -> None:
         self._show_result()
 
 
-def _short_verdict(result: ExplorerResult) -> str:
-    """The across-batch verdict in a few words, for the status line."""
-    if result.batch == 1:
-        return "one input"
-    if result.constant:
-        return _coloured("same Jacobian for every input (linear on this batch)", "#56B4E9")
-    if not np.isfinite(result.jacobians).all():
-        return _coloured("Jacobians hold NaN or Inf", "#F0E442")
-    return _coloured("Jacobian varies across this batch", "#E69F00")
-
-
-def _coloured(text: str, colour: str) -> str:
-    return f'<span style="color:{colour}">{text}</span>'
+def _build_layout(tab: ExplorerTab) -> None:
+    """Settings in a scroll column on the left with Compute below; status, busy bar and
+    views on the right."""
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setWidget(tab.settings)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    scroll.setFixedWidth(SETTINGS_WIDTH)
+    tab.compute_button = QPushButton("Compute")
+    tab.compute_button.setToolTip("Recompute now (edits recompute by themselves)")
+    tab.busy_bar = QProgressBar()
+    tab.busy_bar.setRange(0, 0)  # an indeterminate "working" bar
+    tab.busy_bar.setMaximumHeight(10)
+    tab.busy_bar.setTextVisible(False)
+    tab.busy_bar.setVisible(False)
+    tab.status = QLabel()
+    tab.status.setObjectName("explorer-status")
+    tab.status.setWordWrap(True)
+    tab.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    tab.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    left = QVBoxLayout()
+    left.setContentsMargins(0, 0, 0, 0)
+    left.addWidget(scroll, stretch=1)
+    left.addWidget(tab.compute_button)
+    right = QVBoxLayout()
+    right.setContentsMargins(0, 0, 0, 0)
+    right.setSpacing(2)
+    right.addWidget(tab.status)
+    right.addWidget(tab.busy_bar)
+    right.addWidget(tab.view_tabs, stretch=1)
+    layout = QHBoxLayout(tab)
+    layout.setContentsMargins(4, 4, 4, 4)
+    layout.addLayout(left)
+    layout.addLayout(right, stretch=1)

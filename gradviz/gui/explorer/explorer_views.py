@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.core.explore import ExplorerResult
-from gradviz.gui.views.arrays import ladder_ceil
-from gradviz.gui.views.heatmap import HeatmapView
-from gradviz.gui.views.panel import format_value
+from gradviz.gui.widgets.arrays import ladder_ceil
+from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.panel import format_value
 
 #: Tick labels drawn at most per axis; beyond that every k-th entry is labelled.
 MAX_TICKS = 16

@@ -20,22 +20,11 @@ import traceback
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from gradviz.core.errors import GradvizError
 from gradviz.core.explore import ExplorerJob
+from gradviz.gui.failures import describe_failure
 
 #: How long the idle loop waits for a job before looking at the stop flag again (seconds).
 _IDLE_WAIT_S = 0.1
-
-
-def describe_failure(exc: BaseException) -> str:
-    """One plain sentence for an explorer job that could not run."""
-    if isinstance(exc, GradvizError):
-        return str(exc)
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        return "The computation ran out of memory; try a smaller batch, grid or network."
-    first = str(exc).strip().splitlines()
-    detail = f": {first[0]}" if first else ""
-    return f"The Jacobians could not be computed ({type(exc).__name__}{detail})."
 
 
 class ExplorerWorker(QObject):
@@ -122,7 +111,15 @@ class ExplorerWorker(QObject):
                 self._requeue_if_held(generation, job)
                 continue
             except Exception as exc:  # every failure must reach the GUI as a signal
-                self.failed.emit(generation, describe_failure(exc), traceback.format_exc())
+                self.failed.emit(
+                    generation,
+                    describe_failure(
+                        exc,
+                        "The Jacobians could not be computed",
+                        "The computation ran out of memory; try a smaller batch, grid or network.",
+                    ),
+                    traceback.format_exc(),
+                )
             else:
                 self.resultReady.emit(generation, result)
             finally:

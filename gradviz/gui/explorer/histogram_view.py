@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
-from gradviz.gui.views import axes
-from gradviz.gui.views.palette import OKABE_ITO
+from gradviz.gui.widgets import axes
+from gradviz.gui.widgets.palette import ALARM_TEXT, OKABE_ITO
 
 #: The special bins, in the order drawn, with their colours (the gradient-health palette).
 SPECIAL_BINS: tuple[tuple[str, str, str], ...] = (
@@ -37,7 +37,7 @@ def describe(hist) -> str:
     parts = [f"{names.get(k, k)}: {n}" for k, n in special_counts(hist).items()]
     alarm = ""
     if hist.nonfinite:
-        alarm = f' <span style="color:{OKABE_ITO[Health.NAN]}">&#9888; non-finite gradient</span>'
+        alarm = f' <span style="color:{ALARM_TEXT}">&#9888; non-finite gradient</span>'
     return f"<b>{hist.name}</b> ({shape}, {hist.size} values) · " + " · ".join(parts) + alarm
 
 

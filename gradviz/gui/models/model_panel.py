@@ -66,7 +66,7 @@ class ModelPanel(QWidget):
             f"{len(info.layers)} layers, {info.parameters:,} parameters; {dims}"
             + (f"; network {info.spec}" if info.spec and not info.spec.startswith("{") else "")
         )
-        notes = list(info.assumptions)
+        notes = [_in_app_words(note) for note in info.assumptions]
         if info.nonfinite_weights:
             notes.append("NaN or Inf in " + ", ".join(info.nonfinite_weights) + " (flagged below).")
         self.assumptions.setText("\n".join(f"• {n}" for n in notes))
@@ -83,9 +83,31 @@ class ModelPanel(QWidget):
             self.activation.setCurrentText(activation)
         self.layers.show_info(info)
 
+    def show_not_explored(self, label: str) -> None:
+        """The explorer shows ``label``, not the file described here: say so, and offer no
+        activation (a choice here would replace the network the explorer shows)."""
+        self.reason.setText(
+            f"The explorer now shows {label}, not this file. Open the file again to explore it."
+        )
+        self.reason.setVisible(True)
+        self.activation_row.setVisible(False)
+
     @Slot(int)
     def _on_activation_activated(self, _index: int) -> None:
         self.activationChosen.emit(self.activation.currentText())
+
+
+#: The core's notes name the CLI's options; in the app the choice is made on this panel.
+_APP_WORDS = {
+    "(choose another with --activation)": "(choose another below)",
+    "given by you (--in-dim)": "given by you",
+}
+
+
+def _in_app_words(note: str) -> str:
+    for cli, app in _APP_WORDS.items():
+        note = note.replace(cli, app)
+    return note
 
 
 def _dim(value: int | None) -> str:

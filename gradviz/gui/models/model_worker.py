@@ -16,6 +16,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from gradviz.core.errors import GradvizError
+from gradviz.gui.failures import describe_failure
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +37,11 @@ def file_sha256(path: str) -> str:
 
 def describe_model_failure(exc: BaseException, path: str) -> str:
     """One plain sentence for a failed open: gradviz's own message, else a generic one."""
-    if isinstance(exc, GradvizError):
-        return str(exc)
-    return (
-        f"gradviz could not open {path!r} ({type(exc).__name__}); the file may be damaged "
-        "or not a model. The details say more."
+    return describe_failure(
+        exc,
+        f"gradviz could not open {path!r}",
+        f"Opening {path!r} ran out of memory; the model is too large for this machine.",
+        then="The file may be damaged or not a model; the details say more.",
     )
 
 

@@ -8,6 +8,7 @@ asked for every open of a TorchScript or .pt2 file and never remembered.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 from collections.abc import Callable
@@ -19,12 +20,15 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidge
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import LoadedModel, ModelInfo
-from gradviz.gui.models import recent_models
 from gradviz.gui.models.model_panel import ModelPanel
 from gradviz.gui.models.model_worker import ModelTasks, file_sha256
 from gradviz.gui.models.trust_dialog import TrustDialog
+from gradviz.gui.settings import RecentFiles
 
 log = logging.getLogger(__name__)
+
+#: The settings key of the recently opened model files.
+RECENT_MODELS_KEY = "recent_models"
 
 MODEL_FILTER = "Model files (*.pt *.pth *.pt2 *.ckpt *.safetensors *.bin);;All files (*)"
 
@@ -59,6 +63,19 @@ def _load(request: OpenRequest) -> LoadedModel:
     )
 
 
+class OpenState(enum.Enum):
+    """Where opening a model file stands."""
+
+    IDLE = "idle"
+    INSPECTING = "inspecting"  # reading what the file holds
+    ASKING_TRUST = "asking trust"  # the file can run code: the user decides
+    LOADING = "loading"
+    OPEN = "open"  # on the panel and in the explorer
+    LISTED = "listed"  # on the panel only (it cannot run)
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
 class ModelOpener(QObject):
     """The behaviour of File > Open model, drag-and-drop, Recent models and Save network.
 
@@ -66,11 +83,13 @@ class ModelOpener(QObject):
     label, spec, in_dim, out_dim)`` hands a runnable model to the explorer; ``panel`` shows
     the model (a new one when not given). ``ask_in_dim``
     asks for the input width of a program that does not declare it (tests replace it).
-    Signals: ``modelShown(info)`` once a model is on screen, ``stateChanged(str)``.
+    Signals: ``modelShown(info)`` once a model is on screen, ``stateChanged(OpenState)``,
+    ``recentChanged(list)``.
     """
 
     modelShown = Signal(object)
-    stateChanged = Signal(str)
+    stateChanged = Signal(object)  # OpenState
+    recentChanged = Signal(object)  # the recent model files, newest first
 
     def __init__(
         self,
@@ -88,7 +107,7 @@ class ModelOpener(QObject):
         self.ask_in_dim: Callable[[ModelInfo, int], int | None] = self._ask_in_dim
         self.panel = panel if panel is not None else ModelPanel()
         self.generation = 0
-        self.state = "idle"
+        self.state = OpenState.IDLE
         self.request: OpenRequest | None = None
         self.loaded: LoadedModel | None = None
         self.wait_dialog: QProgressDialog | None = None
@@ -111,7 +130,7 @@ class ModelOpener(QObject):
         self.generation += 1
         self.request = OpenRequest(os.path.abspath(path), activation=activation)
         self._show_wait(f"Reading {os.path.basename(path)}…")
-        self._set_state("inspecting")
+        self._set_state(OpenState.INSPECTING)
         request = self.request
         self.tasks.submit(self.generation, "inspect", request.path, lambda: _inspect(request))
 
@@ -120,7 +139,7 @@ class ModelOpener(QObject):
         """Close the wait; the running load finishes in the background and is dropped."""
         self.generation += 1
         self._close_dialogs()
-        self._set_state("cancelled")
+        self._set_state(OpenState.CANCELLED)
         self.window.statusBar().showMessage("Opening the model was cancelled.", 5000)
 
     def current_network(self) -> tuple[Any, Any] | None:
@@ -146,7 +165,7 @@ class ModelOpener(QObject):
         if generation != self.generation:
             return
         self._close_dialogs()
-        self._set_state("failed")
+        self._set_state(OpenState.FAILED)
         dialog = self.show_error(sentence, details)
         if hasattr(dialog, "setWindowTitle"):
             dialog.setWindowTitle("gradviz: the model could not be opened")
@@ -171,7 +190,7 @@ class ModelOpener(QObject):
             guess = _first_input_width(info)
             width = self.ask_in_dim(info, guess)
             if not width:
-                self._set_state("cancelled")
+                self._set_state(OpenState.CANCELLED)
                 return
             self._show_wait(f"Loading {os.path.basename(info.path)}…")
             self._submit_load(replace(self.request, in_dim=int(width)))
@@ -182,13 +201,13 @@ class ModelOpener(QObject):
     # ---- steps ---------------------------------------------------------------------------
     def _submit_load(self, request: OpenRequest) -> None:
         self.request = request
-        self._set_state("loading")
+        self._set_state(OpenState.LOADING)
         if self.wait_dialog is not None:
             self.wait_dialog.setLabelText(f"Loading {os.path.basename(request.path)}…")
         self.tasks.submit(self.generation, "load", request.path, lambda: _load(request))
 
     def _ask_trust(self, info: ModelInfo, sha256: str) -> None:
-        self._set_state("asking trust")
+        self._set_state(OpenState.ASKING_TRUST)
         dialog = TrustDialog(info.path, sha256, info.format, self.window)
         dialog.answered.connect(self._on_trust_answered)
         self.trust_dialog = dialog
@@ -199,10 +218,10 @@ class ModelOpener(QObject):
         dialog, self.trust_dialog = self.trust_dialog, None
         if dialog is not None:
             dialog.deleteLater()
-        if self.request is None or self.state != "asking trust":
+        if self.request is None or self.state is not OpenState.ASKING_TRUST:
             return
         if not trusted:
-            self._set_state("cancelled")
+            self._set_state(OpenState.CANCELLED)
             self.window.statusBar().showMessage("Not opened: the file was not trusted.", 8000)
             return
         self._show_wait(f"Loading {os.path.basename(self.request.path)}…")
@@ -219,18 +238,15 @@ class ModelOpener(QObject):
                 self.send_network(loaded.module, label, loaded.spec, info.in_dim, info.out_dim)
             except GradvizError as exc:
                 self.show_error(str(exc), "")
-        self._set_state("open" if loaded is not None else "listed")
+        self._set_state(OpenState.OPEN if loaded is not None else OpenState.LISTED)
         self.modelShown.emit(info)
 
     def _remember(self, path: str) -> None:
-        paths = recent_models.add(self.settings, path)
-        setter = getattr(self.window, "set_recent_models", None)
-        if setter is not None:
-            setter(paths)
+        self.recentChanged.emit(RecentFiles(self.settings, RECENT_MODELS_KEY).add(path))
 
     @Slot(str)
     def _on_activation_chosen(self, activation: str) -> None:
-        if self.request is not None and self.state in ("open", "listed"):
+        if self.request is not None and self.state in (OpenState.OPEN, OpenState.LISTED):
             self.open_path(self.request.path, activation=activation)
 
     # ---- dialogs -------------------------------------------------------------------------
@@ -272,7 +288,7 @@ class ModelOpener(QObject):
         )
         return width if ok else None
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: OpenState) -> None:
         self.state = state
         self.stateChanged.emit(state)
 

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt, Slot
-from PySide6.QtWidgets import QDockWidget, QFileDialog
+from PySide6.QtCore import QObject, QSettings, Slot
+from PySide6.QtWidgets import QFileDialog
 
 from gradviz.core.errors import GradvizError
-from gradviz.gui.models import recent_models
-from gradviz.gui.models.open_model import ModelOpener
+from gradviz.core.modelio import ModelInfo
+from gradviz.gui.lab.session import RunSession
+from gradviz.gui.models.open_model import RECENT_MODELS_KEY, ModelOpener
+from gradviz.gui.settings import RecentFiles
+
+if TYPE_CHECKING:
+    from gradviz.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -20,57 +26,42 @@ SAVE_FILTER = "gradviz model files (*.safetensors)"
 
 
 class ModelActions(QObject):
-    """Owns the ModelOpener of a FitController's window and answers the File menu's model
-    entries. ``choose_save_path`` asks where to save (tests replace it)."""
+    """Owns the ModelOpener of the lab's window and answers the File menu's model entries;
+    Save network writes the lab session's coordinate network or the opened model.
+    ``choose_save_path`` asks where to save (tests replace it)."""
 
-    def __init__(self, controller: Any) -> None:
-        super().__init__(controller)
-        self.controller = controller
-        window = controller.window
+    def __init__(
+        self,
+        window: MainWindow,
+        settings: QSettings,
+        session: RunSession,
+        show_error: Callable[[str, str], Any],
+    ) -> None:
+        super().__init__(window)
         self.window = window
+        self.session = session
+        self.show_error = show_error
+        self.explorer = window.explorer
         self.opener = ModelOpener(
-            window,
-            controller.settings,
-            controller.show_error,
-            send_network=self._send_network,
-            panel=getattr(window, "model_panel", None),
+            window, settings, show_error, send_network=self._send_network, panel=window.model_panel
         )
         self.choose_save_path = self._choose_save_path
         self.saved_paths: list[str] = []  # files written by Save network, oldest first
         self._sent_label = ""
         self._pending_save: tuple[int, str] | None = None
-        self._listening: set[int] = set()
-        self._place_panel()
         a = window.actions
         a["open_model"].triggered.connect(self.opener.choose_and_open)
         a["save_network"].triggered.connect(self._on_save_network_triggered)
         window.fileDropped.connect(self._on_file_dropped)
         window.recentModelChosen.connect(self._on_file_dropped)
-        window.set_recent_models(recent_models.read(controller.settings))
+        window.set_recent_models(RecentFiles(settings, RECENT_MODELS_KEY).read())
         self.opener.stateChanged.connect(self._on_opener_state_changed)
         self.opener.modelShown.connect(self._on_model_shown)
-        controller.stateChanged.connect(self.update_actions)
-        pages = getattr(window, "pages", None)
-        if pages is not None:
-            pages.bar.currentChanged.connect(self.update_actions)
-
-    @property
-    def explorer(self) -> Any:
-        return getattr(self.window, "explorer", None)
-
-    def _place_panel(self) -> None:
-        """The window places the panel beside the explorer; without one, it gets a dock."""
-        if self.opener.panel.parent() is not None:
-            return
-        dock = QDockWidget("Model file", self.window)
-        dock.setObjectName("dock-model")
-        dock.setWidget(self.opener.panel)
-        self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
-        self.window.tabifyDockWidget(self.window.docks["loss"], dock)
-        self.window.docks["loss"].raise_()
-        self.window.docks["model"] = dock
-        self.window.view_menu.addAction(dock.toggleViewAction())
-        self.dock = dock
+        self.opener.recentChanged.connect(window.set_recent_models)
+        session.stateChanged.connect(self.update_actions)
+        session.networkCopied.connect(self._on_network_copied)
+        window.pages.bar.currentChanged.connect(self.update_actions)
+        self.explorer.networkChanged.connect(self._on_explored_network_changed)
 
     # ---- opening -------------------------------------------------------------------------
     @Slot(str)
@@ -78,27 +69,31 @@ class ModelActions(QObject):
         self.opener.open_path(path)
 
     def _send_network(self, module, label, spec, in_dim, out_dim) -> None:
-        explorer = self.explorer
         self._sent_label = label
-        if explorer is None:
-            return
-        explorer.set_network(module, label, spec, in_dim, out_dim)
-
-    @Slot(object)
-    def _on_model_shown(self, _info: object) -> None:
-        """Bring the model panel forward once a model is on screen."""
-        pages = getattr(self.window, "pages", None)
-        if pages is not None:
-            index = pages.stack.indexOf(self.opener.panel.parentWidget())
-            if index >= 0:
-                pages.show_page(index + 1)  # the page where the panel sits (0 is the lab)
-        dock = getattr(self, "dock", None)
-        if dock is not None:
-            dock.show()
-            dock.raise_()
+        self.explorer.set_network(module, label, spec, in_dim, out_dim)
 
     @Slot(str)
-    def _on_opener_state_changed(self, _state: str) -> None:
+    def _on_explored_network_changed(self, label: str) -> None:
+        """The panel describes the opened file only while the explorer shows it."""
+        if label != self._sent_label and self.opener.loaded is not None:
+            self.opener.panel.show_not_explored(label)
+
+    @Slot(object)
+    def _on_model_shown(self, info: ModelInfo) -> None:
+        """Bring the model panel forward once a model is on screen; a file that cannot run
+        leaves the explorer as it was, and the panel says what the explorer shows."""
+        if not info.runnable and self.explorer.network_label():
+            panel = self.opener.panel
+            panel.reason.setText(
+                f"{panel.reason.text()}. The explorer still shows {self.explorer.network_label()}."
+            )
+        pages = self.window.pages
+        index = pages.stack.indexOf(self.opener.panel.parentWidget())
+        if index >= 0:
+            pages.show_page(index + 1)  # the page where the panel sits (0 is the lab)
+
+    @Slot(object)
+    def _on_opener_state_changed(self, _state: object) -> None:
         self.update_actions()
 
     @Slot()
@@ -106,7 +101,7 @@ class ModelActions(QObject):
         self.window.actions["save_network"].setEnabled(self.save_source() is not None)
         if self._pending_save is not None and self._run_worker() is None:
             self._pending_save = None
-            self.controller.show_error(
+            self.show_error(
                 "The run ended before its network could be copied, so nothing was saved; "
                 "save while the run is running or paused.",
                 "",
@@ -119,21 +114,19 @@ class ModelActions(QObject):
         or None when there is no network."""
         run = self._run_worker() is not None
         opened = self.opener.current_network() is not None
-        explorer = self.explorer
-        if opened and explorer is not None and hasattr(explorer, "network_label"):
-            opened = explorer.network_label() == self._sent_label  # not a spec typed since
-        pages = getattr(self.window, "pages", None)
-        on_lab = pages is None or pages.current() == 0
+        if opened:
+            opened = self.explorer.network_label() == self._sent_label  # not a spec typed since
+        on_lab = self.window.pages.current() == 0
         if run and (on_lab or not opened):
             return "run"
         return "file" if opened else None
 
     def _run_worker(self) -> Any:
         """The live fit worker when its run computes coordinates with a network."""
-        handle = self.controller.handle
-        if handle is None or not getattr(handle.worker.config, "net", None):
+        worker = self.session.worker
+        if worker is None or not worker.config.net:
             return None
-        return handle.worker
+        return worker
 
     @Slot()
     def _on_save_network_triggered(self) -> None:
@@ -152,10 +145,7 @@ class ModelActions(QObject):
         if source == "run":
             worker = self._run_worker()
             self._pending_save = (worker.generation, path)
-            if worker.generation not in self._listening:
-                self._listening.add(worker.generation)
-                worker.networkCopied.connect(self._on_network_copied)
-            worker.request_network()
+            self.session.request_network()
             return True
         current = self.opener.current_network()
         if source != "file" or current is None:
@@ -172,7 +162,7 @@ class ModelActions(QObject):
             module = spec.build(seed=0, dtype=dtype)
             module.load_state_dict(state)
         except Exception as exc:  # noqa: BLE001 - shown, never raised into Qt
-            self.controller.show_error(f"The network could not be copied: {exc}", "")
+            self.show_error(f"The network could not be copied: {exc}", "")
             return
         self._write(pending[1], spec, module)
 
@@ -182,7 +172,7 @@ class ModelActions(QObject):
         try:
             save_network(path, spec, module)
         except GradvizError as exc:
-            self.controller.show_error(str(exc), "")
+            self.show_error(str(exc), "")
             return False
         self.saved_paths.append(path)
         self.window.statusBar().showMessage(f"Saved the network to {path}", 8000)

@@ -24,10 +24,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from gradviz.core.config import FitConfig
-from gradviz.core.errors import GradvizError
+from gradviz.gui.failures import describe_failure
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +48,14 @@ def default_run_factory(config: FitConfig) -> Any:
     return DistanceFitRun(config)
 
 
-def describe_failure(exc: BaseException) -> str:
+def describe_run_failure(exc: BaseException) -> str:
     """One plain sentence for a failure that stopped a run."""
-    if isinstance(exc, GradvizError):
-        return str(exc)
-    text = str(exc)
-    if isinstance(exc, MemoryError) or "out of memory" in text.lower():
-        return (
-            "The run ran out of memory; try fewer points, float32, or another device. "
-            "The last good state is still on screen."
-        )
-    if isinstance(exc, OSError):
-        return f"A file could not be read or written: {exc}."
-    first_line = text.splitlines()[0] if text else ""
-    return (
-        f"The run stopped because of an unexpected error ({type(exc).__name__}"
-        f"{': ' + first_line if first_line else ''}). The last good state is still on screen."
+    return describe_failure(
+        exc,
+        "The run stopped because of an unexpected error",
+        "The run ran out of memory; try fewer points, float32, or another device. "
+        "The last good state is still on screen.",
+        then="The last good state is still on screen.",
     )
 
 
@@ -196,7 +188,7 @@ class FitWorker(QObject):
             self._loop()
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the GUI
             log.exception("run of generation %d failed", self.generation)
-            self.failed.emit(describe_failure(exc), traceback.format_exc())
+            self.failed.emit(describe_run_failure(exc), traceback.format_exc())
         finally:
             self._send_network()  # the final weights: a finished run can be explored too
             self.idle.set()
@@ -310,6 +302,40 @@ class _RateMeter:
 def _is_done(run: Any) -> bool:
     done = run.done
     return bool(done() if callable(done) else done)
+
+
+class FramePacer(QObject):
+    """Tells each worker when the GUI has drawn its last frame (after the queued paint),
+    with the GUI-thread CPU time that frame took: the worker paces itself to the screen
+    (see ``FitWorker.frame_drawn``). GUI thread only."""
+
+    def __init__(self, pool: WorkerPool, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._pool = pool
+        self._unacknowledged: set[int] = set()
+        self._mark = time.thread_time()
+
+    def restart(self) -> None:
+        self._mark = time.thread_time()
+
+    def shown(self, generation: int) -> None:
+        """A frame of ``generation`` went to the views; acknowledge it once painted. (A
+        GUI-thread slot does it: a worker method would be queued to the busy worker.)"""
+        if self._pool.get(generation) is not None:
+            self._unacknowledged.add(generation)
+            QTimer.singleShot(0, self._acknowledge)
+
+    @Slot()
+    def _acknowledge(self) -> None:
+        # GUI-thread CPU time since the last acknowledgement: everything the GUI did for
+        # one frame, painting included, but not the time it waited for the GIL.
+        now = time.thread_time()
+        gui_seconds, self._mark = now - self._mark, now
+        for generation in self._unacknowledged:
+            handle = self._pool.get(generation)
+            if handle is not None:
+                handle.worker.frame_drawn(gui_seconds)
+        self._unacknowledged.clear()
 
 
 class WorkerHandle(QObject):

@@ -9,8 +9,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QWidget
 
-from gradviz.gui.views import arrays, axes, palette
-from gradviz.gui.views.panel import MatrixPanel, format_value, status_label
+from gradviz.gui.widgets import arrays, axes, palette
+from gradviz.gui.widgets.panel import MatrixPanel, format_value, status_label
 
 
 class HeatmapView(MatrixPanel):
@@ -97,6 +97,11 @@ class HeatmapView(MatrixPanel):
 
     def locked(self) -> bool:
         return self.lock_box.isChecked()
+
+    def lock_levels(self, levels: tuple[float, float]) -> None:
+        """Fix the colour levels at ``levels`` (low, high) across frames."""
+        self._set_levels(levels)
+        self.lock_box.setChecked(True)
 
     def displayed_image(self) -> np.ndarray | None:
         """The (downsampled, sanitised) float32 image handed to pyqtgraph."""

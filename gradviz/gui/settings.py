@@ -42,16 +42,25 @@ def read_json(settings: QSettings, key: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def recent_files(settings: QSettings) -> list[str]:
-    raw = settings.value("recent_files") or "[]"
-    try:
-        items = json.loads(str(raw))
-    except json.JSONDecodeError:
-        return []
-    return [str(p) for p in items if isinstance(p, str)][:MAX_RECENT]
+class RecentFiles:
+    """A list of recently used paths under one settings key, newest first, at most
+    ``MAX_RECENT``. Whatever the key holds (a stray number, broken JSON) reads as a list."""
 
+    def __init__(self, settings: QSettings, key: str) -> None:
+        self.settings = settings
+        self.key = key
 
-def add_recent_file(settings: QSettings, path: str) -> list[str]:
-    items = [path] + [p for p in recent_files(settings) if p != path]
-    settings.setValue("recent_files", json.dumps(items[:MAX_RECENT]))
-    return items[:MAX_RECENT]
+    def read(self) -> list[str]:
+        try:
+            items = json.loads(str(self.settings.value(self.key) or "[]"))
+        except json.JSONDecodeError:
+            return []
+        if not isinstance(items, list):
+            return []
+        return [str(p) for p in items if isinstance(p, str)][:MAX_RECENT]
+
+    def add(self, path: str) -> list[str]:
+        """Put ``path`` first (once) and return the list."""
+        items = ([path] + [p for p in self.read() if p != path])[:MAX_RECENT]
+        self.settings.setValue(self.key, json.dumps(items))
+        return items

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-from gradviz.gui.views.healthmap import HealthMapView
-from gradviz.gui.views.heatmap import HeatmapView
-from gradviz.gui.views.panel import RangeLink
+from gradviz.gui.widgets.healthmap import HealthMapView
+from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.panel import RangeLink
 
 
 class CoordGradsView(QWidget):

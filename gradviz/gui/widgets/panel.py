@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from gradviz.gui.views import arrays, axes
+from gradviz.gui.widgets import arrays, axes
 
 HINT = "hover: read a cell · click: select · double-click: zoom out"
 
@@ -165,6 +165,8 @@ class MatrixPanel(QWidget):
         """Remember the full matrix shape; a new shape resets the view to the whole matrix."""
         if shape != self._shape:
             self._shape = shape
+            self._hovered = None  # a cell of the old matrix may not exist in the new one
+            self.readout.setText("")
             self._fit_whole = True
             self._reshaping = True  # the caller draws next; the range change must not
             try:
@@ -195,7 +197,7 @@ class MatrixPanel(QWidget):
         self._factors = self._wanted_factors()
         self._region = self._wanted_region(*self._factors)
         self._render(*self._factors)
-        if self._hovered is not None:
+        if self._hovered is not None:  # the value under the resting pointer changed
             self.readout.setText(self._readout(*self._hovered))
 
     def _wanted_factors(self) -> tuple[int, int]:

@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QFormLayout, QLabel, QWidget
 
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.views import palette
-from gradviz.gui.views.panel import format_value
+from gradviz.gui.widgets import palette
+from gradviz.gui.widgets.panel import format_value
 
 # (field name, row label); the gradient row's label names what it is a derivative of.
 FIELDS = (

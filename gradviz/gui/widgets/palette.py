@@ -39,6 +39,10 @@ DIVERGING_MAPS = ["CET-D1", "CET-D1A", "CET-D9", "CET-CBD1"]
 # NaN takes the mask's yellow where the colormap has nothing close to it (the diverging
 # maps), and magenta where it does (viridis and friends end in yellow).
 NAN_FALLBACK = "#FF00FF"
+#: Text that warns of a NaN or Inf on the window's light background (yellow is unreadable
+#: there; the plots keep the yellow of the mask).
+ALARM_TEXT = "#b03a2e"
+
 NONFINITE_COLOURS = {1: OKABE_ITO[Health.NEG_INF], 2: OKABE_ITO[Health.POS_INF], 3: NAN_FALLBACK}
 NONFINITE_NAMES = {1: "-Inf", 2: "+Inf", 3: "NaN"}
 _MIN_NAN_DISTANCE = 90.0  # RGB distance from every colour of the map; yellow vs CET-D1: ~100

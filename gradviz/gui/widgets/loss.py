@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
-from gradviz.gui.views import axes, palette
-from gradviz.gui.views.panel import status_label
+from gradviz.gui.widgets import axes, palette
+from gradviz.gui.widgets.panel import status_label
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 
@@ -94,14 +94,15 @@ class LossView(QWidget):
         layout.addWidget(self.summary)
 
     def set_history(self, history: np.ndarray, reference: float | None = None) -> None:
-        """Show ``(S,)`` losses of steps 1..S (any values: NaN/Inf marked, never logged)."""
+        """Show ``(S,)`` losses: entry k is the loss computed in step k (0-based, before its
+        update), as the CLI's per-step ``loss`` array. NaN/Inf are marked, never logged."""
         history = np.asarray(history, dtype=np.float64)
         if len(history) == self._length and reference == self._reference:
             return  # nothing new since the last frame
         self._length = len(history)
         self._reference = reference
         self._history = history
-        steps = np.arange(1, len(history) + 1, dtype=np.float64)
+        steps = np.arange(len(history), dtype=np.float64)
         finite = np.isfinite(history)
         drawable = finite & (history > 0)
         self.curve.setData(steps[drawable], history[drawable])
@@ -133,7 +134,9 @@ class LossView(QWidget):
                 )
         if fresh or new_x != (x0, x1) or new_y != (y0, y1):
             self.plot.setRange(xRange=new_x, yRange=new_y, padding=0)
-            self._range_fresh = False
+            # Only a loss sets the y range afresh: step 0 (no loss yet) must not keep the
+            # previous run's range for the next one.
+            self._range_fresh = fresh and not len(logs)
 
     @Slot(object)
     def _on_user_zoomed(self, _mask) -> None:
@@ -161,8 +164,8 @@ class LossView(QWidget):
         self.summary.setText("no run yet")
 
     def nonfinite_steps(self) -> np.ndarray:
-        """1-based steps whose loss is shown as non-finite."""
-        return np.flatnonzero(~np.isfinite(self._history)) + 1
+        """Steps (0-based, as the CLI counts) whose loss is shown as non-finite."""
+        return np.flatnonzero(~np.isfinite(self._history))
 
     def _draw_nonfinite(self, steps: np.ndarray, history: np.ndarray, drawable: np.ndarray):
         runs = nonfinite_runs(history)
@@ -173,11 +176,11 @@ class LossView(QWidget):
         # The rug sits just above the highest finite loss (in log10 view units).
         top = math.log10(history[drawable].max()) + 0.1 if drawable.any() else 0.0
         x = np.empty(2 * len(runs))
-        x[0::2] = runs[:, 0] + 0.5  # step numbers are index + 1
-        x[1::2] = runs[:, 1] + 1.5
+        x[0::2] = runs[:, 0] - 0.5
+        x[1::2] = runs[:, 1] + 0.5
         self.rug.setData(x, np.full(len(x), top))
-        self.first_bad_line.setValue(float(runs[0, 0] + 1))
-        self.first_bad_line.label.setFormat(f"first non-finite: step {runs[0, 0] + 1}")
+        self.first_bad_line.setValue(float(runs[0, 0]))
+        self.first_bad_line.label.setFormat(f"first non-finite loss: step {runs[0, 0]}")
         self.first_bad_line.setVisible(True)
 
     def _draw_reference(self, reference: float | None) -> None:
@@ -191,16 +194,16 @@ class LossView(QWidget):
     def _summary_text(history: np.ndarray, finite: np.ndarray, reference: float | None) -> str:
         parts = []
         if len(history):
-            parts.append(f"step {len(history)}: loss = {history[-1]:.4g}")
+            parts.append(f"loss of step {len(history) - 1} = {history[-1]:.4g}")
         else:
-            parts.append("step 0")
+            parts.append("no step taken")
         if reference is not None:
             parts.append(f'<span style="color:#E69F00">classical MDS = {reference:.4g}</span>')
         bad = int(len(history) - np.count_nonzero(finite))
         if bad:
-            first = int(np.argmin(finite)) + 1
+            first = int(np.argmin(finite))
             parts.append(
-                f'<span style="color:{_NONFINITE_COLOUR}">{bad:,} non-finite '
+                f'<span style="color:{palette.ALARM_TEXT}">{bad:,} non-finite losses '
                 f"(first at step {first})</span>"
             )
         return " &nbsp;|&nbsp; ".join(parts)

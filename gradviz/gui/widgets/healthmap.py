@@ -7,8 +7,8 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
 from gradviz.core.health import HEALTH_LABELS, Health
-from gradviz.gui.views import arrays, palette
-from gradviz.gui.views.panel import MatrixPanel, format_value
+from gradviz.gui.widgets import arrays, palette
+from gradviz.gui.widgets.panel import MatrixPanel, format_value
 
 
 class HealthMapView(MatrixPanel):
@@ -43,6 +43,7 @@ class HealthMapView(MatrixPanel):
         self.legend.setWordWrap(True)
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self._legend_columns = legend_columns
+        self._shown_columns = legend_columns
         self.layout().insertWidget(2, self.legend)
         self.image.setLookupTable(palette.health_lut("Okabe-Ito"))
         self.palette_box.currentTextChanged.connect(self._on_palette_changed)
@@ -108,15 +109,33 @@ class HealthMapView(MatrixPanel):
         for h in sorted(Health, reverse=True):  # most alarming first
             count = self._counts[h]
             weight = "bold" if count and h >= Health.NEG_INF else "normal"
-            cells.append(
-                f'<td><span style="color:{colours[h]}">&#9632;</span> '
-                f'<span style="font-weight:{weight}">{HEALTH_LABELS[h]} {count:,}</span></td>'
+            cells.append(  # a label never wraps away from its count ("NaN" / "600")
+                f'<td style="white-space:nowrap"><span style="color:{colours[h]}">&#9632;</span>'
+                f'&nbsp;<span style="font-weight:{weight}">{HEALTH_LABELS[h]}&nbsp;{count:,}'
+                "</span></td>"
             )
+        columns = self._fitting_columns()
         rows = [
-            "<tr>" + "".join(cells[k : k + self._legend_columns]) + "</tr>"
-            for k in range(0, len(cells), self._legend_columns)
+            "<tr>" + "".join(cells[k : k + columns]) + "</tr>"
+            for k in range(0, len(cells), columns)
         ]
         self.legend.setText('<table cellspacing="4">' + "".join(rows) + "</table>")
+
+    def _fitting_columns(self) -> int:
+        """As many legend columns as fit the panel's width (at most ``legend_columns``):
+        a narrow panel gets more rows, never a cut-off count."""
+        widest = max(
+            self.legend.fontMetrics().horizontalAdvance(f"■ {HEALTH_LABELS[h]} {self._counts[h]:,}")
+            for h in Health
+        )
+        fit = max(1, (self.width() - 8) // (widest + 12))
+        return int(min(self._legend_columns, fit))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self._fitting_columns() != self._shown_columns:
+            self._shown_columns = self._fitting_columns()
+            self._update_legend()
 
     def legend_text(self) -> str:
         """The legend as plain text, e.g. ``"NaN 2,000 +Inf 0 ..."``."""

@@ -7,8 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
-from gradviz.gui.views import axes, geometry
-from gradviz.gui.views.panel import status_label
+from gradviz.gui.widgets import axes, geometry
+from gradviz.gui.widgets.panel import status_label
 
 _TARGET_COLOUR = "#E69F00"
 _PRED_COLOUR = "#56B4E9"
@@ -42,9 +42,15 @@ class PointsView(QWidget):
 
         self.projection_box = QComboBox()
         self.projection_box.setToolTip("How points with more than two dimensions are drawn")
-        self.align_box = QCheckBox("align (Procrustes)")
+        self.projection_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.projection_box.setMinimumContentsLength(8)
+        self.align_box = QCheckBox("align")
         self.align_box.setChecked(True)
-        self.align_box.setToolTip("Rotate/reflect/translate the prediction onto the target")
+        self.align_box.setToolTip(
+            "Align the prediction onto the target (Procrustes: rotate, reflect, translate)"
+        )
         self.links_box = QCheckBox("residuals")
         self.links_box.setChecked(True)
         self.links_box.setToolTip("Join each predicted point to its target point")

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.gui.views.heatmap import HeatmapView
-from gradviz.gui.views.panel import format_value
+from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.panel import format_value
 
 FREE_NOTE = (
     "This run fits free coordinates: there is no network, so there are no per-point "

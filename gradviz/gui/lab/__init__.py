@@ -1,0 +1,1 @@
+"""The distance-fit lab: the run session, its worker, and the views it feeds."""

@@ -1,0 +1,339 @@
+"""The distance-fit lab: wires the setup form, the run session, the views and the window.
+
+The run itself lives in a ``RunSession`` (state, generation, worker, snapshots); this
+controller turns the window's actions into session commands with the form's settings,
+keeps the settings file, and shows errors. Status bar, toolbar and views listen to the
+session. All slots here run on the GUI thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QSettings, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from gradviz.core.config import FitConfig
+from gradviz.core.errors import GradvizError
+from gradviz.gui import settings as settings_store
+from gradviz.gui.dialogs import ErrorDialog
+from gradviz.gui.experiments import (
+    experiment_from_dict,
+    experiment_to_dict,
+    load_experiment,
+    save_experiment,
+)
+from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
+from gradviz.gui.lab.display_memory import DisplayMemory
+from gradviz.gui.lab.focus import EnterLeavesField
+from gradviz.gui.lab.session import RunSession, RunState
+from gradviz.gui.lab.status import RunActions, RunStatus
+from gradviz.gui.lab.torch_loader import TorchLoader
+from gradviz.gui.lab.views import LabViews
+from gradviz.gui.lab.worker import describe_run_failure
+from gradviz.gui.main_window import MainWindow
+from gradviz.gui.models.wiring import ModelActions
+
+log = logging.getLogger(__name__)
+
+
+class LabController(QObject):
+    """The behaviour of the distance-fit lab. ``session`` is the run; ``views`` its views.
+
+    ``run_factory`` builds the core run from a FitConfig (on the worker thread).
+    """
+
+    torchReady = Signal()
+
+    def __init__(
+        self,
+        views: LabViews,
+        settings: QSettings | None = None,
+        log_path: str = "",
+        run_factory: Callable[[FitConfig], Any] | None = None,
+        config: FitConfig | None = None,
+        live: LiveSettings | None = None,
+    ) -> None:
+        super().__init__()
+        self.views = views
+        self.settings = settings or settings_store.open_settings()
+        self.log_path = log_path
+        self.form = SetupForm(config or DEFAULT_EXPERIMENT)
+        self.session = RunSession(run_factory, available=False, parent=self)
+        self.window = MainWindow(self.form, dict(views.widgets))
+        self.window.close_guard = self._on_close_requested
+        self.error_dialog: ErrorDialog | None = None
+        self.recent = settings_store.RecentFiles(self.settings, "recent_files")
+        self._shut_down = False
+        self._restore(config, live)
+        self.session.frame_rate = self.form.live_settings().frame_rate
+        self.session.snapshotShown.connect(views.show)
+        self.session.cleared.connect(views.clear)
+        self.session.failed.connect(self.show_error)
+        self.run_actions = RunActions(self.session, self.window.actions)
+        self.run_status = RunStatus(self.session, self.window.status_labels)
+        self._connect()
+        from gradviz.gui.investigate import Investigations
+        from gradviz.gui.run_network import RunNetworkExplorer
+
+        self.investigations = Investigations(
+            self.session, views, self.window, self.form.config, self.show_error, log_path
+        )
+        self.run_network = RunNetworkExplorer(self.session, self.window)
+        self.loader = TorchLoader()
+        self.loader.ready.connect(self._on_torch_ready)
+        self.session.snapshotShown.connect(self.loader.first_frame_shown)
+        self.loader.failed.connect(self._on_torch_failed)
+
+    def start_loading(self) -> None:
+        """Import torch behind the window; Start is enabled once it is ready."""
+        self.loader.start()
+
+    @property
+    def torch_ready(self) -> bool:
+        return self.session.state.loaded
+
+    # ---- wiring ----------------------------------------------------------------------------
+    def _connect(self) -> None:
+        a = self.window.actions
+        a["start"].triggered.connect(self.start)
+        a["pause"].triggered.connect(self._on_pause_triggered)
+        a["toggle_run"].triggered.connect(self.toggle_run)
+        a["step"].triggered.connect(self.step_once)
+        a["stop"].triggered.connect(self.session.stop)
+        a["reset"].triggered.connect(self.reset)
+        a["first_nan"].triggered.connect(self.session.show_first_nan)
+        a["live"].triggered.connect(self.session.show_live)
+        a["open"].triggered.connect(self._on_open_triggered)
+        a["save"].triggered.connect(self._on_save_triggered)
+        a["quit"].triggered.connect(self.window.close)
+        a["copy_command"].triggered.connect(self.copy_command)
+        self.window.explorer.failed.connect(self._on_explorer_failed)
+        a["reset_layout"].triggered.connect(self.window.reset_layout)
+        self.window.recentChosen.connect(self.open_experiment)
+        self.models = ModelActions(self.window, self.settings, self.session, self.show_error)
+        self.form.changed.connect(self._on_setting_changed)
+        self.window.set_recent_files(self.recent.read())
+        self.enter_leaves_field = EnterLeavesField(self.window.docks["setup"], self.window)
+        self.display_memory = DisplayMemory(self.settings, self.views)
+
+    def _restore(self, config: FitConfig | None, live: LiveSettings | None) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if geometry is not None:
+            self.window.restoreGeometry(geometry)
+        if state is not None:
+            self.window.restoreState(state)
+        if config is None:
+            saved = settings_store.read_json(self.settings, "experiment")
+            if saved is not None:
+                try:
+                    config, live = experiment_from_dict(saved, source="the saved settings")
+                except GradvizError:
+                    log.warning("ignoring unreadable saved settings")
+        if config is not None:
+            self.form.set_config(config, live or LiveSettings())
+
+    # ---- run commands: the session's, with the form's settings -------------------------------
+    def _form_config(self) -> FitConfig | None:
+        try:
+            return self.form.config()
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return None
+
+    @Slot()
+    def start(self) -> None:
+        """Start a run, or resume a paused one."""
+        if self.session.worker is not None:
+            self.session.start()
+        elif self.session.available:
+            self.session.start(self._form_config())
+
+    @Slot()
+    def pause(self) -> None:
+        self.session.pause()
+
+    @Slot()
+    def toggle_run(self) -> None:
+        if self.session.state is RunState.RUNNING:
+            self.session.pause()
+        else:
+            self.start()
+
+    def _on_pause_triggered(self, checked: bool) -> None:
+        if checked:
+            self.session.pause()
+        else:
+            self.start()
+
+    @Slot()
+    def step_once(self) -> None:
+        """Pause (if running) and take exactly one step."""
+        if self.session.worker is not None:
+            self.session.step()
+        elif self.session.available:
+            self.session.step(self._form_config())
+
+    @Slot()
+    def reset(self) -> None:
+        """Back to step 0 with the form's settings (a new generation)."""
+        config = self._form_config() if self.session.available else None
+        self.session.reset(config)
+
+    # ---- worker signals (GUI thread) ---------------------------------------------------------
+    @Slot(str, str)
+    def _on_explorer_failed(self, sentence: str, details: str) -> None:
+        log.error("explorer failed: %s\n%s", sentence, details)
+        dialog = self.show_error(sentence, details)
+        dialog.setWindowTitle("gradviz: the Jacobians could not be computed")
+
+    @Slot(object)
+    def _on_torch_ready(self, devices: list[tuple[str, str]]) -> None:
+        if self._shut_down:
+            return  # queued before shutdown, delivered after it: nothing may start now
+        self.form.set_devices(devices)
+        self.session.set_available(True)
+        self.reset()  # step 0 of the experiment, paused: ready for Start
+        self.torchReady.emit()
+
+    @Slot(str, str)
+    def _on_torch_failed(self, sentence: str, details: str) -> None:
+        if self._shut_down:
+            return
+        self.show_error(sentence, details)
+        self.session.set_available(False)
+
+    # ---- settings ----------------------------------------------------------------------------
+    @Slot(str)
+    def _on_setting_changed(self, name: str) -> None:
+        if not self.form.needs_reset(name):
+            self.session.set_frame_rate(self.form.live_settings().frame_rate)
+            if name == "lr":
+                self.session.set_lr(float(self.form.param("lr").value()))
+            return
+        if self.form.problem_text or not self.torch_ready:
+            return  # the form shows what is wrong; nothing to apply yet
+        if self.session.state.going and not self.confirm(
+            "Reset the run?",
+            f"Changing the {self.form.title(name)} needs a fresh run. Reset now? (No keeps "
+            "the current run; the change applies at the next Reset.)",
+        ):
+            return
+        self.reset()
+
+    def confirm(self, title: str, question: str) -> bool:
+        """Ask the user a yes/no question (tests replace this)."""
+        answer = QMessageBox.question(self.window, title, question)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def open_experiment(self, path: str) -> None:
+        try:
+            config, live = load_experiment(path)
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return
+        self.form.set_config(config, live)
+        self.window.set_recent_files(self.recent.add(path))
+        self.reset()
+
+    def _on_open_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self.window, "Open experiment", "", "Experiments (*.json)"
+        )
+        if path:
+            self.open_experiment(path)
+
+    def _on_save_triggered(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self.window, "Save experiment", "experiment.json", "Experiments (*.json)"
+        )
+        if path:
+            self.save_experiment(path)
+
+    def save_experiment(self, path: str) -> bool:
+        """Write the form's settings to ``path`` and say so in the status bar."""
+        try:
+            save_experiment(path, self.form.config(), self.form.live_settings())
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return False
+        self.window.set_recent_files(self.recent.add(path))
+        self.window.statusBar().showMessage(f"Saved the experiment to {path}", 8000)
+        return True
+
+    @Slot()
+    def copy_command(self) -> None:
+        """Put the ``gradviz fit`` line that repeats the form's setup on the clipboard."""
+        from gradviz.core.reproduce import fit_command_line
+
+        config = self._form_config()
+        if config is None:
+            return
+        line = fit_command_line(config)
+        QGuiApplication.clipboard().setText(line)
+        self.window.statusBar().showMessage(f"Copied: {line}", 8000)
+
+    # ---- errors ------------------------------------------------------------------------------
+    @Slot(str, str)
+    def show_error(self, sentence: str, details: str) -> ErrorDialog:
+        """Show a failure without blocking; the window stays usable behind it."""
+        if self.error_dialog is not None:
+            self.error_dialog.close()
+            self.error_dialog.deleteLater()
+        self.error_dialog = ErrorDialog(sentence, details, self.log_path, self.window)
+        self.error_dialog.open()
+        return self.error_dialog
+
+    def report_exception(self, exc: BaseException, details: str) -> None:
+        self.show_error(describe_run_failure(exc), details)
+
+    # ---- closing -----------------------------------------------------------------------------
+    def _on_close_requested(self) -> bool:
+        if self._shut_down:
+            return True  # already stopped (e.g. --screenshot): nothing to ask
+        going = self.session.state.going or self.investigations.comparing
+        if going and not self.confirm("Quit gradviz?", "A run is going. Stop it and quit?"):
+            return False
+        self.shutdown()
+        return True
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Save settings, stop every worker and join its thread (idempotent)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.enter_leaves_field.uninstall()
+        self.window.pages.show_page(0)  # save the lab's layout, not the explorer page
+        self._save_settings()
+        if self.error_dialog is not None:
+            self.error_dialog.close()
+        self.investigations.shutdown(timeout_s)
+        self.session.shutdown(timeout_s)
+        self.loader.join(timeout_s)
+        self.models.shutdown(timeout_s)
+        self.window.explorer.shutdown()
+
+    def _save_settings(self) -> None:
+        s = self.settings
+        s.setValue("window/geometry", self.window.saveGeometry())
+        s.setValue("window/state", self.window.saveState())
+        try:
+            data = experiment_to_dict(self.form.config(), self.form.live_settings())
+            s.setValue("experiment", json.dumps(data))
+        except GradvizError:
+            pass  # an unfinished form is not remembered
+        s.sync()
+
+    @property
+    def thread_count(self) -> int:
+        """Worker threads still held (0 after every run has been joined)."""
+        return (
+            len(self.session.workers())
+            + self.investigations.thread_count
+            + int(self.window.explorer.worker_running())
+        )

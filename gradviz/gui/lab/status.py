@@ -1,0 +1,131 @@
+"""The toolbar's run actions and the status bar, both drawn from a RunSession.
+
+Neither keeps any state of its own: each redraws from the session whenever it signals, so
+the toolbar, the status bar and the views can never disagree about the run.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QObject, Slot
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel
+
+from gradviz.core.snapshot import Snapshot
+from gradviz.gui.lab.session import RunSession, RunState
+
+FINITE_STYLE = "color: #1e7b34;"
+NAN_STYLE = "color: #c0392b; font-weight: bold;"
+
+
+def rate_text(steps_per_second: float) -> str:
+    """The speed as "1,234 steps/s" or "2.5 steps/s"; empty when unknown."""
+    if not math.isfinite(steps_per_second):
+        return ""
+    if steps_per_second >= 10:
+        return f"{steps_per_second:,.0f} steps/s"
+    return f"{steps_per_second:.1f} steps/s"
+
+
+def loss_text(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+def loss_label(snapshot: Snapshot) -> str:
+    """The snapshot's loss, named for what it is: the loss computed in step k before its
+    update (the CLI's per-step ``loss[k]``), or the loss after the last update (the CLI's
+    ``final_loss``) once the run has ended."""
+    history, loss = snapshot.loss_history, snapshot.loss
+    if len(history) and (history[-1] == loss or (math.isnan(history[-1]) and math.isnan(loss))):
+        return f"loss of step {len(history) - 1:,} = {loss_text(loss)}"
+    if snapshot.step == 0:
+        return f"loss of step 0 = {loss_text(loss)}"
+    if snapshot.done:
+        return f"final loss = {loss_text(loss)}"
+    return f"loss now = {loss_text(loss)}"
+
+
+def first_nonfinite_text(session: RunSession) -> str:
+    """Where the run's gradients and loss first went non-finite, each named; empty when
+    both are finite so far. The step numbers are the CLI's (0-based step indices)."""
+    latest = session.latest
+    if latest is None:
+        return ""
+    grad = session.first_nonfinite_grad_step
+    loss = latest.first_nonfinite_loss_step
+    parts = []
+    if grad is not None:
+        parts.append(f"NaN/Inf gradient first at step {grad}")
+    if loss is not None:
+        parts.append(f"non-finite loss first at step {loss}")
+    return " · ".join(parts)
+
+
+class RunActions(QObject):
+    """Enables, checks and names the run actions (start, pause, step, stop, reset, first
+    NaN, live, why NaN) after the session's state."""
+
+    def __init__(self, session: RunSession, actions: dict[str, QAction]) -> None:
+        super().__init__(session)
+        self.session = session
+        self.actions = actions
+        session.stateChanged.connect(self._on_session_changed)
+        session.pinnedChanged.connect(self._on_session_changed)
+        self.update()
+
+    @Slot(object)
+    def _on_session_changed(self, _value: object) -> None:
+        self.update()
+
+    def update(self) -> None:
+        a, s = self.actions, self.session
+        state, ready = s.state, s.available
+        a["start"].setEnabled(ready and state is not RunState.RUNNING)
+        a["pause"].setEnabled(ready and state.going)
+        a["pause"].setChecked(state is RunState.PAUSED)
+        a["pause"].setText("Resume" if state is RunState.PAUSED else "Pause")
+        a["toggle_run"].setEnabled(ready)
+        a["step"].setEnabled(ready)
+        a["stop"].setEnabled(state.going)
+        a["reset"].setEnabled(ready)
+        a["first_nan"].setEnabled(s.pinned is not None and not s.viewing_pinned)
+        a["live"].setEnabled(s.viewing_pinned)
+        a["why_nan"].setEnabled(s.pinned is not None)
+
+
+class RunStatus(QObject):
+    """Fills the status bar's labels (state, step, loss, speed, device, nan) from the
+    session: the snapshot on screen, the run's state and speed, its first non-finite step."""
+
+    def __init__(self, session: RunSession, labels: dict[str, QLabel]) -> None:
+        super().__init__(session)
+        self.session = session
+        self.labels = labels
+        session.stateChanged.connect(self._on_session_changed)
+        session.snapshotShown.connect(self._on_session_changed)
+        session.pinnedChanged.connect(self._on_session_changed)
+        session.cleared.connect(self.update)
+        self.update()
+
+    @Slot(object)
+    def _on_session_changed(self, _value: object) -> None:
+        self.update()
+
+    @Slot()
+    def update(self) -> None:
+        labels, s = self.labels, self.session
+        labels["state"].setText("showing first NaN" if s.viewing_pinned else s.state.label)
+        snap: Snapshot | None = s.shown
+        if snap is None:
+            for name in ("step", "loss", "speed", "device", "nan"):
+                labels[name].setText("")
+            labels["nan"].setStyleSheet("")
+            return
+        labels["step"].setText(f"{snap.step:,} steps done")
+        labels["loss"].setText(loss_label(snap))
+        labels["speed"].setText(rate_text(s.steps_per_second))
+        labels["device"].setText(f"{snap.device} · {snap.method}")
+        nonfinite = first_nonfinite_text(s)
+        labels["nan"].setText(nonfinite or "gradients finite")
+        labels["nan"].setStyleSheet(NAN_STYLE if nonfinite else FINITE_STYLE)

@@ -1,0 +1,295 @@
+"""The lab's views: one interface, one registry.
+
+Each view is a ``LabView``: a widget (``widget``) and two methods, ``show(snapshot)`` and
+``clear()``. ``VIEWS`` lists them once as (key, title, factory, dock area); the main window
+builds its docks from that table and ``LabViews`` feeds every view from it. Adding a view
+is one class plus one line in ``VIEWS``.
+
+Views are fed up to ~30 times a second and redraw only what changed. Views that are
+hidden (a tabbed-away dock) draw their latest snapshot when shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+
+import numpy as np
+from PySide6.QtCore import QEvent, QObject, Signal, Slot
+from PySide6.QtWidgets import QWidget
+
+from gradviz.core.snapshot import Snapshot
+from gradviz.gui.widgets.coord_grads import CoordGradsView
+from gradviz.gui.widgets.healthmap import HealthMapView
+from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.jacobian_dock import JacobianView
+from gradviz.gui.widgets.loss import LossView
+from gradviz.gui.widgets.pair import PairView
+from gradviz.gui.widgets.panel import MatrixPanel, RangeLink
+from gradviz.gui.widgets.points import PointsView
+
+Pair = tuple[int, int] | None
+
+
+class LabView:
+    """A view of a run: ``widget`` draws one aspect of the Snapshot given to ``show``.
+
+    ``panel`` is set by the N x N matrix views (they share zoom, pan and the selected cell).
+    """
+
+    widget: QWidget
+    panel: MatrixPanel | None = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        self.widget.clear()  # type: ignore[attr-defined]
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        """The user selected entry (i, j) (None: no selection)."""
+        if self.panel is not None:
+            self.panel.set_marker(*(pair or (None, None)))
+
+
+class MatrixView(LabView):
+    """An (N, N) matrix field of the snapshot as a heatmap."""
+
+    def __init__(self, field: str, label: str, diverging: bool = False) -> None:
+        self.field = field
+        self.widget = self.panel = HeatmapView(label, diverging=diverging)
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_matrix(getattr(snapshot, self.field))
+
+
+class TargetView(MatrixView):
+    """The target matrix, redrawn only when the target changes (rarely)."""
+
+    def __init__(self) -> None:
+        super().__init__("target_distances", "d_target")
+        self._target: np.ndarray | None = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        target = snapshot.target_distances
+        if self._target is not None and (
+            target is self._target
+            or (target.shape == self._target.shape and np.array_equal(target, self._target))
+        ):
+            return
+        self._target = target
+        self.widget.set_matrix(target)
+
+    def clear(self) -> None:
+        self._target = None
+        super().clear()
+
+
+class HealthView(LabView):
+    """The health code of every entry gradient, with the values in the readout."""
+
+    def __init__(self) -> None:
+        self.widget = self.panel = HealthMapView("dLoss/d entry", legend_columns=3)
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_codes(snapshot.entry_health, snapshot.entry_grads)
+
+
+class CoordGradientsView(LabView):
+    def __init__(self) -> None:
+        self.widget = CoordGradsView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_grads(snapshot.coord_grads, snapshot.coord_health)
+
+
+class LossCurveView(LabView):
+    def __init__(self) -> None:
+        self.widget = LossView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_history(snapshot.loss_history, snapshot.reference_loss)
+
+
+class PointsLabView(LabView):
+    def __init__(self) -> None:
+        self.widget = PointsView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_points(snapshot.coords, snapshot.target_coords)
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        self.widget.set_pair(*(pair or (None, None)))
+
+
+class SelectedPairView(LabView):
+    """The numbers of the selected entry (i, j)."""
+
+    def __init__(self) -> None:
+        self.widget = PairView()
+        self._pair: Pair = None
+
+    def show(self, snapshot: Snapshot) -> None:
+        if self._pair is not None:
+            self.widget.show_pair(snapshot, *self._pair)
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        self._pair = pair
+        if pair is None or snapshot is None:
+            self.widget.clear()
+        else:
+            self.widget.show_pair(snapshot, *pair)
+
+
+class JacobiansView(LabView):
+    def __init__(self) -> None:
+        self.widget = JacobianView()
+
+    def show(self, snapshot: Snapshot) -> None:
+        self.widget.set_jacobians(snapshot.jacobians)
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        if pair is not None:
+            self.widget.select_point(pair[0])
+
+
+class DockArea(enum.Enum):
+    """Where a view's dock goes: the top or bottom row beside the setup, or the left column."""
+
+    TOP = "top"
+    BOTTOM = "bottom"
+    LEFT = "left"
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewEntry:
+    """One line of the registry. ``tab_with``: the key whose dock this one is tabbed behind.
+    ``share``: the view's share of its row's width."""
+
+    key: str
+    title: str
+    factory: Callable[[], LabView]
+    area: DockArea
+    tab_with: str | None = None
+    share: float = 1.0
+
+
+#: Every lab view, in dock order within each area.
+VIEWS: tuple[ViewEntry, ...] = (
+    ViewEntry(
+        "distances",
+        "Predicted distances",
+        lambda: MatrixView("distances", "d_pred"),
+        DockArea.TOP,
+    ),  # fmt: skip
+    ViewEntry("target", "Target distances", TargetView, DockArea.TOP, tab_with="distances"),
+    ViewEntry(
+        "error",
+        "Error (predicted - target)",
+        lambda: MatrixView("error", "d_pred - d_target", diverging=True),
+        DockArea.TOP,
+    ),  # fmt: skip
+    ViewEntry("mask", "Gradient health", HealthView, DockArea.TOP),
+    ViewEntry("loss", "Loss", LossCurveView, DockArea.BOTTOM, share=0.9),
+    ViewEntry("points", "Points: predicted vs target", PointsLabView, DockArea.BOTTOM),
+    ViewEntry(
+        "coord_grads", "Coordinate gradients", CoordGradientsView, DockArea.BOTTOM, share=1.1
+    ),
+    ViewEntry("jacobians", "Per-point Jacobians", JacobiansView, DockArea.BOTTOM, tab_with="loss"),
+    ViewEntry("pair", "Selected pair", SelectedPairView, DockArea.LEFT),
+)
+
+TITLES: dict[str, str] = {entry.key: entry.title for entry in VIEWS}
+
+
+class LabViews(QObject):
+    """Every view of ``VIEWS``, fed one snapshot at a time, and the pair they share.
+
+    Clicking a cell of any matrix selects the pair (i, j): every view hears of it
+    (``LabView.select_pair``) and ``pairSelected(i, j)`` is emitted. Zoom and pan are shared
+    by the N x N matrices.
+    """
+
+    pairSelected = Signal(int, int)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.views: dict[str, LabView] = {entry.key: entry.factory() for entry in VIEWS}
+        self.widgets: dict[str, QWidget] = {k: v.widget for k, v in self.views.items()}
+        self.titles = dict(TITLES)
+        self._range_link = RangeLink(self.matrix_panels(), self)
+        for panel in self.matrix_panels():
+            panel.cellClicked.connect(self._on_cell_clicked)
+        self._snapshot: Snapshot | None = None
+        self._generation: int | None = None
+        self._pair: Pair = None
+        self._stale: set[str] = set()  # views that skipped snapshots while hidden
+        for widget in self.widgets.values():
+            widget.installEventFilter(self)
+
+    def matrix_panels(self) -> list[MatrixPanel]:
+        """The N x N panels, which share zoom, pan and the selected cell."""
+        return [v.panel for v in self.views.values() if v.panel is not None]
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot on screen."""
+        return self._snapshot
+
+    @property
+    def selected_pair(self) -> Pair:
+        return self._pair
+
+    @Slot(object)
+    def show(self, snapshot: Snapshot) -> None:
+        """Draw ``snapshot`` in every visible view (cheap: unchanged parts are not redrawn).
+
+        A snapshot of another run starts every view over; hidden views (a closed or
+        tabbed-away dock) are brought up to date when shown.
+        """
+        if snapshot.generation != self._generation:
+            if self._generation is not None:
+                self.clear()
+            self._generation = snapshot.generation
+        self._snapshot = snapshot
+        if self._pair is not None and max(self._pair) >= snapshot.n_points:
+            self._set_pair(None)  # a smaller point set: the pair is gone
+        for key, view in self.views.items():
+            if view.widget.isVisible():
+                self._stale.discard(key)
+                view.show(snapshot)
+            else:
+                self._stale.add(key)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.Show and self._snapshot is not None:
+            for key, view in self.views.items():
+                if view.widget is watched and key in self._stale:
+                    self._stale.discard(key)
+                    view.show(self._snapshot)
+        return False
+
+    @Slot()
+    def clear(self) -> None:
+        """Forget the snapshot on screen and empty every view."""
+        self._snapshot = None
+        self._generation = None
+        self._stale.clear()
+        self._set_pair(None)
+        for view in self.views.values():
+            view.clear()
+
+    def select_pair(self, i: int, j: int) -> None:
+        """Select entry (i, j), as a click on that cell does, and emit ``pairSelected``."""
+        self._set_pair((i, j))
+        self.pairSelected.emit(i, j)
+
+    @Slot(int, int)
+    def _on_cell_clicked(self, i: int, j: int) -> None:
+        self.select_pair(i, j)
+
+    def _set_pair(self, pair: Pair) -> None:
+        self._pair = pair
+        for view in self.views.values():
+            view.select_pair(pair, self._snapshot)

@@ -1,0 +1,244 @@
+"""One run, one state: every part of the window agrees about the run (real widgets, real runs).
+
+Each test here is a defect a user met when two parts of the window kept their own copy of
+the run's state; each drives the real widgets.
+"""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import numpy as np
+import pytest
+from fixtures_app import (  # noqa: F401 - fixtures
+    RUN_TIMEOUT_MS,
+    isolated_settings,
+    make_lab,
+    small,
+)
+from PySide6.QtWidgets import QApplication
+
+from gradviz.core.health import Health
+from gradviz.gui.lab.session import RunState
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
+
+
+def _status(lab, name: str) -> str:
+    return lab.window.status_labels[name].text()
+
+
+# ---- defect 1: a hovered cell beyond a smaller matrix ----------------------------------------
+def test_a_hovered_cell_beyond_a_new_smaller_matrix_raises_nothing(qtbot):
+    from gradviz.gui.widgets.heatmap import HeatmapView
+
+    view = HeatmapView("d_pred")
+    qtbot.addWidget(view)
+    view.resize(400, 400)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_matrix(np.arange(50 * 50, dtype=np.float32).reshape(50, 50))
+    view.view.scene().sigMouseMoved.emit(view.cell_scene_pos(40, 3))  # the pointer rests
+    assert "i = 40" in view.readout.text()
+    view.set_matrix(np.ones((20, 20), dtype=np.float32))  # N changed; the pointer has not moved
+    view.set_matrix(np.zeros((20, 20), dtype=np.float32))
+    assert "i = 40" not in view.readout.text()
+
+
+def test_the_error_dialogs_details_never_cover_its_buttons(qtbot):
+    from gradviz.gui.dialogs import ErrorDialog
+
+    dialog = ErrorDialog("The run stopped.", "Traceback\n" * 80, "/tmp/gradviz.log")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.show_button.click()
+    QApplication.processEvents()
+    details = dialog.details_box.geometry()
+    buttons = dialog.show_button.parentWidget().geometry()
+    assert details.bottom() < buttons.top()
+    assert dialog.height() >= dialog.layout().minimumSize().height()
+
+
+# ---- defect 3: naive at step 0 ----------------------------------------------------------------
+def test_naive_at_step_0_the_status_bar_and_why_nan_agree_with_the_health_view(make_lab):
+    lab = make_lab(small("naive"))
+    assert lab.views.snapshot.step == 0
+    assert lab.views.widgets["mask"].counts()[Health.NAN] == 24  # the diagonal
+    assert "NaN/Inf gradient first at step 0" in _status(lab, "nan")
+    assert "finite" not in _status(lab, "nan")
+    assert lab.window.actions["why_nan"].isEnabled()
+    assert lab.window.actions["first_nan"].isEnabled()
+
+
+# ---- defect 4: one number per quantity, named, as the CLI reports it -------------------------
+@pytest.mark.parametrize("method", ["naive", "masked", "safe"])
+def test_status_bar_loss_plot_and_cli_agree_on_every_steps_loss(
+    qtbot, make_lab, method, tmp_path, capsys
+):
+    from gradviz.cli import main as cli_main
+    from gradviz.core.reproduce import fit_command_line
+
+    lab = make_lab(small(method, n=12, steps=25))
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    args = shlex.split(fit_command_line(lab.session.config))[2:]
+    capsys.readouterr()
+    assert cli_main(["fit", *args, "--json", "--out", str(tmp_path / "run.npz")]) == 0
+    cli = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    losses = np.load(tmp_path / "run.npz")["loss"]
+    # The loss plot: step k's loss at x = k, NaN/Inf marked at the CLI's steps.
+    plot = lab.views.widgets["loss"]
+    x, y = plot.curve.getOriginalDataset()
+    drawable = np.isfinite(losses) & (losses > 0)
+    np.testing.assert_array_equal(x, np.flatnonzero(drawable))
+    np.testing.assert_allclose(y, losses[drawable], rtol=1e-12)
+    bad = np.flatnonzero(~np.isfinite(losses))
+    assert plot.nonfinite_steps().tolist() == bad.tolist()
+    if len(bad):
+        assert bad[0] == cli["first_nonfinite_loss_step"]
+        assert plot.first_bad_line.value() == cli["first_nonfinite_loss_step"]
+    # The status bar names its loss, with the CLI's number for that quantity.
+    label = _status(lab, "loss")
+    if label.startswith("final loss"):
+        expected = cli["final_loss"]
+    else:
+        k = int(re.match(r"loss of step ([\d,]+) =", label).group(1).replace(",", ""))
+        expected = losses[k]
+    if expected is None or not np.isfinite(expected):
+        assert label.endswith("= nan"), label
+    else:
+        assert label.endswith(f"= {expected:.4g}"), (label, expected)
+    # Both first non-finite steps, each named, with the CLI's numbers.
+    nan_text = _status(lab, "nan")
+    grad, loss = cli["first_nonfinite_grad_step"], cli["first_nonfinite_loss_step"]
+    assert (f"gradient first at step {grad}" in nan_text) == (grad is not None)
+    assert (f"loss first at step {loss}" in nan_text) == (loss is not None)
+    if grad is None and loss is None:
+        assert nan_text == "gradients finite"
+
+
+# ---- defect 5: the loss axis after a new run -------------------------------------------------
+def test_the_loss_axis_fits_a_new_run_after_a_reset(qtbot):
+    from gradviz.gui.widgets.loss import LossView
+
+    view = LossView()
+    qtbot.addWidget(view)
+    view.resize(400, 300)
+    view.show()
+    view.set_history(np.geomspace(1e-9, 1e-14, 50))  # the last run converged
+    view.clear()  # Reset
+    view.set_history(np.zeros(0))  # step 0 of the new run: no loss yet
+    view.set_history(np.array([1.6, 0.9, 0.3, 0.02]))
+    _, (y0, y1) = view.plot.getViewBox().viewRange()  # log10 units
+    assert np.log10(0.02) - 0.3 <= y0 <= np.log10(0.02)
+    assert np.log10(1.6) <= y1 <= np.log10(1.6) + 0.3
+
+
+# ---- defect 7: closing while the comparison runs ---------------------------------------------
+def test_closing_the_window_while_compare_runs_asks_first(qtbot, make_lab):
+    lab = make_lab(small("safe", n=10))
+    window = lab.investigations.open_compare()
+    window.start()
+    qtbot.waitUntil(lambda: window.left.session.latest is not None, timeout=RUN_TIMEOUT_MS)
+    assert lab.session.state is RunState.READY  # the lab itself has not run
+    lab.answer = False
+    assert not lab.window.close()
+    assert lab.questions == ["Quit gradviz?"]
+    assert window.left.session.state is RunState.RUNNING
+    lab.answer = True
+    assert lab.window.close()
+    assert lab.thread_count == 0
+
+
+# ---- defect 9: what the toolbar and the status bar offer before and between runs -------------
+def test_before_anything_has_run_only_start_step_and_reset_are_offered(make_lab):
+    lab = make_lab(small("safe"))
+    a = lab.window.actions
+    assert a["start"].isEnabled() and a["step"].isEnabled() and a["reset"].isEnabled()
+    assert not a["pause"].isEnabled() and not a["pause"].isChecked()
+    assert a["pause"].text() == "Pause"
+    assert not a["stop"].isEnabled()
+    assert _status(lab, "state") == "ready"
+
+
+def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
+    from gradviz.gui.lab.status import rate_text
+
+    lab = make_lab(small("safe"))
+    lab.start()
+    qtbot.waitUntil(lambda: _status(lab, "speed") != "", timeout=RUN_TIMEOUT_MS)
+    lab.pause()
+    assert _status(lab, "speed") == ""
+    assert lab.window.actions["pause"].isChecked() and lab.window.actions["stop"].isEnabled()
+    assert rate_text(1.0) == "1.0 steps/s" and rate_text(42.4) == "42 steps/s"
+    assert rate_text(1234.4) == "1,234 steps/s" and rate_text(float("nan")) == ""
+
+
+# ---- defect 12: saving says so ----------------------------------------------------------------
+def test_save_experiment_confirms_in_the_status_bar(make_lab, tmp_path):
+    lab = make_lab(small("safe"))
+    path = tmp_path / "mine.json"
+    assert lab.save_experiment(str(path))
+    assert f"Saved the experiment to {path}" in lab.window.statusBar().currentMessage()
+    assert json.loads(path.read_text())["fit"]["method"] == "safe"
+
+
+# ---- one recent-files list -------------------------------------------------------------------
+def test_a_stray_value_under_recent_files_does_not_stop_the_start(make_lab, isolated_settings):
+    from PySide6.QtCore import QSettings
+
+    settings = QSettings(str(isolated_settings / "settings.ini"), QSettings.Format.IniFormat)
+    settings.setValue("recent_files", "5")
+    settings.setValue("recent_models", "5")
+    settings.sync()
+    lab = make_lab(small("safe"), wait_ready=False)
+    assert not lab.window.recent_menu.isEnabled()
+    assert not lab.window.recent_models_menu.isEnabled()
+
+
+def test_views_are_fed_through_one_path_from_a_worker_or_a_file(make_lab, make_snapshot):
+    lab = make_lab(small("safe"))
+    recorded = make_snapshot(n=15, nan_diagonal=True)  # as read back from a file
+    lab.session.show(recorded)
+    assert lab.views.snapshot is recorded
+    assert lab.views.widgets["mask"].counts()[Health.NAN] == 15
+    assert _status(lab, "device") == f"{recorded.device} · {recorded.method}"
+
+
+# ---- defect 8: Enter in a setup field gives the keys back ------------------------------------
+def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
+    from PySide6.QtCore import Qt
+
+    lab = make_lab(small("safe"))
+    lab.window.activateWindow()
+    spin = next(iter(lab.form.param("seed").items)).widget
+    spin.show()
+    spin.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is spin, timeout=5_000)
+    qtbot.keyClick(spin, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not spin, timeout=5_000)
+    assert "Space starts or pauses" in lab.window.statusBar().currentMessage()
+    qtbot.keyClick(QApplication.focusWidget() or lab.window, Qt.Key.Key_S)
+    qtbot.waitUntil(lambda: lab.session.latest.step == 1, timeout=RUN_TIMEOUT_MS)
+
+
+def test_colormap_palette_and_locked_levels_are_remembered(make_lab):
+    lab = make_lab(small("safe"), wait_ready=False)
+    error = lab.views.widgets["error"]
+    error.colormap_box.setCurrentIndex(1)
+    chosen = error.colormap_box.currentText()
+    mask = lab.views.widgets["mask"]
+    mask.palette_box.setCurrentIndex(1)
+    palette = mask.palette_box.currentText()
+    lab.views.widgets["distances"].lock_levels((0.25, 2.5))
+    lab.shutdown()
+    again = make_lab(small("safe"), wait_ready=False)
+    assert again.views.widgets["error"].colormap_box.currentText() == chosen
+    assert again.views.widgets["mask"].palette_box.currentText() == palette
+    distances = again.views.widgets["distances"]
+    assert distances.locked() and distances.levels() == pytest.approx((0.25, 2.5))
