@@ -13,6 +13,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 )
 
 from gradviz.core import memory
+from gradviz.gui.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -33,7 +34,14 @@ def test_a_run_that_does_not_fit_is_refused_in_a_dialog_with_both_numbers(
     sentence = lab.error_dialog.sentence
     assert "A run of 200 points with the safe method in float32 needs about" in sentence
     assert "but only 1 kB is available on this computer; use fewer points." in sentence
-    assert lab.state == "failed"
+    # Refused before it starts: no worker, nothing on screen, Start asks again.
+    assert lab.session.worker is None and lab.session.latest is None
+    assert lab.session.state is RunState.IDLE
+    lab.error_dialog.close()
+    lab.error_dialog = None
+    lab.window.actions["start"].trigger()
+    assert lab.error_dialog is not None and "needs about" in lab.error_dialog.sentence
+    assert lab.session.worker is None and not lab.session.workers()
     lab.error_dialog.close()
 
 
@@ -58,6 +66,10 @@ def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
     sentence = lab.error_dialog.sentence
     assert "The run ran out of memory after step" in sentence
     assert "an allocation of 1.6 GB failed" in sentence
-    assert lab.state == "failed"
-    assert lab.last_snapshot is not None  # the last good state stays on screen
+    assert lab.session.state is RunState.FAILED
+    shown = lab.session.shown
+    assert shown is not None and shown.step >= 1  # the last good state stays on screen
+    labels = lab.window.status_labels
+    assert labels["state"].text() == "failed"
+    assert labels["nan"].text() == "run failed (out of memory)"
     lab.error_dialog.close()

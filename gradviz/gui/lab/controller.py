@@ -146,13 +146,34 @@ class LabController(QObject):
             self.show_error(str(exc), "")
             return None
 
+    def _fitting_config(self) -> FitConfig | None:
+        """The form's settings, or None (after a dialog) when they are invalid or the run
+        would not fit in the memory available (both numbers and what to do)."""
+        config = self._form_config()
+        if config is None:
+            return None
+        from gradviz.core import memory  # torch is loaded: runs are available
+        from gradviz.core.decimate import MAX_DISPLAY
+        from gradviz.core.devices import resolve_device
+
+        try:
+            memory.check_fits(
+                config, resolve_device(config.device), snapshot_side=min(config.n, MAX_DISPLAY)
+            )
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return None
+        return config
+
     @Slot()
     def start(self) -> None:
         """Start a run, or resume a paused one."""
         if self.session.worker is not None:
             self.session.start()
         elif self.session.available:
-            self.session.start(self._form_config())
+            config = self._fitting_config()
+            if config is not None:
+                self.session.start(config)
 
     @Slot()
     def pause(self) -> None:
@@ -177,12 +198,14 @@ class LabController(QObject):
         if self.session.worker is not None:
             self.session.step()
         elif self.session.available:
-            self.session.step(self._form_config())
+            config = self._fitting_config()
+            if config is not None:
+                self.session.step(config)
 
     @Slot()
     def reset(self) -> None:
         """Back to step 0 with the form's settings (a new generation)."""
-        config = self._form_config() if self.session.available else None
+        config = self._fitting_config() if self.session.available else None
         self.session.reset(config)
 
     # ---- worker signals (GUI thread) ---------------------------------------------------------

@@ -105,6 +105,7 @@ class RunSession(QObject):
         self._shown: Snapshot | None = None
         self._viewing_pinned = False
         self._steps_per_second = float("nan")
+        self._failure: str | None = None
         self._held = False
         self._closed = False
         self._pool = WorkerPool()
@@ -150,6 +151,11 @@ class RunSession(QObject):
     def shown(self) -> Snapshot | None:
         """The snapshot on screen (the latest, the pinned one, or one from a file)."""
         return self._shown
+
+    @property
+    def failure(self) -> str | None:
+        """The sentence that ended the current run in failure (None unless FAILED)."""
+        return self._failure if self._state is RunState.FAILED else None
 
     @property
     def viewing_pinned(self) -> bool:  # showing the pinned snapshot (until show_live)
@@ -345,6 +351,7 @@ class RunSession(QObject):
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:
         log.error("run failed: %s\n%s", sentence, details)
+        self._failure = sentence
         self._set_state(RunState.FAILED)
         self.failed.emit(sentence, details)
 

@@ -399,17 +399,25 @@ class WorkerPool:
         return handle
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
-        """Stop every worker and join its thread; True when all have ended. A thread that
-        does not end in time stays referenced (and logged) rather than being dropped."""
+        """Stop every worker and join its thread; returns True (every thread has ended).
+
+        A thread still in a long step after ``timeout_s`` is logged and then waited for
+        without a deadline: a QThread destroyed while it runs aborts the whole process
+        (a step at N = 10,000 can take longer than any fixed wait), and the stop flag is
+        checked before every step, so the wait ends with the step in flight.
+        """
         handles = self.handles()
         for handle in handles:
             handle.worker.request_stop()
         for handle in handles:
-            if handle.stop_and_join(timeout_s):
-                del self._handles[handle.worker.generation]
-                _release(handle)
-            else:
-                log.error("worker thread %s did not stop in time", handle.thread.objectName())
+            if not handle.stop_and_join(timeout_s):
+                log.warning(
+                    "worker thread %s is finishing a long step; waiting for it",
+                    handle.thread.objectName(),
+                )
+                handle.thread.wait()
+            del self._handles[handle.worker.generation]
+            _release(handle)
         return not self._handles
 
     def __len__(self) -> int:
