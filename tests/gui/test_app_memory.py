@@ -73,3 +73,52 @@ def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
     assert labels["state"].text() == "failed"
     assert labels["nan"].text() == "run failed (out of memory)"
     lab.error_dialog.close()
+
+
+def _live_tensors_with(side: int) -> int:
+    """torch tensors alive in this process with a dimension of ``side`` (an (N, N) matrix or
+    (N, D) coordinates of a run of N = ``side`` points)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if issubclass(type(o), torch.Tensor) and side in tuple(o.shape)  # no isinstance:
+        # it asks torch's deprecated module objects for __class__, which warns
+    )
+
+
+def test_a_reset_to_fewer_points_frees_the_old_run_and_its_snapshots(qtbot, make_lab):
+    import gc
+    import weakref
+
+    from gradviz.core.fit import DistanceFitRun
+
+    runs: list[weakref.ref] = []
+
+    def tracked_run(config):
+        run = DistanceFitRun(config, max_display=2048)
+        runs.append(weakref.ref(run))
+        return run
+
+    big, smaller = 1_111, 100  # sizes no other object of the test process has
+    lab = make_lab(small("safe", n=big), run_factory=tracked_run)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 2, timeout=WAIT_MS)
+    old_matrix = weakref.ref(lab.session.latest.distances)  # (1111, 1111) on screen
+    assert _live_tensors_with(big) > 0
+
+    lab.form.param("n").setValue(smaller)  # a new N resets the run (the question says yes)
+    qtbot.waitUntil(
+        lambda: lab.session.latest is not None and lab.session.latest.n_points == smaller,
+        timeout=WAIT_MS,
+    )
+    qtbot.waitUntil(lambda: len(lab.session.workers()) == 1, timeout=WAIT_MS)
+    gc.collect()
+    assert runs[0]() is None  # the old run is gone, with its (N, N) tensors
+    assert old_matrix() is None  # and no view, pin or session still holds its snapshots
+    assert _live_tensors_with(big) == 0
+    assert runs[-1]() is not None  # the new run lives

@@ -74,6 +74,10 @@ class LabController(QObject):
         self.session.snapshotShown.connect(views.show)
         self.session.cleared.connect(views.clear)
         self.session.failed.connect(self.show_error)
+        # Exact values of a hovered or selected entry of a display-sized picture: asked of
+        # the worker through the session (never autograd here), shown when they arrive.
+        views.cellWanted.connect(self._on_cell_wanted)
+        self.session.cellValuesReady.connect(views.show_cell_values)
         self.run_actions = RunActions(self.session, self.window.actions)
         self.run_status = RunStatus(self.session, self.window.status_labels)
         self._connect()
@@ -209,6 +213,12 @@ class LabController(QObject):
         self.session.reset(config)
 
     # ---- worker signals (GUI thread) ---------------------------------------------------------
+    @Slot(int, int)
+    def _on_cell_wanted(self, i: int, j: int) -> None:
+        snapshot = self.views.snapshot
+        if snapshot is not None:
+            self.session.request_cell(snapshot, i, j)
+
     @Slot(str, str)
     def _on_explorer_failed(self, sentence: str, details: str) -> None:
         log.error("explorer failed: %s\n%s", sentence, details)

@@ -85,6 +85,7 @@ class RunSession(QObject):
     pinnedChanged = Signal(object)  # Snapshot of the first non-finite gradient, or None
     failed = Signal(str, str)  # plain sentence, details
     networkReady = Signal(object)  # NetworkCopy of the current run's coordinate network
+    cellValuesReady = Signal(object)  # worker.CellValues of the current run, on request
     networkCopied = Signal(int, object, object)  # generation, NetworkSpec, {name: tensor}
 
     def __init__(
@@ -104,6 +105,7 @@ class RunSession(QObject):
         self._pinned: Snapshot | None = None
         self._shown: Snapshot | None = None
         self._viewing_pinned = False
+        self._pinned_replayed = False  # the pin came from the worker's replay
         self._steps_per_second = float("nan")
         self._failure: str | None = None
         self._held = False
@@ -244,6 +246,17 @@ class RunSession(QObject):
         elif self._state.loaded:
             self._set_state(RunState.IDLE)
 
+    def request_cell(self, snapshot: Snapshot, i: int, j: int) -> bool:
+        """Ask the worker for the exact values of entry (i, j) of ``snapshot`` (a
+        display-sized one), answered by ``cellValuesReady``; False when no worker of its
+        run can answer (the views keep the display value, marked approximate)."""
+        worker = self._worker
+        if worker is None or snapshot.generation != self._generation:
+            return False
+        pinned = snapshot is self._pinned and self._pinned_replayed
+        worker.request_cell(i, j, snapshot.step, pinned=pinned)
+        return True
+
     def set_lr(self, lr: float) -> None:  # takes effect before the next step
         if self._worker is not None:
             self._worker.set_lr(lr)
@@ -304,12 +317,14 @@ class RunSession(QObject):
             frame_rate=self.frame_rate,
             start_paused=paused,
             run_factory=self.run_factory,
+            after=[w.ended for w in self._pool.workers()],  # old runs free their memory first
         )
         worker.snapshotReady.connect(self._on_snapshot)
         worker.firstNanPinned.connect(self._on_first_nan_pinned)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
         worker.networkReady.connect(self._on_network_ready)
+        worker.cellValuesReady.connect(self._on_cell_values)
         worker.networkCopied.connect(self._on_network_copied)
         self._pacer.restart()
         self._pool.start(worker)
@@ -340,12 +355,14 @@ class RunSession(QObject):
         if snapshot.generation != self._generation:
             return
         self._set_pinned(snapshot)
+        self._pinned_replayed = True
         if self._viewing_pinned:
             self.show(snapshot)
 
     def _set_pinned(self, snapshot: Snapshot | None) -> None:
         if snapshot is not self._pinned:
             self._pinned = snapshot
+            self._pinned_replayed = False
             self.pinnedChanged.emit(snapshot)
 
     @Slot(str, str)
@@ -367,6 +384,11 @@ class RunSession(QObject):
     def _on_network_ready(self, network: Any) -> None:
         if network.generation == self._generation:
             self.networkReady.emit(network)
+
+    @Slot(object)
+    def _on_cell_values(self, values: Any) -> None:
+        if values.generation == self._generation:
+            self.cellValuesReady.emit(values)
 
     @Slot(int, object, object)
     def _on_network_copied(self, generation: int, spec: Any, state: Any) -> None:
