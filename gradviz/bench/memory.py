@@ -36,10 +36,9 @@ TARGET_APP_OVER_HEADLESS = 1e9  # bytes
 #: Memory left to the rest of the machine: a measurement whose estimate needs more than
 #: what is available less this is skipped (and says so) rather than run into swap or OOM.
 MARGIN = 2e9
-#: The side of the app's Snapshot matrices: None (full resolution) until its views take
-#: display-sized Snapshots (then decimate.MAX_DISPLAY); used to skip app sizes that would
-#: not fit.
-APP_SNAPSHOT_SIDE: int | None = None
+#: The side of the app's Snapshot matrices (its runs take display-sized Snapshots); used to
+#: skip app sizes that would not fit.
+APP_SNAPSHOT_SIDE: int | None = MAX_DISPLAY
 SIZES = (5000, 10000, 20000)
 QUICK_SIZES = (1000, 2000)
 STEPS = 3
