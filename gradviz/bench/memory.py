@@ -7,7 +7,7 @@ settings), each measured in a fresh child process (``os.wait4`` reports its peak
 - ``snapshots``: the same run stepped the way the app's worker steps it (every step
   captured, a display-sized Snapshot after each, ``max_display`` = 2048), headless;
 - ``app``: ``gradviz gui --screenshot ... --run-for S`` (offscreen) on an experiment with
-  those settings: the whole app as it stands.
+  those settings: the whole app (display-sized Snapshots too).
 
 Targets: app <= headless + 1 GB, and the estimate (``core.memory``) within a third of the
 headless peak. The run of N = 20000 needs about 8 GB and a few minutes; ``--quick`` measures
@@ -105,7 +105,6 @@ def _measure(n: int, folder: Path, baseline: int) -> dict:
     row: dict = {"estimate": memory.estimate(config).total + baseline}
     row["app_seconds"] = row["app_exit"] = None
     row["headless"] = row["snapshots"] = row["app"] = None
-    # The app takes full-resolution Snapshots until its views read display-sized ones.
     needs = {
         "headless": memory.estimate(config).total,
         "snapshots": memory.estimate(config, snapshot_side=min(n, MAX_DISPLAY)).total,
