@@ -61,7 +61,7 @@ SLOW_STEP_SCRIPT = textwrap.dedent(
     def slow_step(self, *args, **kwargs):
         if self.completed_steps >= 1:  # step 0 is quick: the run gets going first
             in_slow_step.set()
-            time.sleep(2.0)  # longer than the stop wait below
+            time.sleep(1.0)  # five times the stop wait below
         return real_step(self, *args, **kwargs)
 
     fit.DistanceFitRun.step = slow_step
