@@ -182,7 +182,9 @@ class Investigations(QObject):
         """Stop the diagnosis and both compared runs, and join their threads."""
         handle, self.diagnose_handle = self.diagnose_handle, None
         if handle is not None and not handle.stop_and_join(timeout_s):
-            log.error("the diagnose thread did not stop in time")
+            # Dropping a running QThread aborts the process: wait for its step to end.
+            log.warning("the diagnose thread is finishing a long step; waiting for it")
+            handle.thread.wait()
         if self.compare_window is not None:
             self.compare_window.shutdown(timeout_s)
             self.compare_window.close()
