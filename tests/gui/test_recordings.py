@@ -1,0 +1,206 @@
+"""Recordings in the app: opening, the timeline, the Model health page, following a writer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fixtures_app import isolated_settings  # noqa: F401 - fixture
+from PySide6.QtCore import Qt
+from recording_fixtures import run_writer, write_fit_recording, write_recording
+
+from gradviz.core.health import Health
+from gradviz.core.record import layout as L
+from gradviz.core.record.reader import Reader
+
+WAIT_MS = 60_000  # reading off the GUI thread on a busy machine: be generous
+
+
+@pytest.fixture(scope="module")
+def watch_recording(tmp_path_factory):
+    """12 steps of a small watched model; the loss is NaN at step 7."""
+    return write_recording(tmp_path_factory.mktemp("rec") / "run", steps=12, nan_at=7)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def zarr_started(watch_recording):
+    """zarr starts its own I/O threads on first use, for the life of the process: start
+    them before the tests that check no thread of theirs is left behind."""
+    Reader(watch_recording).rank(0).losses()
+
+
+@pytest.fixture(scope="module")
+def fit_recording(tmp_path_factory):
+    return write_fit_recording(tmp_path_factory.mktemp("fit") / "run", steps=8)
+
+
+@pytest.fixture
+def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
+    """The real window and controller, without loading torch (recordings need none)."""
+    from gradviz.gui.app import build_controller
+
+    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    yield controller
+    controller.shutdown()
+    controller.window.close()
+    controller.window.deleteLater()
+
+
+def open_and_wait(qtbot, lab, path):
+    shown = []
+    lab.recordings.shown.connect(shown.append)
+    assert lab.recordings.open(str(path))
+    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
+    return shown[-1]
+
+
+def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_recording):
+    data = open_and_wait(qtbot, lab, watch_recording)
+    page = lab.recordings.page
+    assert lab.window.pages.current() == lab.recordings.page_index
+    assert page.health.tensors == ("0.weight", "0.bias", "2.weight", "2.bias", "hidden")
+    worst = page.health.worst
+    assert worst.shape == (5, 12)
+    assert (worst[:, 7] == Health.NAN).all() and (worst[:, :7] == Health.FINITE).all()
+    # The first non-finite gradient is one click away: timeline, histogram and image follow.
+    assert "step 7" in page.first_bad.text()
+    qtbot.mouseClick(page.first_bad, Qt.MouseButton.LeftButton)
+    assert page.timeline.step == 7
+    hist = page.histogram.histogram
+    assert hist[L.NAN_BIN] == 32 and hist.sum() == 32  # 0.weight: 8 x 4 entries, all NaN
+    assert "NaN 32" in page.histogram.title.text()
+    assert page.image_choice.currentText() == "hidden"
+    assert page.entry_health.counts()[Health.NAN] == 16 * 8
+    assert data.complete and page.timeline.state_label.text() == "complete"
+
+
+def test_moving_the_slider_shows_that_steps_histogram(qtbot, lab, watch_recording):
+    open_and_wait(qtbot, lab, watch_recording)
+    page = lab.recordings.page
+    page.select_cell(2, 0)  # 2.weight
+    expected = Reader(watch_recording).rank(0).tensor("2.weight").histogram
+    page.timeline.slider.setFocus()
+    for index in (3, 4, 5):
+        page.timeline.select_index(index - 1)
+        qtbot.keyClick(page.timeline.slider, Qt.Key.Key_Right)  # arrow keys step
+        assert page.timeline.index == index
+        np.testing.assert_array_equal(page.histogram.histogram, expected[index])
+    assert page.health.cursor.value() == 5.5 and page.loss.cursor.value() == 5.5
+
+
+def test_hovering_a_cell_reads_its_numbers(qtbot, lab, watch_recording):
+    open_and_wait(qtbot, lab, watch_recording)
+    health = lab.recordings.page.health
+    assert health.describe(0, 7).startswith("0.weight @ step 7: NaN")
+    vb = health.plot.getPlotItem().vb
+    centre = vb.mapViewToScene(
+        vb.mapFromItemToView(health.image, health.image.boundingRect().center())
+    )
+    qtbot.mouseMove(health.plot.viewport(), health.plot.mapFromScene(centre))
+    qtbot.waitUntil(lambda: "@ step" in health.readout.text(), timeout=WAIT_MS)
+    assert "@ step" in health.readout.text()
+
+
+def test_a_fit_recording_opens_in_the_lab_views_and_the_slider_moves_them(
+    qtbot, lab, fit_recording
+):
+    open_and_wait(qtbot, lab, fit_recording)
+    stream = Reader(fit_recording).rank(0)
+    timeline = lab.recordings.timeline
+    assert lab.window.pages.current() == 0 and lab.recordings.dock.isVisible()
+    assert len(stream.image_steps("distances")) == 8
+    drawn = lab.views.views["distances"].widget
+    for k in (0, 5, 2):
+        timeline.select_index(k)
+        step, distances = stream.image("distances", k)
+        _, health = stream.image("entry_health", k)
+        shown = lab.views.snapshot
+        assert shown.step == step + 1
+        np.testing.assert_array_equal(shown.distances, distances)
+        np.testing.assert_array_equal(shown.entry_health, health)
+        qtbot.waitUntil(lambda d=distances: _drawn_equals(drawn, d), timeout=WAIT_MS)
+
+
+def _drawn_equals(widget, matrix) -> bool:
+    image = widget.displayed_image()
+    return image is not None and np.allclose(image, matrix, equal_nan=True)
+
+
+def test_a_recording_being_written_is_followed(qtbot, lab, tmp_path):
+    path = tmp_path / "live"
+    writer = run_writer(path, steps=20, delay_s=0.12)
+    try:
+        from gradviz.core.record.reader import is_recording
+
+        qtbot.waitUntil(lambda: is_recording(path), timeout=WAIT_MS)
+        page = lab.recordings.page
+        lab.recordings.open(str(path))
+        qtbot.waitUntil(lambda: page.data is not None, timeout=WAIT_MS)
+        first = page.data.n_steps
+        qtbot.waitUntil(lambda: page.timeline.state_label.text() == "following", timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: page.data.n_steps > first, timeout=WAIT_MS)  # new steps arrive
+        assert page.timeline.following and page.timeline.index == page.data.n_steps - 1
+        page.timeline.select_index(0)  # scrubbing back ends following
+        assert not page.timeline.following
+        qtbot.waitUntil(lambda: page.data.complete, timeout=WAIT_MS)
+        assert page.data.n_steps == 20 and page.timeline.state_label.text() == "complete"
+        assert page.timeline.index == 0  # not following: the selection stayed
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def _recorded_steps(path) -> int:
+    from gradviz.core.record.reader import is_recording
+
+    return Reader(path).rank(0).steps if is_recording(path) else 0
+
+
+def test_a_recording_whose_writer_died_shows_as_incomplete(qtbot, lab, tmp_path, monkeypatch):
+    from gradviz.gui.recordings import follower
+
+    monkeypatch.setattr(follower, "STALL_S", 0.5)
+    path = tmp_path / "died"
+    writer = run_writer(path, steps=5, delay_s=0.0, die=True)
+    try:
+        # A step is written once the next one is logged: 4 of the 5 reach the disk.
+        qtbot.waitUntil(lambda: _recorded_steps(path) == 4, timeout=WAIT_MS)
+    finally:
+        writer.kill()  # killed, never closed
+        writer.wait()
+    data = open_and_wait(qtbot, lab, path)
+    assert not data.complete and data.n_steps == 4
+    state = lab.recordings.page.timeline.state_label
+    qtbot.waitUntil(lambda: state.text().startswith("incomplete"), timeout=WAIT_MS)
+    assert lab.error_dialog is None
+
+
+def test_a_directory_that_is_not_a_recording_is_named_in_one_sentence(qtbot, lab, tmp_path):
+    assert not lab.recordings.open(str(tmp_path))
+    assert "is not a gradviz recording" in lab.error_dialog.sentence
+
+
+def test_the_timeline_plays_and_stops_at_the_end(qtbot):
+    from gradviz.gui.recordings.timeline import Timeline
+
+    timeline = Timeline()
+    qtbot.addWidget(timeline)
+    seen = []
+    timeline.indexChanged.connect(seen.append)
+    timeline.set_steps(np.arange(0, 50, 10))
+    timeline.speed.setCurrentIndex(timeline.speed.count() - 1)  # fastest
+    timeline.play.setChecked(True)
+    qtbot.waitUntil(lambda: not timeline.play.isChecked(), timeout=WAIT_MS)
+    assert timeline.step == 40 and seen[-5:] == [0, 1, 2, 3, 4]
+
+
+def test_health_colours_tell_the_categories_apart_and_norms_set_brightness():
+    from gradviz.gui.recordings.health_plots import health_rgba
+
+    worst = np.array([[Health.FINITE, Health.FINITE, Health.ZERO, Health.NAN, Health.POS_INF]])
+    norms = np.array([[1e-6, 1.0, 0.0, 0.0, 0.0]])
+    rgba = health_rgba(worst.astype(np.uint8), norms).astype(int)
+    colours = {tuple(c) for c in rgba[0, 1:]}
+    assert len(colours) == 4  # finite, zero, NaN, +Inf: all different
+    assert rgba[0, 0, :3].sum() < rgba[0, 1, :3].sum()  # a small norm is darker
