@@ -10,8 +10,22 @@ def run(args) -> int:
     run_for = float(getattr(args, "run_for", 3.0))
     if run_for < 0:
         raise GradvizError(f"--run-for must be zero or more seconds, got {run_for}.")
-    from gradviz.gui.app import main
+    recording = getattr(args, "recording", None)
+    if recording:
+        from gradviz.core.record.reader import is_recording
+
+        if not is_recording(recording):
+            raise GradvizError(
+                f"{recording!r} is not a gradviz recording (a directory written by "
+                "gradviz.watch or gradviz fit --record)."
+            )
+    size = getattr(args, "window_size", None)
+    from gradviz.gui.app import main, parse_window_size
 
     return main(
-        experiment=getattr(args, "experiment", None), screenshot=screenshot, run_for=run_for
+        experiment=getattr(args, "experiment", None),
+        screenshot=screenshot,
+        run_for=run_for,
+        window_size=parse_window_size(size) if size else None,
+        recording=recording,
     )

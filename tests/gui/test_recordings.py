@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from fixtures_app import isolated_settings  # noqa: F401 - fixture
@@ -204,3 +206,80 @@ def test_health_colours_tell_the_categories_apart_and_norms_set_brightness():
     colours = {tuple(c) for c in rgba[0, 1:]}
     assert len(colours) == 4  # finite, zero, NaN, +Inf: all different
     assert rgba[0, 0, :3].sum() < rgba[0, 1, :3].sum()  # a small norm is darker
+
+
+def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
+    qtbot, lab, watch_recording, tmp_path
+):
+    from PySide6.QtGui import QImage
+
+    data = open_and_wait(qtbot, lab, watch_recording)
+    written = []
+
+    def choose(_parent, suffix):
+        written.append(str(tmp_path / f"plot{len(written)}{suffix}"))
+        return written[-1]
+
+    lab.recordings.choose_export_path = choose
+    for name, actions in lab.recordings.export_actions.items():
+        assert [a.text() for a in actions] == [
+            "Export PNG…", "Export SVG…", "Export data as CSV…"
+        ], name  # fmt: skip
+        for action in actions:
+            action.trigger()
+        png, svg, csv = written[-3:]
+        assert QImage(png).width() > 0, name
+        assert "<svg" in Path(svg).read_text(encoding="utf-8"), name
+        assert Path(csv).is_file(), name
+    # The loss on the health page's step axis reads back as (column centre, loss) pairs.
+    csv = written[3 * list(lab.recordings.export_actions).index("step_loss") + 2]
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    finite = np.isfinite(data.losses)
+    np.testing.assert_allclose(table[:, 1], data.losses[finite])
+    np.testing.assert_allclose(table[:, 0], np.flatnonzero(finite) + 0.5)
+
+
+def test_view_data_exports_as_npy_and_the_window_as_an_image(qtbot, lab, watch_recording, tmp_path):
+    from PySide6.QtGui import QImage
+
+    data = open_and_wait(qtbot, lab, watch_recording)
+    lab.recordings.choose_export_path = lambda _parent, suffix: str(tmp_path / f"out{suffix}")
+    written = lab.recordings._on_export_data()
+    assert str(tmp_path / "out.grad_norm.npy") in written
+    np.testing.assert_array_equal(np.load(tmp_path / "out.grad_norm.npy"), data.grad_norm)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.histograms.npy"), data.histograms)
+    lab.recordings.save_image_action.trigger()
+    image = QImage(str(tmp_path / "out.png"))
+    assert (image.width(), image.height()) == (lab.window.width(), lab.window.height())
+
+
+def _gui(tmp_path, *args):
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo), QT_QPA_PLATFORM="offscreen",
+               GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "gradviz", "gui", *args], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=repo)  # fmt: skip
+
+
+def test_gui_recording_screenshot_saves_the_model_health_page(tmp_path, watch_recording):
+    from PySide6.QtGui import QImage
+
+    shot = tmp_path / "shot.png"
+    proc = _gui(tmp_path, str(watch_recording), "--screenshot", str(shot),
+                "--window-size", "1024x700", "--run-for", "0.2")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(shot))
+    assert (image.width(), image.height()) == (1024, 700)
+    # The page's yellow NaN columns are on the picture (the heatmap was read and drawn).
+    row = [image.pixelColor(x, image.height() // 3) for x in range(image.width())]
+    assert any(c.red() > 200 and c.green() > 200 and c.blue() < 120 for c in row)
+
+
+def test_gui_with_a_directory_that_is_not_a_recording_exits_2(tmp_path):
+    proc = _gui(tmp_path, str(tmp_path))
+    assert proc.returncode == 2
+    assert "is not a gradviz recording" in proc.stderr and "Traceback" not in proc.stderr

@@ -105,8 +105,7 @@ class ModelHealthPage(QWidget):
         self.rank.setEnabled(len(data.ranks) > 1)
         self.health.set_data(data.tensors, data.steps, data.worst(), data.grad_norm, data.counts)
         self.loss.set_data(data.steps, data.losses)
-        width = self.health.plot.getAxis("left").width()
-        self.loss.plot.getAxis("left").setWidth(int(width))  # the step axes line up
+        self.loss.plot.getAxis("left").setWidth(self.health.left_width)  # step axes line up
         self._set_first_bad(data.first_nonfinite)
         names = sorted(data.images)
         if names != [self.image_choice.itemText(k) for k in range(self.image_choice.count())]:
@@ -125,6 +124,20 @@ class ModelHealthPage(QWidget):
         self.first_bad.setText(
             f"First {first['kind']}: step {first['step']}, {first['tensor']}[{first['index']}]"
         )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The page's arrays, for File > Export view data (empty before a recording)."""
+        data = self.data
+        if data is None:
+            return {}
+        return {
+            "steps": data.steps,
+            "losses": data.losses,
+            "worst_health": data.worst(),
+            "grad_norm": data.grad_norm,
+            "counts": data.counts,
+            "histograms": data.histograms,
+        }
 
     # ---- selection --------------------------------------------------------------------------
     @Slot(int)

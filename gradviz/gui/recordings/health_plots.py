@@ -89,6 +89,7 @@ class HealthOverTime(QWidget):
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.readout)
         self.tensors: tuple[str, ...] = ()
+        self.left_width = 60  # px of the tensor names' axis
         self.worst = np.zeros((0, 0), np.uint8)
         self.grad_norm = np.zeros((0, 0))
         self.counts = np.zeros((0, 0, 5), np.int64)
@@ -102,7 +103,8 @@ class HealthOverTime(QWidget):
         self.image.setImage(health_rgba(worst, grad_norm), autoLevels=False, levels=(0, 255))
         left = self.plot.getAxis("left")
         left.setTicks([[(t + 0.5, name) for t, name in enumerate(self.tensors)]])
-        left.setWidth(min(12 + 7 * max((len(n) for n in self.tensors), default=4), 220))
+        self.left_width = min(12 + 7 * max((len(n) for n in self.tensors), default=4), 220)
+        left.setWidth(self.left_width)
         self.plot.getPlotItem().setLimits(xMin=-0.5, xMax=max(worst.shape[1], 1) + 0.5)
         self.plot.getPlotItem().autoRange(padding=0)
 
@@ -168,7 +170,7 @@ def bin_ticks() -> list[tuple[int, str]]:
              (L.POS_INF_BIN, "+Inf")]  # fmt: skip
     for k in range(L.DECADES):
         decade = L.LOWEST_DECADE + k
-        if decade % 20 == 0:
+        if decade % 20 == 0 and abs(decade) < 40:  # +-1e-40 would crowd the zero bar
             ticks.append((L.FIRST_POSITIVE_BIN + k, f"1e{decade}"))
             ticks.append((L.ZERO_BIN - 1 - k, f"-1e{decade}"))
     return sorted(ticks)

@@ -8,18 +8,26 @@ views back.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
+import numpy as np
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
 
 from gradviz.core.record.reader import is_recording
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.views import LabViews
 from gradviz.gui.pages import WorkspacePages
 from gradviz.gui.recordings.data import RecordingData
+from gradviz.gui.recordings.export import (
+    add_export_menu,
+    ask_path,
+    save_arrays,
+    save_window_image,
+)
 from gradviz.gui.recordings.follower import FollowState, RecordingSource
 from gradviz.gui.recordings.health_page import PAGE_TITLE, ModelHealthPage
 from gradviz.gui.recordings.recorded_run import RecordedRun, matrix_steps
@@ -29,13 +37,23 @@ from gradviz.gui.settings import RecentFiles
 RECENT_RECORDINGS_KEY = "recent_recordings"
 
 
+def not_a_recording(path: str) -> str:
+    """The sentence for a path that is not a recording."""
+    return (
+        f"{path!r} is not a gradviz recording: open a directory written by gradviz.watch "
+        "or gradviz fit --record."
+    )
+
+
 class Recordings(QObject):
     """Opens recordings into ``window``: the Model health page, the lab's timeline dock.
 
-    ``shown(RecordingData)`` is emitted each time a read recording has been put on screen.
+    ``shown(RecordingData)`` is emitted each time a read recording has been put on screen;
+    ``failed(sentence, details)`` when one could not be opened or read (after its dialog).
     """
 
     shown = Signal(object)
+    failed = Signal(str, str)
 
     def __init__(
         self,
@@ -64,7 +82,18 @@ class Recordings(QObject):
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         self.dock.hide()
         self.choose_path: Callable[[], str] = self._choose_path
+        #: ``(parent, suffix) -> path`` for every export ('' cancels); a save dialog.
+        self.choose_export_path: Callable[[QWidget, str], str] = ask_path
         self._make_menu()
+        self.export_actions = {
+            name: add_export_menu(plot, window, self._choose_export)
+            for name, plot in (
+                ("health", self.page.health.plot),
+                ("step_loss", self.page.loss.plot),
+                ("histogram", self.page.histogram.plot),
+                ("loss", views.views["loss"].widget.plot),
+            )
+        }
         session.stateChanged.connect(self._on_run_state)
 
     def _make_menu(self) -> None:
@@ -80,22 +109,27 @@ class Recordings(QObject):
         file_menu.insertMenu(first, self.recent_menu)
         self._fill_recent(self.recent.read())
         self.window.fileDropped.connect(self._on_dropped)
+        self.export_data_action = QAction("E&xport view data…", self.window)
+        self.export_data_action.setToolTip("Write the arrays of the page on screen as NPY files")
+        self.export_data_action.triggered.connect(self._on_export_data)
+        self.save_image_action = QAction("Save window &image…", self.window)
+        self.save_image_action.triggered.connect(self._on_save_image)
+        quit_action = file_menu.actions()[-1]
+        file_menu.insertAction(quit_action, self.export_data_action)
+        file_menu.insertAction(quit_action, self.save_image_action)
+        file_menu.insertSeparator(quit_action)
 
     # ---- opening -------------------------------------------------------------------------------
     def open(self, path: str) -> bool:
         """Open the recording at ``path``; False (and a dialog) when it is not one."""
         if not is_recording(path):
-            self.show_error(
-                f"{path!r} is not a gradviz recording: open a directory written by "
-                "gradviz.watch or gradviz fit --record.",
-                "",
-            )
+            self._on_failed(not_a_recording(path), "")
             return False
         self.close_source()
         self.source = RecordingSource(path, self)
         self.source.loaded.connect(self._on_loaded)
         self.source.stateChanged.connect(self._on_follow_state)
-        self.source.failed.connect(self.show_error)
+        self.source.failed.connect(self._on_failed)
         self.page.timeline.set_following(True)
         self.timeline.set_following(True)
         self._on_follow_state(FollowState.READING)
@@ -111,6 +145,11 @@ class Recordings(QObject):
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         self.close_source(timeout_s)
+
+    @Slot(str, str)
+    def _on_failed(self, sentence: str, details: str) -> None:
+        self.show_error(sentence, details)
+        self.failed.emit(sentence, details)
 
     @Slot(object)
     def _on_loaded(self, data: RecordingData) -> None:
@@ -149,6 +188,38 @@ class Recordings(QObject):
         if state.going:  # a live run takes the lab's views back
             self.dock.hide()
             self.timeline.play.setChecked(False)
+
+    # ---- export ----------------------------------------------------------------------------
+    def _choose_export(self, parent: QWidget, suffix: str) -> str:
+        return self.choose_export_path(parent, suffix)
+
+    def view_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of what is on screen: the Model health page's, or the lab's snapshot."""
+        if self.pages.current() == self.page_index:
+            return self.page.arrays()
+        snapshot = self.views.snapshot if self.pages.current() == 0 else None
+        if snapshot is None:
+            return {}
+        return {
+            f.name: getattr(snapshot, f.name)
+            for f in dataclasses.fields(snapshot)
+            if isinstance(getattr(snapshot, f.name), np.ndarray)
+        }
+
+    @Slot()
+    def _on_export_data(self) -> list[str]:
+        arrays = self.view_arrays()
+        if not arrays:
+            self._on_failed("There is no view data to export yet: open or run something.", "")
+            return []
+        stem = self.choose_export_path(self.window, ".npy")
+        return save_arrays(stem, arrays) if stem else []
+
+    @Slot()
+    def _on_save_image(self) -> None:
+        path = self.choose_export_path(self.window, ".png")
+        if path and not save_window_image(self.window, path):
+            self._on_failed(f"Could not write {path!r}.", "")
 
     # ---- menus -----------------------------------------------------------------------------
     def _choose_path(self) -> str:
