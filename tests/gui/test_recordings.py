@@ -283,3 +283,25 @@ def test_gui_with_a_directory_that_is_not_a_recording_exits_2(tmp_path):
     proc = _gui(tmp_path, str(tmp_path))
     assert proc.returncode == 2
     assert "is not a gradviz recording" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
+    qtbot, lab, watch_recording, fit_recording
+):
+    overlay = lab.recordings.overlay
+    open_and_wait(qtbot, lab, watch_recording)
+    open_and_wait(qtbot, lab, fit_recording)
+    assert list(overlay.runs) == [str(watch_recording), str(fit_recording)]
+    assert [label.text for _, label in overlay.legend.items] == list(overlay.runs)
+    stream = Reader(fit_recording).rank(0)
+    x, y = overlay.runs[str(fit_recording)].curve.getData()
+    np.testing.assert_array_equal(x, stream.step_numbers())
+    np.testing.assert_allclose(10**y, stream.losses())  # log axis: the curve holds log10
+    # Total gradient norm: the L2 norm over every watched tensor.
+    overlay.quantity.setCurrentIndex(overlay.quantity.findData("grad_norm"))
+    overlay.log_y.setChecked(False)
+    norms = [stream.tensor(t).grad_norm for t in stream.tensors]
+    _, y = overlay.runs[str(fit_recording)].curve.getData()
+    np.testing.assert_allclose(y, np.sqrt(np.sum(np.square(norms), axis=0)))
+    overlay.list.item(0).setCheckState(Qt.CheckState.Unchecked)  # toggled off
+    assert overlay.visible_runs() == [str(fit_recording)]

@@ -30,6 +30,8 @@ from gradviz.gui.recordings.export import (
 )
 from gradviz.gui.recordings.follower import FollowState, RecordingSource
 from gradviz.gui.recordings.health_page import PAGE_TITLE, ModelHealthPage
+from gradviz.gui.recordings.overlay import PAGE_TITLE as OVERLAY_TITLE
+from gradviz.gui.recordings.overlay import RunsOverlay
 from gradviz.gui.recordings.recorded_run import RecordedRun, matrix_steps
 from gradviz.gui.recordings.timeline import Timeline
 from gradviz.gui.settings import RecentFiles
@@ -74,6 +76,10 @@ class Recordings(QObject):
         self.page = ModelHealthPage()
         self.page.rankChosen.connect(self._on_rank_chosen)
         self.page_index = pages.add_page(PAGE_TITLE, self.page)
+        self.overlay = RunsOverlay()
+        self.overlay.addRecordingRequested.connect(self._on_open_triggered)
+        self.overlay.addLiveRequested.connect(self.add_live_run)
+        self.overlay_index = pages.add_page(OVERLAY_TITLE, self.overlay)
         self.timeline = Timeline()
         self.timeline.indexChanged.connect(self.recorded.show_index)
         self.dock = QDockWidget("Timeline", window)
@@ -92,6 +98,7 @@ class Recordings(QObject):
                 ("step_loss", self.page.loss.plot),
                 ("histogram", self.page.histogram.plot),
                 ("loss", views.views["loss"].widget.plot),
+                ("runs", self.overlay.plot),
             )
         }
         session.stateChanged.connect(self._on_run_state)
@@ -157,13 +164,27 @@ class Recordings(QObject):
             self._show_in_lab(data)
         else:
             self.page.set_data(data)
-            self.pages.show_page(self.page_index)
+            if self.pages.current() != self.overlay_index:
+                self.pages.show_page(self.page_index)
+        self.overlay.add_recording(data)
         self.shown.emit(data)
+
+    @Slot()
+    def add_live_run(self) -> None:
+        """Overlay the lab's current run (its loss so far)."""
+        latest = self.session.latest
+        if latest is None:
+            self._on_failed("There is no live run to add yet: start one in the lab.", "")
+            return
+        history = np.asarray(latest.loss_history)
+        label = f"live run {latest.generation} ({latest.method})"
+        self.overlay.add_run(label, np.arange(1, len(history) + 1), history, None)
 
     def _show_in_lab(self, data: RecordingData) -> None:
         if self.session.state.going:
             self.session.stop()
-        self.pages.show_page(0)
+        if self.pages.current() != self.overlay_index:
+            self.pages.show_page(0)
         self.dock.show()
         self.recorded.set_data(data)
         steps = matrix_steps(data)
