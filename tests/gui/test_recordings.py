@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_app import isolated_settings  # noqa: F401 - fixture
+from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
 from recording_fixtures import run_writer, write_fit_recording, write_recording
 
@@ -305,3 +305,39 @@ def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
     np.testing.assert_allclose(y, np.sqrt(np.sum(np.square(norms), axis=0)))
     overlay.list.item(0).setCheckState(Qt.CheckState.Unchecked)  # toggled off
     assert overlay.visible_runs() == [str(fit_recording)]
+
+
+def test_the_live_history_is_thinned_like_a_recording_and_bounded(make_snapshot):
+    import dataclasses
+
+    from gradviz.gui.recordings.live_history import LiveHistory, snapshot_bytes
+
+    base = make_snapshot(n=16)
+    history = LiveHistory(max_snapshots=8, budget_bytes=10 * snapshot_bytes(base))
+    for step in range(100):
+        history.add(dataclasses.replace(base, step=step))
+    assert len(history.snapshots) <= 8 and history.interval == 16
+    steps = history.steps()
+    assert steps[0] == 0 and (np.diff(steps) == 16).all()  # evenly thinned, whole run
+    small = LiveHistory(max_snapshots=200, budget_bytes=3 * snapshot_bytes(base))
+    for step in range(50):
+        small.add(dataclasses.replace(base, step=step))
+    assert len(small.snapshots) <= 3  # the byte budget bounds it too
+    assert not history.add(dataclasses.replace(base, step=5))  # older: not kept
+
+
+def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qtbot, make_lab):  # noqa: F811
+    from fixtures_app import RUN_TIMEOUT_MS, small
+
+    from gradviz.gui.lab.session import RunState
+
+    controller = make_lab(small(steps=60))
+    timeline = controller.recordings.timeline
+    controller.start()
+    qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    assert controller.recordings.dock.isVisible() and timeline.following
+    qtbot.waitUntil(lambda: timeline.step == 60, timeout=RUN_TIMEOUT_MS)
+    kept = controller.recordings.live.history.snapshots
+    timeline.select_index(1)  # scrub back
+    assert not timeline.following
+    assert controller.views.snapshot is kept[1] and kept[1].step < 60

@@ -146,6 +146,7 @@ class StepLoss(QWidget):
         self.axis = StepAxis("bottom")
         self.plot = _plot("step-loss", self.axis)
         self.plot.setLabel("left", "loss")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)  # the log axis reads 1e-16 itself
         self.plot.setLogMode(y=True)
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#E69F00", width=2), name="loss")
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))

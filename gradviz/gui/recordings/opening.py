@@ -30,6 +30,7 @@ from gradviz.gui.recordings.export import (
 )
 from gradviz.gui.recordings.follower import FollowState, RecordingSource
 from gradviz.gui.recordings.health_page import PAGE_TITLE, ModelHealthPage
+from gradviz.gui.recordings.live_history import LiveTimeline
 from gradviz.gui.recordings.overlay import PAGE_TITLE as OVERLAY_TITLE
 from gradviz.gui.recordings.overlay import RunsOverlay
 from gradviz.gui.recordings.recorded_run import RecordedRun, matrix_steps
@@ -72,7 +73,8 @@ class Recordings(QObject):
         self.recent = RecentFiles(settings, RECENT_RECORDINGS_KEY)
         self.source: RecordingSource | None = None
         self.recorded = RecordedRun(self)
-        self.recorded.snapshotShown.connect(views.show)
+        # Recorded steps reach the views as live ones do: through the session.
+        self.recorded.snapshotShown.connect(session.show)
         self.page = ModelHealthPage()
         self.page.rankChosen.connect(self._on_rank_chosen)
         self.page_index = pages.add_page(PAGE_TITLE, self.page)
@@ -81,7 +83,8 @@ class Recordings(QObject):
         self.overlay.addLiveRequested.connect(self.add_live_run)
         self.overlay_index = pages.add_page(OVERLAY_TITLE, self.overlay)
         self.timeline = Timeline()
-        self.timeline.indexChanged.connect(self.recorded.show_index)
+        self.timeline.indexChanged.connect(self._on_timeline_index)
+        self.live = LiveTimeline(session, self.timeline, self)
         self.dock = QDockWidget("Timeline", window)
         self.dock.setObjectName("dock-timeline")
         self.dock.setWidget(self.timeline)
@@ -163,7 +166,10 @@ class Recordings(QObject):
         if data.source == "fit" and "distances" in data.images:
             self._show_in_lab(data)
         else:
+            first_read = self.page.data is None or self.page.data.path != data.path
             self.page.set_data(data)
+            if first_read and data.complete and data.first_nonfinite is not None:
+                self.page.go_to_first_bad()  # a finished run that went bad: show where
             if self.pages.current() != self.overlay_index:
                 self.pages.show_page(self.page_index)
         self.overlay.add_recording(data)
@@ -186,6 +192,7 @@ class Recordings(QObject):
         if self.pages.current() != self.overlay_index:
             self.pages.show_page(0)
         self.dock.show()
+        self.live.active = False
         self.recorded.set_data(data)
         steps = matrix_steps(data)
         self.timeline.set_first_bad_step(
@@ -206,9 +213,19 @@ class Recordings(QObject):
 
     @Slot(object)
     def _on_run_state(self, state: RunState) -> None:
-        if state.going:  # a live run takes the lab's views back
-            self.dock.hide()
+        if state.going and not self.live.active:  # a live run takes the lab's views back
             self.timeline.play.setChecked(False)
+            self.live.activate()
+            self.dock.show()
+        elif state is RunState.RUNNING and self.live.active:
+            self.timeline.set_following(True)  # resumed: the newest step again
+
+    @Slot(int)
+    def _on_timeline_index(self, index: int) -> None:
+        if self.live.active:
+            self.live.show_index(index)
+        else:
+            self.recorded.show_index(index)
 
     # ---- export ----------------------------------------------------------------------------
     def _choose_export(self, parent: QWidget, suffix: str) -> str:

@@ -4,7 +4,8 @@
 arrays, so a recorded step reaches the views exactly as a live one does (``show``).
 What a recording does not hold is filled plainly: the points are placed by classical MDS
 from the recorded distances (right up to rotation and reflection), and the entry and
-coordinate gradients, which are not recorded, are zero (their health codes are).
+coordinate gradients, which are not recorded, are zero (their health codes are); the loss
+between two recorded steps is interpolated.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
     dim = int(config.get("dim", 2))
     target = d - error
     n = d.shape[0]
-    history = data.losses[data.steps <= step]
+    history = loss_history(data, step)
     loss = float(history[-1]) if len(history) else float("nan")
     first = data.first_nonfinite
     return Snapshot(
@@ -78,6 +79,16 @@ def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
         method=str(config.get("method", "")),
         done=data.complete and k == len(steps) - 1,
     )
+
+
+def loss_history(data: RecordingData, step: int) -> np.ndarray:
+    """(step + 1,) float64 loss of steps 0 ... step: the recorded losses, linearly
+    interpolated between recorded steps (a recording keeps every ``every``-th step)."""
+    kept = data.steps <= step
+    steps, losses = data.steps[kept], data.losses[kept]
+    if not len(steps):
+        return np.zeros(0)
+    return np.interp(np.arange(step + 1), steps, losses)
 
 
 def _image(data: RecordingData, name: str, k: int, default: np.ndarray) -> np.ndarray:
