@@ -238,6 +238,8 @@ def main(
     log.info("window shown %.2f s after start", time.perf_counter() - started)
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark
         QTimer.singleShot(0, _report_shown_and_quit)
+    elif recording and screenshot:
+        pass  # a picture of a recording: no run, so torch is never loaded
     else:
         from gradviz.gui.startup import StartupWatch
 
