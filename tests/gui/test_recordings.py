@@ -341,3 +341,15 @@ def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qt
     timeline.select_index(1)  # scrub back
     assert not timeline.following
     assert controller.views.snapshot is kept[1] and kept[1].step < 60
+
+
+def test_recorded_points_are_placed_with_the_recorded_distances():
+    """Classical MDS by subspace iteration against the exact distances of 3-D points
+    (float64 reference: the pairwise distances of the points it was given)."""
+    from gradviz.gui.recordings.recorded_run import classical_mds
+
+    points = np.random.default_rng(3).standard_normal((120, 3)) * [3.0, 2.0, 1.0]
+    distances = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
+    placed = classical_mds(distances, 3).astype(np.float64)
+    again = np.sqrt(((placed[:, None] - placed[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(again, distances, atol=1e-3)
