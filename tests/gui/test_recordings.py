@@ -353,3 +353,20 @@ def test_recorded_points_are_placed_with_the_recorded_distances():
     placed = classical_mds(distances, 3).astype(np.float64)
     again = np.sqrt(((placed[:, None] - placed[None]) ** 2).sum(-1))
     np.testing.assert_allclose(again, distances, atol=1e-3)
+
+
+def test_open_recording_recent_and_drop_all_open_it(qtbot, lab, watch_recording):
+    recordings = lab.recordings
+    shown = []
+    recordings.shown.connect(shown.append)
+    recordings.choose_path = lambda: str(watch_recording)
+    assert recordings.open_action in lab.window.menuBar().actions()[0].menu().actions()
+    recordings.open_action.trigger()  # File > Open recording…
+    qtbot.waitUntil(lambda: len(shown) == 1, timeout=WAIT_MS)
+    recent = recordings.recent_menu.actions()
+    assert [a.text() for a in recent] == [str(watch_recording.resolve())]
+    recent[0].trigger()  # File > Recent recordings
+    qtbot.waitUntil(lambda: len(shown) == 2, timeout=WAIT_MS)
+    lab.window.fileDropped.emit(str(watch_recording))  # dropped on the window
+    qtbot.waitUntil(lambda: len(shown) == 3, timeout=WAIT_MS)
+    assert lab.error_dialog is None  # the model opener left the directory alone
