@@ -370,3 +370,26 @@ def test_open_recording_recent_and_drop_all_open_it(qtbot, lab, watch_recording)
     lab.window.fileDropped.emit(str(watch_recording))  # dropped on the window
     qtbot.waitUntil(lambda: len(shown) == 3, timeout=WAIT_MS)
     assert lab.error_dialog is None  # the model opener left the directory alone
+
+
+def test_the_rank_selector_shows_another_ranks_stream(qtbot, lab, watch_recording, tmp_path):
+    import shutil
+
+    from gradviz.core.record.writer import RankWriter
+
+    path = tmp_path / "two-ranks"
+    shutil.copytree(watch_recording, path)
+    writer = RankWriter(path, source="watch", tensors=["w"], rank=1, world_size=2)
+    for step in range(3):
+        rows = np.zeros((1, L.ROW_WIDTH))
+        rows[0, len(L.STAT_COLUMNS) + (L.NAN_BIN if step == 2 else L.ZERO_BIN)] = 4
+        writer.append(step, 1.0, rows)
+    writer.close()
+    open_and_wait(qtbot, lab, path)
+    page = lab.recordings.page
+    assert page.rank.isEnabled() and page.rank.count() == 2
+    page.rank.setCurrentIndex(1)
+    page.rank.activated.emit(1)  # as a choice in the box does
+    qtbot.waitUntil(lambda: page.data.rank == 1, timeout=WAIT_MS)
+    assert page.health.tensors == ("w",)
+    assert list(page.health.worst[0]) == [Health.ZERO, Health.ZERO, Health.NAN]

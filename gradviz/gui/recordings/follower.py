@@ -79,7 +79,10 @@ class RecordingSource(QObject):
         if rank != self.rank:
             self.rank = rank
             self._generation += 1
-            self._busy = False  # the read in flight is for the old rank: its result is dropped
+            # The read in flight is for the old rank: its result is dropped, and the new
+            # read opens a Reader of its own (a Reader is never shared between threads).
+            self._busy = False
+            self._reader = None
             self._read(force=True)
 
     def close(self, timeout_s: float = 10.0) -> None:
