@@ -393,3 +393,29 @@ def test_the_rank_selector_shows_another_ranks_stream(qtbot, lab, watch_recordin
     qtbot.waitUntil(lambda: page.data.rank == 1, timeout=WAIT_MS)
     assert page.health.tensors == ("w",)
     assert list(page.health.worst[0]) == [Health.ZERO, Health.ZERO, Health.NAN]
+
+
+def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
+    qtbot,
+    make_lab,  # noqa: F811
+    tmp_path,
+):
+    from fixtures_app import RUN_TIMEOUT_MS, small
+
+    from gradviz.gui.lab.session import RunState
+
+    controller = make_lab(small(steps=30))
+    record = controller.recordings.record
+    record.choose_folder = lambda: str(tmp_path)
+    record.action.setChecked(True)  # Run > Record runs…
+    controller.reset()  # the next run is recorded
+    controller.start()
+    qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    assert len(record.made) == 1
+    qtbot.waitUntil(lambda: Reader(record.made[0]).rank(0).complete, timeout=RUN_TIMEOUT_MS)
+    stream = Reader(record.made[0]).rank(0)
+    assert stream.meta["source"] == "fit" and stream.steps == 30
+    latest = controller.session.latest
+    np.testing.assert_allclose(stream.losses(), latest.loss_history)  # the run's own losses
+    open_and_wait(qtbot, controller, record.made[0])
+    assert controller.recordings.timeline.step == 29  # the last recorded matrices

@@ -33,6 +33,7 @@ from gradviz.gui.recordings.health_page import PAGE_TITLE, ModelHealthPage
 from gradviz.gui.recordings.live_history import LiveTimeline
 from gradviz.gui.recordings.overlay import PAGE_TITLE as OVERLAY_TITLE
 from gradviz.gui.recordings.overlay import RunsOverlay
+from gradviz.gui.recordings.record_toggle import RecordToggle
 from gradviz.gui.recordings.recorded_run import RecordedRun, matrix_steps
 from gradviz.gui.recordings.timeline import Timeline
 from gradviz.gui.settings import RecentFiles
@@ -105,6 +106,7 @@ class Recordings(QObject):
             )
         }
         session.stateChanged.connect(self._on_run_state)
+        self.record = RecordToggle(window, session)
 
     def _make_menu(self) -> None:
         self.open_action = QAction("Open r&ecording…", self.window)
@@ -154,7 +156,9 @@ class Recordings(QObject):
             self.source = None
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop reading (call after the session's workers have been joined)."""
         self.close_source(timeout_s)
+        self.record.shutdown()
 
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
