@@ -91,17 +91,24 @@ def test_moving_the_slider_shows_that_steps_histogram(qtbot, lab, watch_recordin
     assert page.health.cursor.value() == 5.5 and page.loss.cursor.value() == 5.5
 
 
-def test_hovering_a_cell_reads_its_numbers(qtbot, lab, watch_recording):
+def test_hovering_a_cell_reads_its_numbers_and_clicking_shows_its_histogram(
+    qtbot, lab, watch_recording
+):
+    from PySide6.QtCore import QPointF
+
     open_and_wait(qtbot, lab, watch_recording)
-    health = lab.recordings.page.health
+    page = lab.recordings.page
+    health = page.health
     assert health.describe(0, 7).startswith("0.weight @ step 7: NaN")
     vb = health.plot.getPlotItem().vb
-    centre = vb.mapViewToScene(
-        vb.mapFromItemToView(health.image, health.image.boundingRect().center())
-    )
-    qtbot.mouseMove(health.plot.viewport(), health.plot.mapFromScene(centre))
-    qtbot.waitUntil(lambda: "@ step" in health.readout.text(), timeout=WAIT_MS)
-    assert "@ step" in health.readout.text()
+    cell = health.plot.mapFromScene(vb.mapViewToScene(QPointF(3.5, 2.5)))  # 2.weight, step 3
+    qtbot.mouseMove(health.plot.viewport(), cell)
+    qtbot.waitUntil(lambda: health.readout.text().startswith("2.weight @ step 3"), timeout=WAIT_MS)
+    qtbot.mouseClick(health.plot.viewport(), Qt.MouseButton.LeftButton, pos=cell)
+    qtbot.waitUntil(lambda: page.timeline.index == 3, timeout=WAIT_MS)
+    expected = Reader(watch_recording).rank(0).tensor("2.weight").histogram[3]
+    np.testing.assert_array_equal(page.histogram.histogram, expected)
+    assert page.histogram.title.text().startswith("2.weight @ step 3")
 
 
 def test_a_fit_recording_opens_in_the_lab_views_and_the_slider_moves_them(

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, Signal
+from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.core.record import layout as L
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
-from gradviz.gui.widgets.palette import OKABE_ITO, _rgba
+from gradviz.gui.widgets.palette import OKABE_ITO, health_lut
 from gradviz.gui.widgets.panel import format_value, status_label
 
 #: Brightness of the weakest and strongest finite gradient norm of the page (dark = small).
@@ -46,8 +46,7 @@ def health_rgba(worst: np.ndarray, grad_norm: np.ndarray) -> np.ndarray:
     brighter the larger their norm (log scale over the whole page), so a vanishing gradient
     reads dark. Alarms (NaN, +-Inf) are always at full brightness.
     """
-    colours = np.array([_rgba(OKABE_ITO[Health(c)]) for c in range(len(Health))], np.float64)
-    rgba = colours[np.minimum(worst, len(Health) - 1)].copy()
+    rgba = health_lut("Okabe-Ito")[worst].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         logn = np.log10(grad_norm)
     finite = (worst == Health.FINITE) & np.isfinite(logn)
@@ -133,6 +132,8 @@ class HealthOverTime(QWidget):
             self.readout.setText(self.describe(*cell))
 
     def _on_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return  # the right button opens the menu
         cell = self.cell_at(event.scenePos())
         if cell is not None:
             self.cellClicked.emit(*cell)
