@@ -426,3 +426,22 @@ def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
     np.testing.assert_allclose(stream.losses(), latest.loss_history)  # the run's own losses
     open_and_wait(qtbot, controller, record.made[0])
     assert controller.recordings.timeline.step == 29  # the last recorded matrices
+
+
+def test_the_health_over_time_example_goes_bad_as_its_docstring_says(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+
+    example = Path(__file__).resolve().parents[2] / "resources/examples/health_over_time.py"
+    spec = importlib.util.spec_from_file_location("health_over_time", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["health_over_time.py", str(tmp_path / "run")])
+    module.main()
+    stream = Reader(tmp_path / "run").rank(0)
+    assert stream.complete and stream.steps == 80 and "hidden" in stream.image_names()
+    first = stream.first_nonfinite
+    assert first is not None and 10 < first["step"] < 80  # finite for a while, then not
+    counts = np.stack([stream.tensor(t).counts for t in stream.tensors])
+    assert counts[:, : first["step"], 2:].sum() == 0  # nothing non-finite before it
+    assert counts[:, :, 3:].sum() > 0  # Inf on the way
