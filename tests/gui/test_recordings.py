@@ -445,3 +445,17 @@ def test_the_health_over_time_example_goes_bad_as_its_docstring_says(tmp_path, m
     counts = np.stack([stream.tensor(t).counts for t in stream.tensors])
     assert counts[:, : first["step"], 2:].sum() == 0  # nothing non-finite before it
     assert counts[:, :, 3:].sum() > 0  # Inf on the way
+
+
+def test_a_damaged_recording_is_named_in_one_sentence(qtbot, lab, watch_recording, tmp_path):
+    import shutil
+
+    path = tmp_path / "damaged"
+    shutil.copytree(watch_recording, path)
+    (path / "rank0" / "stats" / "zarr.json").write_text("{not json", encoding="utf-8")
+    failures = []
+    lab.recordings.failed.connect(lambda sentence, _details: failures.append(sentence))
+    assert lab.recordings.open(str(path))  # it says it is a recording: reading finds out
+    qtbot.waitUntil(lambda: bool(failures), timeout=WAIT_MS)
+    assert "could not read the recording" in failures[0] and "damaged" in failures[0]
+    assert lab.error_dialog.sentence == failures[0]

@@ -15,6 +15,7 @@ import time
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from gradviz.core.errors import GradvizError
 from gradviz.core.record.reader import Reader
 from gradviz.gui.models.model_worker import ModelTasks
 from gradviz.gui.recordings.data import RecordingData, read_recording
@@ -98,9 +99,17 @@ class RecordingSource(QObject):
         path, rank, previous = self.path, self.rank, self._reader
 
         def work():
-            reader = previous if previous is not None else Reader(path)
-            changed = reader.refresh() if previous is not None else True
-            return reader, (read_recording(reader, rank) if changed or force else None)
+            try:
+                reader = previous if previous is not None else Reader(path)
+                changed = reader.refresh() if previous is not None else True
+                return reader, (read_recording(reader, rank) if changed or force else None)
+            except (GradvizError, MemoryError, OSError):
+                raise
+            except Exception as exc:  # a damaged recording: say so, not "not a model"
+                raise GradvizError(
+                    f"gradviz could not read the recording {path!r} ({type(exc).__name__}: "
+                    f"{exc}). It may be damaged; the details say more."
+                ) from exc
 
         self._tasks.submit(self._generation, "recording", path, work)
 
