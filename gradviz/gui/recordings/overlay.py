@@ -28,8 +28,9 @@ from gradviz.gui.recordings.data import RecordingData
 from gradviz.gui.widgets.axes import PlotItem
 
 PAGE_TITLE = "Runs"
-#: Okabe-Ito colours, one per run in turn (colour-blind safe).
-RUN_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
+#: Okabe-Ito colours, one per run in turn (colour-blind safe; yellow, hard to read in the
+#: list, last).
+RUN_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442")
 QUANTITIES = {"loss": "loss", "grad_norm": "gradient norm (all tensors)"}
 
 
