@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_gui(sub) -> None:
     p = sub.add_parser("gui", help="open the desktop app (the default)")
+    p.add_argument("recording", nargs="?", metavar="RECORDING", help="recording directory to open")
     p.add_argument("--experiment", metavar="FILE", help="experiment (JSON settings) to open")
     p.add_argument("--screenshot", metavar="PNG", help="save a screenshot of the window and exit")
     p.add_argument(

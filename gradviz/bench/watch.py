@@ -7,7 +7,8 @@ and, where installed, with the peers doing the same job at the same intervals (o
 benchmark-only dependencies): TensorBoard's ``SummaryWriter.add_histogram`` per parameter,
 and ``wandb.watch(model, log="gradients", log_freq=K)`` in offline mode (with the
 ``wandb.log`` per step it needs to commit the histograms). A repeat runs whole multiples
-of K steps, so the recorded steps' cost is included; the cases are interleaved. Also: how soon a reader sees a step a writer logged.
+of K steps, so the recorded steps' cost is included; the cases are interleaved. Also: how
+soon a reader sees a step a writer logged.
 Times are CPU time of this process (see ``time_cases``), with the wall-clock ratio beside.
 Target: gradviz's CPU-time ratio <= 1.05 at its defaults for both nets.
 """

@@ -10,6 +10,15 @@ def run(args) -> int:
     run_for = float(getattr(args, "run_for", 3.0))
     if run_for < 0:
         raise GradvizError(f"--run-for must be zero or more seconds, got {run_for}.")
+    recording = getattr(args, "recording", None)
+    if recording:
+        from gradviz.core.record.reader import is_recording
+
+        if not is_recording(recording):
+            raise GradvizError(
+                f"{recording!r} is not a gradviz recording (a directory written by "
+                "gradviz.watch or gradviz fit --record)."
+            )
     from gradviz.gui.app import main, parse_window_size
 
     size_text = getattr(args, "window_size", None)
@@ -19,4 +28,5 @@ def run(args) -> int:
         screenshot=screenshot,
         run_for=run_for,
         window_size=window_size,
+        recording=recording,
     )

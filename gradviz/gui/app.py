@@ -214,6 +214,7 @@ def main(
     screenshot: str | None = None,
     run_for: float = 3.0,
     window_size: tuple[int, int] | None = None,
+    recording: str | None = None,
 ) -> int:
     """Open the app; returns the exit code. ``window_size`` (width, height) in pixels
     overrides the remembered size; a screenshot without it is taken at the default size."""
@@ -229,7 +230,10 @@ def main(
     hook = ExceptionHook(controller.report_exception)
     hook.install()
     app.aboutToQuit.connect(controller.shutdown)
-    director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None
+    if recording:
+        director = _open_recording(controller, recording, screenshot, run_for)
+    else:
+        director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None
     if window_size is not None or screenshot:
         from gradviz.gui.main_window import DEFAULT_SIZE
 
@@ -238,6 +242,8 @@ def main(
     log.info("window shown %.2f s after start", time.perf_counter() - started)
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark
         QTimer.singleShot(0, _report_shown_and_quit)
+    elif recording and screenshot:
+        pass  # a picture of a recording: no run, so torch is never loaded
     else:
         from gradviz.gui.startup import StartupWatch
 
@@ -253,6 +259,19 @@ def main(
         controller.shutdown()
         hook.uninstall()
     return director.exit_code if director is not None else int(code)
+
+
+def _open_recording(controller: LabController, path: str, screenshot: str | None, run_for: float):
+    """Open ``path`` once the window shows; with ``screenshot``, the director that saves it."""
+    director = None
+    if screenshot:
+        from gradviz.gui.recordings.screenshot import RecordingScreenshot
+
+        director = RecordingScreenshot(
+            controller.recordings, controller.window, screenshot, run_for
+        )
+    QTimer.singleShot(0, lambda: controller.recordings.open(path))
+    return director
 
 
 def _report_shown_and_quit() -> None:

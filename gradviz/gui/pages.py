@@ -48,14 +48,24 @@ class WorkspacePages(QObject):
         self._lab_state = QByteArray()
         self.actions: list[QAction] = []
         for k in range(self.bar.count()):
-            action = QAction(f"Show {self.bar.tabText(k)}", window)
-            action.setShortcut(QKeySequence(f"Ctrl+{k + 1}"))
-            action.setData(k)
-            action.triggered.connect(self._on_shortcut)
-            window.addAction(action)
-            self.actions.append(action)
+            self._add_shortcut(k)
         self.bar.currentChanged.connect(self._on_tab_changed)
         window.installEventFilter(self)
+
+    def _add_shortcut(self, k: int) -> None:
+        action = QAction(f"Show {self.bar.tabText(k)}", self.window)
+        action.setShortcut(QKeySequence(f"Ctrl+{k + 1}"))
+        action.setData(k)
+        action.triggered.connect(self._on_shortcut)
+        self.window.addAction(action)
+        self.actions.append(action)
+
+    def add_page(self, title: str, page: QWidget) -> int:
+        """Add a full-window page after the others; returns its index for ``show_page``."""
+        self.stack.addWidget(page)
+        index = self.bar.addTab(title)
+        self._add_shortcut(index)
+        return index
 
     def current(self) -> int:
         return self.bar.currentIndex()

@@ -88,6 +88,11 @@ class LabController(QObject):
             self.session, views, self.window, self.form.config, self.show_error, log_path
         )
         self.run_network = RunNetworkExplorer(self.session, self.window)
+        from gradviz.gui.recordings.opening import Recordings
+
+        self.recordings = Recordings(
+            self.window, self.window.pages, views, self.session, self.settings, self.show_error
+        )
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
         self.session.snapshotShown.connect(self.loader.first_frame_shown)
@@ -349,6 +354,7 @@ class LabController(QObject):
         self.session.shutdown(timeout_s)
         self.loader.join(timeout_s)
         self.models.shutdown(timeout_s)
+        self.recordings.shutdown(timeout_s)
         self.window.explorer.shutdown()
 
     def _save_settings(self) -> None:

@@ -67,6 +67,8 @@ class ModelActions(QObject):
     # ---- opening -------------------------------------------------------------------------
     @Slot(str)
     def _on_file_dropped(self, path: str) -> None:
+        if os.path.isdir(path):
+            return  # a recording (a directory): the recordings open it
         self.opener.open_path(path)
 
     def _send_network(self, module, label, spec, in_dim, out_dim, in_shape=None) -> None:

@@ -1,0 +1,1 @@
+"""Recordings in the app: opening, following, the timeline, the Model health page."""

@@ -1,0 +1,108 @@
+"""A recording read into numpy arrays, for the views (read off the GUI thread).
+
+``read_recording(reader, rank)`` turns one rank's stream into a ``RecordingData``: every
+array the Model health page and the timeline need, so the GUI thread never touches zarr.
+T watched tensors (model order), S recorded steps, BINS histogram bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradviz.core.health import Health
+from gradviz.core.record import layout as L
+from gradviz.core.record.reader import Reader
+
+
+@dataclass(frozen=True)
+class RecordingData:
+    """One rank of a recording as read at one moment (a later read may hold more steps)."""
+
+    path: str
+    source: str  # "watch" or "fit"
+    rank: int
+    ranks: tuple[int, ...]
+    complete: bool
+    tensors: tuple[str, ...]  # (T,) in model order
+    steps: np.ndarray  # (S,) int64 user step numbers
+    losses: np.ndarray  # (S,) float64, NaN where none was logged
+    grad_norm: np.ndarray  # (T, S) float64 L2 norm of the finite gradient entries
+    counts: np.ndarray  # (T, S, 5) int64 finite, zero, NaN, +Inf, -Inf
+    histograms: np.ndarray  # (T, S, BINS) int64 in the layout's fixed bins
+    first_nonfinite: dict | None  # {"step", "tensor", "index", "kind"} of this rank
+    meta: dict = field(default_factory=dict)
+    #: image name -> ((S_i,) step numbers, list of S_i 2-D arrays)
+    images: dict[str, tuple[np.ndarray, list[np.ndarray]]] = field(default_factory=dict)
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.steps.shape[0])
+
+    def worst(self) -> np.ndarray:
+        """(T, S) uint8 Health code of the worst gradient entry of each tensor and step:
+        NaN, then +Inf, then -Inf, then ZERO where every entry is zero, else FINITE."""
+        return worst_health(self.counts)
+
+    def image_at(self, name: str, step: int) -> tuple[int, np.ndarray] | None:
+        """The last image ``name`` recorded at or before ``step`` (step, array), or None."""
+        steps, arrays = self.images.get(name, (np.zeros(0, np.int64), []))
+        i = int(np.searchsorted(steps, step, side="right")) - 1
+        return None if i < 0 else (int(steps[i]), arrays[i])
+
+    def column_of_step(self, step: int) -> int:
+        """The column of the recorded step ``step`` (the last one at or before it)."""
+        return max(int(np.searchsorted(self.steps, step, side="right")) - 1, 0)
+
+
+def worst_health(counts: np.ndarray) -> np.ndarray:
+    """(..., 5) counts -> (...) uint8 Health code of the worst entry."""
+    finite, zero, nan, pos_inf, neg_inf = (counts[..., k] for k in range(5))
+    code = np.full(counts.shape[:-1], Health.FINITE, dtype=np.uint8)
+    code[(finite == 0) & (zero > 0)] = Health.ZERO
+    code[neg_inf > 0] = Health.NEG_INF
+    code[pos_inf > 0] = Health.POS_INF
+    code[nan > 0] = Health.NAN
+    return code
+
+
+def read_recording(reader: Reader, rank: int | None = None) -> RecordingData:
+    """Everything of ``rank`` (None: the lowest) that the views show. Slow (disk): call it
+    off the GUI thread."""
+    ranks = tuple(reader.ranks)
+    stream = reader.rank(ranks[0] if rank is None and ranks else (rank or 0))
+    steps = stream.step_numbers()
+    series = [stream.tensor(name) for name in stream.tensors]
+    s = steps.shape[0]
+    if series:
+        grad_norm = np.stack([t.grad_norm for t in series])
+        counts = np.stack([t.counts for t in series])
+        histograms = np.stack([t.histogram for t in series])
+    else:
+        grad_norm = np.zeros((0, s))
+        counts = np.zeros((0, s, 5), np.int64)
+        histograms = np.zeros((0, s, L.BINS), np.int64)
+    images = {}
+    for name in stream.image_names():
+        recorded = [stream.image(name, i) for i in range(len(stream.image_steps(name)))]
+        images[name] = (
+            np.array([step for step, _ in recorded], dtype=np.int64),
+            [np.asarray(a) for _, a in recorded],
+        )
+    return RecordingData(
+        path=str(reader.path),
+        source=str(stream.meta.get("source", "watch")),
+        rank=stream.rank,
+        ranks=ranks,
+        complete=stream.complete,
+        tensors=tuple(stream.tensors),
+        steps=steps,
+        losses=stream.losses(),
+        grad_norm=grad_norm,
+        counts=counts,
+        histograms=histograms,
+        first_nonfinite=stream.first_nonfinite,
+        meta=dict(stream.meta),
+        images=images,
+    )

@@ -1,0 +1,202 @@
+"""The Model health page: where in a model, and when, gradients went bad.
+
+A heatmap of the watched tensors (rows, model order) over the recorded steps (columns),
+the loss on the same step axis, the selected tensor's histogram and counts at the selected
+step, the first non-finite gradient one click away, a rank selector, the per-entry health
+matrices of watched intermediate tensors (``rec.tensor``), and the timeline. It is fed
+``RecordingData`` (``set_data``) and never reads files itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from gradviz.gui.recordings.data import RecordingData
+from gradviz.gui.recordings.health_plots import HealthOverTime, StepLoss, TensorHistogram
+from gradviz.gui.recordings.timeline import Timeline
+from gradviz.gui.widgets.healthmap import HealthMapView
+from gradviz.gui.widgets.heatmap import HeatmapView
+
+PAGE_TITLE = "Model health"
+
+
+class ModelHealthPage(QWidget):
+    """``rankChosen(rank)`` asks for another rank's stream."""
+
+    rankChosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("model-health-page")
+        self.data: RecordingData | None = None
+        self.tensor_index = 0
+        self.path_label = QLabel("Open a recording (File > Open recording…)")
+        self.rank = QComboBox()
+        self.rank.setToolTip("Rank of a distributed recording")
+        self.rank.activated.connect(self._on_rank)
+        self.first_bad = QPushButton("No non-finite gradient")
+        self.first_bad.setObjectName("first-nonfinite")
+        self.first_bad.setEnabled(False)
+        self.first_bad.clicked.connect(self.go_to_first_bad)
+        self.image_choice = QComboBox()
+        self.image_choice.setToolTip("Watched intermediate tensor (rec.tensor) to show")
+        self.image_choice.currentIndexChanged.connect(self._show_image)
+        self.health = HealthOverTime()
+        self.health.cellClicked.connect(self.select_cell)
+        self.loss = StepLoss()
+        self.loss.plot.setXLink(self.health.plot)
+        self.histogram = TensorHistogram()
+        self.entry_health = HealthMapView("per-entry health", legend_columns=3)
+        self.entry_values = HeatmapView("values")
+        self.timeline = Timeline()
+        self.timeline.indexChanged.connect(self.show_index)
+        self._layout()
+
+    def _layout(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(self.path_label, 1)
+        top.addWidget(QLabel("rank"))
+        top.addWidget(self.rank)
+        top.addWidget(self.first_bad)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.health)
+        left.addWidget(self.loss)
+        left.setSizes([560, 240])
+        images = QWidget()
+        box = QVBoxLayout(images)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.image_choice)
+        box.addWidget(self.entry_health, 1)
+        box.addWidget(self.entry_values, 1)
+        self.entry_values.hide()
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.histogram)
+        right.addWidget(images)
+        body = QSplitter(Qt.Orientation.Horizontal)
+        body.addWidget(left)
+        body.addWidget(right)
+        body.setStretchFactor(0, 3)
+        body.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(body, 1)
+        layout.addWidget(self.timeline)
+
+    # ---- feeding ----------------------------------------------------------------------------
+    def set_data(self, data: RecordingData) -> None:
+        """Show ``data`` (a new recording or a re-read one with more steps)."""
+        self.data = data
+        self.path_label.setText(f"{data.path}  ({data.source}, {len(data.tensors)} tensors)")
+        self.rank.clear()
+        for r in data.ranks:
+            self.rank.addItem(f"rank {r}", r)
+        self.rank.setCurrentIndex(max(list(data.ranks).index(data.rank), 0))
+        self.rank.setEnabled(len(data.ranks) > 1)
+        self.health.set_data(data.tensors, data.steps, data.worst(), data.grad_norm, data.counts)
+        self.loss.set_data(data.steps, data.losses)
+        self.loss.plot.getAxis("left").setWidth(self.health.left_width)  # step axes line up
+        self._set_first_bad(data.first_nonfinite)
+        names = sorted(data.images)
+        if names != [self.image_choice.itemText(k) for k in range(self.image_choice.count())]:
+            self.image_choice.clear()
+            self.image_choice.addItems(names)
+        self.image_choice.setVisible(bool(names))
+        self.tensor_index = min(self.tensor_index, max(len(data.tensors) - 1, 0))
+        self.timeline.set_steps(data.steps)  # emits indexChanged: everything follows
+
+    def _set_first_bad(self, first: dict | None) -> None:
+        self.first_bad.setEnabled(first is not None)
+        self.timeline.set_first_bad_step(None if first is None else int(first["step"]))
+        if first is None:
+            self.first_bad.setText("No non-finite gradient")
+            return
+        self.first_bad.setText(
+            f"First {first['kind']}: step {first['step']}, {first['tensor']}[{first['index']}]"
+        )
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The page's arrays, for File > Export view data (empty before a recording)."""
+        data = self.data
+        if data is None:
+            return {}
+        return {
+            "steps": data.steps,
+            "losses": data.losses,
+            "worst_health": data.worst(),
+            "grad_norm": data.grad_norm,
+            "counts": data.counts,
+            "histograms": data.histograms,
+        }
+
+    # ---- selection --------------------------------------------------------------------------
+    @Slot(int)
+    def show_index(self, index: int) -> None:
+        """Every part of the page shows the index-th recorded step."""
+        data = self.data
+        if data is None or not data.n_steps:
+            return
+        index = min(index, data.n_steps - 1)
+        self.health.set_cursor(index)
+        self.loss.set_cursor(index)
+        self._show_histogram(index)
+        self._show_image()
+
+    @Slot(int, int)
+    def select_cell(self, tensor: int, index: int) -> None:
+        """Tensor ``tensor`` at the index-th recorded step: its histogram, and the timeline
+        there."""
+        self.tensor_index = tensor
+        self.timeline.set_following(False)
+        self.timeline.select_index(index)
+        self._show_histogram(index)
+
+    @Slot()
+    def go_to_first_bad(self) -> None:
+        data = self.data
+        if data is None or data.first_nonfinite is None:
+            return
+        first = data.first_nonfinite
+        if first["tensor"] in data.tensors:
+            self.tensor_index = data.tensors.index(first["tensor"])
+        self.timeline.go_to_first_bad()
+        self._show_histogram(self.timeline.index)
+
+    def _show_histogram(self, index: int) -> None:
+        data = self.data
+        if data is None or not data.tensors:
+            return
+        t = self.tensor_index
+        self.histogram.set_histogram(self.health.describe(t, index), data.histograms[t, index])
+
+    @Slot()
+    def _show_image(self) -> None:
+        data, name = self.data, self.image_choice.currentText()
+        step = self.timeline.step
+        found = None if data is None or not name or step is None else data.image_at(name, step)
+        if found is None:
+            self.entry_health.clear()
+            self.entry_values.clear()
+            return
+        _, image = found
+        codes = image.dtype == np.uint8  # health codes (rec.tensor); others are values
+        self.entry_health.setVisible(codes)
+        self.entry_values.setVisible(not codes)
+        if codes:
+            self.entry_health.set_codes(image)
+        else:
+            self.entry_values.set_matrix(np.asarray(image, dtype=np.float32))
+
+    @Slot(int)
+    def _on_rank(self, k: int) -> None:
+        self.rankChosen.emit(int(self.rank.itemData(k)))

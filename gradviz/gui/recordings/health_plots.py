@@ -1,0 +1,217 @@
+"""The plots of the Model health page: health over time, the loss on the same step axis, and
+one tensor's NaN-aware histogram. Each plot takes numpy arrays and knows nothing of files.
+
+Columns are recorded steps (index i spans x in [i, i + 1]); the bottom axes label them with
+the step numbers, so the heatmap and the loss share one x axis even where the recording
+interval changed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.core.record import layout as L
+from gradviz.gui.widgets.axes import AxisItem, PlotItem
+from gradviz.gui.widgets.palette import OKABE_ITO, health_lut
+from gradviz.gui.widgets.panel import format_value, status_label
+
+#: Brightness of the weakest and strongest finite gradient norm of the page (dark = small).
+DIM, BRIGHT = 0.3, 1.0
+
+
+class StepAxis(AxisItem):
+    """A bottom axis over recorded-step columns that reads the users' step numbers."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.steps = np.zeros(0, dtype=np.int64)
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
+        n = len(self.steps)
+        out = []
+        for v in values:
+            i = int(np.floor(v))
+            out.append(str(int(self.steps[i])) if 0 <= i < n and v - i < 0.51 else "")
+        return out
+
+
+def health_rgba(worst: np.ndarray, grad_norm: np.ndarray) -> np.ndarray:
+    """(T, S) Health codes and gradient norms -> (T, S, 4) uint8 colours.
+
+    The category picks the Okabe-Ito colour (colour-blind safe); finite gradients are drawn
+    brighter the larger their norm (log scale over the whole page), so a vanishing gradient
+    reads dark. Alarms (NaN, +-Inf) are always at full brightness.
+    """
+    rgba = health_lut("Okabe-Ito")[worst].astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logn = np.log10(grad_norm)
+    finite = (worst == Health.FINITE) & np.isfinite(logn)
+    if finite.any():
+        lo, hi = logn[finite].min(), logn[finite].max()
+        scale = (logn - lo) / (hi - lo) if hi > lo else np.ones_like(logn)
+        factor = np.where(finite, DIM + (BRIGHT - DIM) * np.nan_to_num(scale), 1.0)
+        rgba[..., :3] *= factor[..., None]
+    return rgba.astype(np.uint8)
+
+
+def _plot(name: str, axis: StepAxis | None = None) -> pg.PlotWidget:
+    item = PlotItem(axisItems={"bottom": axis} if axis is not None else None)
+    widget = pg.PlotWidget(plotItem=item)
+    widget.setObjectName(name)
+    item.hideButtons()
+    return widget
+
+
+class HealthOverTime(QWidget):
+    """One row per watched tensor, one column per recorded step; ``cellClicked(t, i)``."""
+
+    cellClicked = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.axis = StepAxis("bottom")
+        self.plot = _plot("health-over-time", self.axis)
+        self.plot.getPlotItem().invertY(True)
+        self.plot.setLabel("bottom", "step")
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
+        self.plot.addItem(self.cursor)
+        self.readout = status_label("hover a cell for its numbers; click it for its histogram")
+        self.readout.setObjectName("health-readout")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.readout)
+        self.tensors: tuple[str, ...] = ()
+        self.left_width = 60  # px of the tensor names' axis
+        self.worst = np.zeros((0, 0), np.uint8)
+        self.grad_norm = np.zeros((0, 0))
+        self.counts = np.zeros((0, 0, 5), np.int64)
+        self.plot.scene().sigMouseMoved.connect(self._on_moved)
+        self.plot.scene().sigMouseClicked.connect(self._on_clicked)
+
+    def set_data(self, tensors, steps, worst, grad_norm, counts) -> None:
+        self.tensors = tuple(tensors)
+        self.worst, self.grad_norm, self.counts = worst, grad_norm, counts
+        self.axis.steps = np.asarray(steps)
+        self.image.setImage(health_rgba(worst, grad_norm), autoLevels=False, levels=(0, 255))
+        left = self.plot.getAxis("left")
+        left.setTicks([[(t + 0.5, name) for t, name in enumerate(self.tensors)]])
+        self.left_width = min(12 + 7 * max((len(n) for n in self.tensors), default=4), 220)
+        left.setWidth(self.left_width)
+        self.plot.getPlotItem().setLimits(xMin=-0.5, xMax=max(worst.shape[1], 1) + 0.5)
+        self.plot.getPlotItem().autoRange(padding=0)
+
+    def set_cursor(self, index: int) -> None:
+        self.cursor.setPos(index + 0.5)
+
+    def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
+        point = self.plot.getPlotItem().vb.mapSceneToView(scene_pos)
+        t, i = int(np.floor(point.y())), int(np.floor(point.x()))
+        if 0 <= t < self.worst.shape[0] and 0 <= i < self.worst.shape[1]:
+            return t, i
+        return None
+
+    def describe(self, t: int, i: int) -> str:
+        finite, zero, nan, pinf, ninf = (int(c) for c in self.counts[t, i])
+        return (
+            f"{self.tensors[t]} @ step {int(self.axis.steps[i])}: "
+            f"{HEALTH_LABELS[Health(int(self.worst[t, i]))]}, |grad| "
+            f"{format_value(float(self.grad_norm[t, i]))}; finite {finite}, zero {zero}, "
+            f"NaN {nan}, +Inf {pinf}, -Inf {ninf}"
+        )
+
+    def _on_moved(self, pos: QPointF) -> None:
+        cell = self.cell_at(pos)
+        if cell is not None:
+            self.readout.setText(self.describe(*cell))
+
+    def _on_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return  # the right button opens the menu
+        cell = self.cell_at(event.scenePos())
+        if cell is not None:
+            self.cellClicked.emit(*cell)
+
+
+class StepLoss(QWidget):
+    """The loss at each recorded step, on the health map's step axis (log y by default)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.axis = StepAxis("bottom")
+        self.plot = _plot("step-loss", self.axis)
+        self.plot.setLabel("left", "loss")
+        self.plot.getAxis("left").enableAutoSIPrefix(False)  # the log axis reads 1e-16 itself
+        self.plot.setLogMode(y=True)
+        self.curve = self.plot.plot([], [], pen=pg.mkPen("#E69F00", width=2), name="loss")
+        self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
+        self.plot.addItem(self.cursor)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+
+    def set_data(self, steps: np.ndarray, losses: np.ndarray) -> None:
+        self.axis.steps = np.asarray(steps)
+        x = np.arange(len(losses)) + 0.5
+        ok = np.isfinite(losses) & (losses > 0)  # log axis: only positive finite losses
+        self.curve.setData(x[ok], losses[ok])
+
+    def set_cursor(self, index: int) -> None:
+        self.cursor.setPos(index + 0.5)
+
+
+def bin_ticks() -> list[tuple[int, str]]:
+    """Tick labels of the histogram's fixed bins (every twentieth decade, NaN, Inf and zero)."""
+    ticks = [(L.NAN_BIN, "NaN"), (L.NEG_INF_BIN, "-Inf"), (L.ZERO_BIN, "0"),
+             (L.POS_INF_BIN, "+Inf")]  # fmt: skip
+    for k in range(L.DECADES):
+        decade = L.LOWEST_DECADE + k
+        if decade % 20 == 0 and abs(decade) < 40:  # +-1e-40 would crowd the zero bar
+            ticks.append((L.FIRST_POSITIVE_BIN + k, f"1e{decade}"))
+            ticks.append((L.ZERO_BIN - 1 - k, f"-1e{decade}"))
+    return sorted(ticks)
+
+
+def bin_colours() -> list[str]:
+    """One colour per bin: the alarm colours for NaN and Inf, sky blue for zero."""
+    colours = [OKABE_ITO[Health.FINITE]] * L.BINS
+    colours[L.NAN_BIN] = OKABE_ITO[Health.NAN]
+    colours[L.NEG_INF_BIN] = OKABE_ITO[Health.NEG_INF]
+    colours[L.POS_INF_BIN] = OKABE_ITO[Health.POS_INF]
+    colours[L.ZERO_BIN] = OKABE_ITO[Health.ZERO]
+    return colours
+
+
+class TensorHistogram(QWidget):
+    """One tensor's gradient entries at one step in the recording's fixed signed-decade bins,
+    NaN and the infinities as bars of their own, and its counts."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot = _plot("tensor-histogram")
+        self.plot.setLabel("left", "entries")
+        self.plot.getAxis("bottom").setTicks([bin_ticks()])
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.9, brushes=[])
+        self.plot.addItem(self.bars)
+        self.title = status_label("click a cell of the health map")
+        self.title.setObjectName("histogram-counts")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.title)
+        layout.addWidget(self.plot, 1)
+        self.histogram = np.zeros(0, np.int64)
+
+    def set_histogram(self, title: str, histogram: np.ndarray) -> None:
+        """``histogram`` (BINS,) counts in the layout's bins; ``title`` the counts line."""
+        self.histogram = np.asarray(histogram)
+        x = np.arange(L.BINS)
+        self.bars.setOpts(x=x, height=self.histogram, brushes=bin_colours())
+        self.title.setText(title)
+        self.plot.setXRange(-1, L.BINS, padding=0)  # every bin: NaN and Inf stay in view
+        self.plot.setYRange(0, max(int(self.histogram.max(initial=0)), 1) * 1.05)

@@ -1,0 +1,123 @@
+"""The live run's in-memory history, on the same timeline as a recording.
+
+Snapshots of the current run are kept every ``interval``-th step, and the history is
+bounded the way a recording is: at most ``MAX_SNAPSHOTS`` snapshots and at most
+``BUDGET_BYTES`` of arrays; when either is reached every other snapshot is dropped and
+the interval doubles (so the history always spans the whole run, ever more thinly).
+Scrubbing back while the run goes pauses it; Start resumes from the newest step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from PySide6.QtCore import QObject, Slot
+
+from gradviz.core.snapshot import Snapshot
+from gradviz.gui.lab.session import RunSession, RunState
+from gradviz.gui.recordings.timeline import Timeline
+
+#: Snapshots kept at most (as a lab recording's matrix snapshots).
+MAX_SNAPSHOTS = 200
+#: Bytes of snapshot arrays kept at most (an N = 1000 run keeps about 20 snapshots).
+BUDGET_BYTES = 512 * 1024 * 1024
+
+
+def snapshot_bytes(snapshot: Snapshot) -> int:
+    """Bytes held by the snapshot's arrays."""
+    total = 0
+    for f in dataclasses.fields(snapshot):
+        value = getattr(snapshot, f.name)
+        if isinstance(value, np.ndarray):
+            total += value.nbytes
+    return total
+
+
+class LiveHistory:
+    """Thinned snapshots of one run, oldest first."""
+
+    def __init__(self, max_snapshots: int = MAX_SNAPSHOTS, budget_bytes: int = BUDGET_BYTES):
+        self.max_snapshots = max_snapshots
+        self.budget_bytes = budget_bytes
+        self.snapshots: list[Snapshot] = []
+        self.interval = 1
+
+    def clear(self) -> None:
+        self.snapshots = []
+        self.interval = 1
+
+    def add(self, snapshot: Snapshot) -> bool:
+        """Keep ``snapshot`` if it is newer than the last one and on the interval; True if
+        kept (the snapshot of step 0 and the newest one shown are always taken)."""
+        last = self.snapshots[-1] if self.snapshots else None
+        if last is not None and (
+            snapshot.generation != last.generation or snapshot.step <= last.step
+        ):
+            if snapshot.generation == last.generation:
+                return False
+            self.clear()  # another run
+        if self.snapshots and snapshot.step % self.interval:
+            return False
+        self.snapshots.append(snapshot)
+        while len(self.snapshots) > 2 and self._over_budget():
+            self.snapshots = self.snapshots[::2]
+            self.interval *= 2
+        return True
+
+    def steps(self) -> np.ndarray:
+        return np.array([s.step for s in self.snapshots], dtype=np.int64)
+
+    def _over_budget(self) -> bool:
+        per = snapshot_bytes(self.snapshots[-1])
+        return (
+            len(self.snapshots) > self.max_snapshots
+            or per * len(self.snapshots) > self.budget_bytes
+        )
+
+
+class LiveTimeline(QObject):
+    """Feeds ``timeline`` with the live run's history while ``active``."""
+
+    def __init__(self, session: RunSession, timeline: Timeline, parent: QObject | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.timeline = timeline
+        self.history = LiveHistory()
+        self.active = False
+        session.snapshotShown.connect(self._on_snapshot)
+        session.cleared.connect(self._on_cleared)
+
+    def activate(self) -> None:
+        """The timeline shows the live run (following it)."""
+        self.active = True
+        self.timeline.set_state_text("live run")
+        self.timeline.set_followable(True)
+        self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
+        self.timeline.set_following(True)
+        self.timeline.set_steps(self.history.steps())
+
+    @Slot(object)
+    def _on_snapshot(self, snapshot: Snapshot) -> None:
+        if snapshot.generation != self.session.generation:
+            return  # a recorded step, or a late one of an older run
+        if self.history.add(snapshot) and self.active:
+            self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
+            if self.timeline.following:
+                self.timeline.set_steps(self.history.steps())
+
+    @Slot()
+    def _on_cleared(self) -> None:
+        self.history.clear()
+        if self.active:
+            self.timeline.set_steps(self.history.steps())
+
+    def show_index(self, index: int) -> None:
+        """The user selected the index-th kept snapshot: show it (pausing a going run)."""
+        snapshots = self.history.snapshots
+        if not self.active or not 0 <= index < len(snapshots) or self.timeline.following:
+            return
+        if self.session.state is RunState.RUNNING:
+            self.session.pause()
+        if snapshots[index] is not self.session.shown:
+            self.session.show(snapshots[index])

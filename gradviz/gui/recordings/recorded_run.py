@@ -1,0 +1,149 @@
+"""A lab recording (``gradviz fit --record``) shown in the lab's views, step by step.
+
+``snapshot_at`` builds the Snapshot of one recorded matrix step from the recording's
+arrays, so a recorded step reaches the views exactly as a live one does (``show``).
+What a recording does not hold is filled plainly: the points are placed by classical MDS
+from the recorded distances (right up to rotation and reflection), and the entry and
+coordinate gradients, which are not recorded, are zero (their health codes are); the loss
+between two recorded steps is interpolated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal, Slot
+
+from gradviz.core.health import Health
+from gradviz.core.record import layout as L
+from gradviz.core.snapshot import Snapshot
+from gradviz.gui.recordings.data import RecordingData
+
+#: Generations of recorded runs count down from here, far from the live runs' (1, 2, ...).
+FIRST_RECORDED_GENERATION = -1_000_000
+
+
+#: Subspace iterations of ``classical_mds`` (each one a (N, N) x (N, dim) product).
+MDS_ITERATIONS = 60
+
+
+def classical_mds(distances: np.ndarray, dim: int) -> np.ndarray:
+    """(N, N) distances -> (N, dim) float32 points whose distances approximate them (NaN
+    and infinite distances count as zero).
+
+    The top ``dim`` eigenvectors of the double-centred Gram matrix are found by subspace
+    iteration from a fixed start (a few ms at N = 500, where a full eigendecomposition
+    takes a quarter of a second: the timeline redraws within 100 ms).
+    """
+    d = np.nan_to_num(np.asarray(distances, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    n = d.shape[0]
+    if n == 0:
+        return np.zeros((0, dim), np.float32)
+    sq = d**2
+    gram = -0.5 * (sq - sq.mean(axis=0)[None, :] - sq.mean(axis=1)[:, None] + sq.mean())
+    k = min(dim, n)
+    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((n, k)))[0]
+    for _ in range(MDS_ITERATIONS):
+        basis = np.linalg.qr(_times(gram, basis))[0]
+    values, vectors = np.linalg.eigh(basis.T @ _times(gram, basis))  # Rayleigh-Ritz
+    order = np.argsort(values)[::-1]
+    coords = np.zeros((n, dim))
+    coords[:, :k] = (basis @ vectors[:, order]) * np.sqrt(np.clip(values[order], 0, None))
+    return coords.astype(np.float32)
+
+
+def _times(matrix: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``matrix @ columns`` one column at a time: a multi-threaded BLAS product of a tall
+    thin matrix can take 50 times longer on a busy machine than these single products."""
+    return np.stack([matrix @ columns[:, i] for i in range(columns.shape[1])], axis=1)
+
+
+def matrix_steps(data: RecordingData) -> np.ndarray:
+    """(K,) the steps at which the recording holds the run's matrices."""
+    return data.images.get("distances", (np.zeros(0, np.int64), []))[0]
+
+
+def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
+    """The Snapshot of the k-th recorded matrix step of a fit recording."""
+    steps, distances = data.images["distances"]
+    step = int(steps[k])
+    d = np.asarray(distances[k], dtype=np.float32)
+    error = _image(data, "error", k, np.zeros_like(d)).astype(np.float32)
+    health = _image(data, "entry_health", k, np.zeros(d.shape, np.uint8)).astype(np.uint8)
+    health[health == L.NO_ENTRY] = Health.BLOCKED  # outside a smaller recorded matrix
+    config = data.meta.get("config", {})
+    dim = int(config.get("dim", 2))
+    target = d - error
+    n = d.shape[0]
+    history = loss_history(data, step)
+    loss = float(history[-1]) if len(history) else float("nan")
+    first = data.first_nonfinite
+    return Snapshot(
+        generation=generation,
+        step=step + 1,  # the recorded step is the one just taken: step + 1 completed
+        loss=loss,
+        loss_history=history.astype(np.float64),
+        reference_loss=None,
+        coords=classical_mds(d, dim),
+        target_coords=classical_mds(target, dim),
+        distances=d,
+        target_distances=target,
+        error=error,
+        squared=None,
+        entry_grads=np.zeros_like(d),
+        entry_health=health,
+        coord_grads=np.zeros((n, dim), np.float32),
+        coord_health=np.zeros((n, dim), np.uint8),
+        param_health=(),
+        jacobians=None,
+        first_nonfinite_grad_step=None if first is None else int(first["step"]),
+        first_nonfinite_loss_step=None,
+        steps_per_second=float("nan"),
+        device=str(config.get("device", "recorded")),
+        method=str(config.get("method", "")),
+        done=data.complete and k == len(steps) - 1,
+    )
+
+
+def loss_history(data: RecordingData, step: int) -> np.ndarray:
+    """(step + 1,) float64 loss of steps 0 ... step: the recorded losses, linearly
+    interpolated between recorded steps (a recording keeps every ``every``-th step)."""
+    kept = data.steps <= step
+    steps, losses = data.steps[kept], data.losses[kept]
+    if not len(steps):
+        return np.zeros(0)
+    return np.interp(np.arange(step + 1), steps, losses)
+
+
+def _image(data: RecordingData, name: str, k: int, default: np.ndarray) -> np.ndarray:
+    found = data.images.get(name)
+    if found is None or k >= len(found[1]):
+        return default
+    return np.asarray(found[1][k])
+
+
+class RecordedRun(QObject):
+    """The snapshots of one opened fit recording; ``snapshotShown(snapshot)`` feeds the
+    views as RunSession's signal of the same name does."""
+
+    snapshotShown = Signal(object)
+
+    _next_generation = FIRST_RECORDED_GENERATION
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        RecordedRun._next_generation -= 1
+        self.generation = RecordedRun._next_generation
+        self.data: RecordingData | None = None
+        self.shown: Snapshot | None = None
+
+    def set_data(self, data: RecordingData) -> None:
+        self.data = data
+
+    @Slot(int)
+    def show_index(self, k: int) -> None:
+        """Show the k-th recorded matrix step."""
+        data = self.data
+        if data is None or not 0 <= k < len(matrix_steps(data)):
+            return
+        self.shown = snapshot_at(data, k, self.generation)
+        self.snapshotShown.emit(self.shown)

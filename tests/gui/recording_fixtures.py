@@ -1,0 +1,64 @@
+"""Recordings made in the tests: a small watched model, optionally NaN at one step, written
+in this process or by a slow subprocess (a writer still running, or one that dies).
+
+Import with ``from recording_fixtures import ...`` (pytest puts this folder on sys.path).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time, torch, gradviz
+    from torch import nn
+    path, steps, delay, nan_at, die = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \\
+        int(sys.argv[4]), sys.argv[5] == "die"
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    rec = gradviz.watch(model, path, every=1)
+    for step in range(steps):
+        h = rec.tensor("hidden", model[0](x))
+        loss = ((model[2](model[1](h)) - y) ** 2).mean()
+        if step == nan_at:
+            loss = loss * float("nan")
+        opt.zero_grad(); loss.backward()
+        rec.log(loss=loss)
+        opt.step()
+        time.sleep(delay)
+    if die:
+        time.sleep(600)  # hangs until killed: the recording is never marked complete
+    rec.close()
+    """
+)
+
+
+def write_recording(path: Path, steps: int = 12, nan_at: int = -1) -> Path:
+    """A complete watch recording of ``steps`` steps, written here (torch in this process)."""
+    run_writer(path, steps, 0.0, nan_at).wait(timeout=120)
+    return path
+
+
+def run_writer(
+    path: Path, steps: int, delay_s: float, nan_at: int = -1, die: bool = False
+) -> subprocess.Popen:
+    """Start a subprocess that watches a small model for ``steps`` steps, ``delay_s`` apart."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    args = [str(path), str(steps), str(delay_s), str(nan_at), "die" if die else "close"]
+    return subprocess.Popen([sys.executable, "-c", WRITER, *args], env=env)
+
+
+def write_fit_recording(path: Path, steps: int = 8) -> Path:
+    """A lab recording (gradviz fit --record) of a small run."""
+    from gradviz.cli import main
+
+    code = main(["fit", "--n", "10", "--dim", "2", "--steps", str(steps), "--method", "safe",
+                 "--record", str(path)])  # fmt: skip
+    assert code == 0
+    return path

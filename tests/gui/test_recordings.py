@@ -1,0 +1,461 @@
+"""Recordings in the app: opening, the timeline, the Model health page, following a writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
+from PySide6.QtCore import Qt
+from recording_fixtures import run_writer, write_fit_recording, write_recording
+
+from gradviz.core.health import Health
+from gradviz.core.record import layout as L
+from gradviz.core.record.reader import Reader
+
+WAIT_MS = 60_000  # reading off the GUI thread on a busy machine: be generous
+
+
+@pytest.fixture(scope="module")
+def watch_recording(tmp_path_factory):
+    """12 steps of a small watched model; the loss is NaN at step 7."""
+    return write_recording(tmp_path_factory.mktemp("rec") / "run", steps=12, nan_at=7)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def zarr_started(watch_recording):
+    """zarr starts its own I/O threads on first use, for the life of the process: start
+    them before the tests that check no thread of theirs is left behind."""
+    Reader(watch_recording).rank(0).losses()
+
+
+@pytest.fixture(scope="module")
+def fit_recording(tmp_path_factory):
+    return write_fit_recording(tmp_path_factory.mktemp("fit") / "run", steps=8)
+
+
+@pytest.fixture
+def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
+    """The real window and controller, without loading torch (recordings need none)."""
+    from gradviz.gui.app import build_controller
+
+    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    yield controller
+    controller.shutdown()
+    controller.window.close()
+    controller.window.deleteLater()
+
+
+def open_and_wait(qtbot, lab, path):
+    shown = []
+    lab.recordings.shown.connect(shown.append)
+    assert lab.recordings.open(str(path))
+    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
+    return shown[-1]
+
+
+def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_recording):
+    data = open_and_wait(qtbot, lab, watch_recording)
+    page = lab.recordings.page
+    assert lab.window.pages.current() == lab.recordings.page_index
+    assert page.health.tensors == ("0.weight", "0.bias", "2.weight", "2.bias", "hidden")
+    worst = page.health.worst
+    assert worst.shape == (5, 12)
+    assert (worst[:, 7] == Health.NAN).all() and (worst[:, :7] == Health.FINITE).all()
+    # The first non-finite gradient is one click away: timeline, histogram and image follow.
+    assert "step 7" in page.first_bad.text()
+    qtbot.mouseClick(page.first_bad, Qt.MouseButton.LeftButton)
+    assert page.timeline.step == 7
+    hist = page.histogram.histogram
+    assert hist[L.NAN_BIN] == 32 and hist.sum() == 32  # 0.weight: 8 x 4 entries, all NaN
+    assert "NaN 32" in page.histogram.title.text()
+    assert page.image_choice.currentText() == "hidden"
+    assert page.entry_health.counts()[Health.NAN] == 16 * 8
+    assert data.complete and page.timeline.state_label.text() == "complete"
+
+
+def test_moving_the_slider_shows_that_steps_histogram(qtbot, lab, watch_recording):
+    open_and_wait(qtbot, lab, watch_recording)
+    page = lab.recordings.page
+    page.select_cell(2, 0)  # 2.weight
+    expected = Reader(watch_recording).rank(0).tensor("2.weight").histogram
+    page.timeline.slider.setFocus()
+    for index in (3, 4, 5):
+        page.timeline.select_index(index - 1)
+        qtbot.keyClick(page.timeline.slider, Qt.Key.Key_Right)  # arrow keys step
+        assert page.timeline.index == index
+        np.testing.assert_array_equal(page.histogram.histogram, expected[index])
+    assert page.health.cursor.value() == 5.5 and page.loss.cursor.value() == 5.5
+
+
+def test_hovering_a_cell_reads_its_numbers_and_clicking_shows_its_histogram(
+    qtbot, lab, watch_recording
+):
+    from PySide6.QtCore import QPointF
+
+    open_and_wait(qtbot, lab, watch_recording)
+    page = lab.recordings.page
+    health = page.health
+    assert health.describe(0, 7).startswith("0.weight @ step 7: NaN")
+    vb = health.plot.getPlotItem().vb
+    cell = health.plot.mapFromScene(vb.mapViewToScene(QPointF(3.5, 2.5)))  # 2.weight, step 3
+    qtbot.mouseMove(health.plot.viewport(), cell)
+    qtbot.waitUntil(lambda: health.readout.text().startswith("2.weight @ step 3"), timeout=WAIT_MS)
+    qtbot.mouseClick(health.plot.viewport(), Qt.MouseButton.LeftButton, pos=cell)
+    qtbot.waitUntil(lambda: page.timeline.index == 3, timeout=WAIT_MS)
+    expected = Reader(watch_recording).rank(0).tensor("2.weight").histogram[3]
+    np.testing.assert_array_equal(page.histogram.histogram, expected)
+    assert page.histogram.title.text().startswith("2.weight @ step 3")
+
+
+def test_a_fit_recording_opens_in_the_lab_views_and_the_slider_moves_them(
+    qtbot, lab, fit_recording
+):
+    open_and_wait(qtbot, lab, fit_recording)
+    stream = Reader(fit_recording).rank(0)
+    timeline = lab.recordings.timeline
+    assert lab.window.pages.current() == 0 and lab.recordings.dock.isVisible()
+    assert len(stream.image_steps("distances")) == 8
+    drawn = lab.views.views["distances"].widget
+    for k in (0, 5, 2):
+        timeline.select_index(k)
+        step, distances = stream.image("distances", k)
+        _, health = stream.image("entry_health", k)
+        shown = lab.views.snapshot
+        assert shown.step == step + 1
+        np.testing.assert_array_equal(shown.distances, distances)
+        np.testing.assert_array_equal(shown.entry_health, health)
+        qtbot.waitUntil(lambda d=distances: _drawn_equals(drawn, d), timeout=WAIT_MS)
+
+
+def _drawn_equals(widget, matrix) -> bool:
+    image = widget.displayed_image()
+    return image is not None and np.allclose(image, matrix, equal_nan=True)
+
+
+def test_a_recording_being_written_is_followed(qtbot, lab, tmp_path):
+    path = tmp_path / "live"
+    writer = run_writer(path, steps=20, delay_s=0.12)
+    try:
+        from gradviz.core.record.reader import is_recording
+
+        qtbot.waitUntil(lambda: is_recording(path), timeout=WAIT_MS)
+        page = lab.recordings.page
+        lab.recordings.open(str(path))
+        qtbot.waitUntil(lambda: page.data is not None, timeout=WAIT_MS)
+        first = page.data.n_steps
+        qtbot.waitUntil(lambda: page.timeline.state_label.text() == "following", timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: page.data.n_steps > first, timeout=WAIT_MS)  # new steps arrive
+        assert page.timeline.following and page.timeline.index == page.data.n_steps - 1
+        page.timeline.select_index(0)  # scrubbing back ends following
+        assert not page.timeline.following
+        qtbot.waitUntil(lambda: page.data.complete, timeout=WAIT_MS)
+        assert page.data.n_steps == 20 and page.timeline.state_label.text() == "complete"
+        assert page.timeline.index == 0  # not following: the selection stayed
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def _recorded_steps(path) -> int:
+    from gradviz.core.record.reader import is_recording
+
+    return Reader(path).rank(0).steps if is_recording(path) else 0
+
+
+def test_a_recording_whose_writer_died_shows_as_incomplete(qtbot, lab, tmp_path, monkeypatch):
+    from gradviz.gui.recordings import follower
+
+    monkeypatch.setattr(follower, "STALL_S", 0.5)
+    path = tmp_path / "died"
+    writer = run_writer(path, steps=5, delay_s=0.0, die=True)
+    try:
+        # A step is written once the next one is logged: 4 of the 5 reach the disk.
+        qtbot.waitUntil(lambda: _recorded_steps(path) == 4, timeout=WAIT_MS)
+    finally:
+        writer.kill()  # killed, never closed
+        writer.wait()
+    data = open_and_wait(qtbot, lab, path)
+    assert not data.complete and data.n_steps == 4
+    state = lab.recordings.page.timeline.state_label
+    qtbot.waitUntil(lambda: state.text().startswith("incomplete"), timeout=WAIT_MS)
+    assert lab.error_dialog is None
+
+
+def test_a_directory_that_is_not_a_recording_is_named_in_one_sentence(qtbot, lab, tmp_path):
+    assert not lab.recordings.open(str(tmp_path))
+    assert "is not a gradviz recording" in lab.error_dialog.sentence
+
+
+def test_the_timeline_plays_and_stops_at_the_end(qtbot):
+    from gradviz.gui.recordings.timeline import Timeline
+
+    timeline = Timeline()
+    qtbot.addWidget(timeline)
+    seen = []
+    timeline.indexChanged.connect(seen.append)
+    timeline.set_steps(np.arange(0, 50, 10))
+    timeline.speed.setCurrentIndex(timeline.speed.count() - 1)  # fastest
+    timeline.play.setChecked(True)
+    qtbot.waitUntil(lambda: not timeline.play.isChecked(), timeout=WAIT_MS)
+    assert timeline.step == 40 and seen[-5:] == [0, 1, 2, 3, 4]
+
+
+def test_health_colours_tell_the_categories_apart_and_norms_set_brightness():
+    from gradviz.gui.recordings.health_plots import health_rgba
+
+    worst = np.array([[Health.FINITE, Health.FINITE, Health.ZERO, Health.NAN, Health.POS_INF]])
+    norms = np.array([[1e-6, 1.0, 0.0, 0.0, 0.0]])
+    rgba = health_rgba(worst.astype(np.uint8), norms).astype(int)
+    colours = {tuple(c) for c in rgba[0, 1:]}
+    assert len(colours) == 4  # finite, zero, NaN, +Inf: all different
+    assert rgba[0, 0, :3].sum() < rgba[0, 1, :3].sum()  # a small norm is darker
+
+
+def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
+    qtbot, lab, watch_recording, tmp_path
+):
+    from PySide6.QtGui import QImage
+
+    data = open_and_wait(qtbot, lab, watch_recording)
+    written = []
+
+    def choose(_parent, suffix):
+        written.append(str(tmp_path / f"plot{len(written)}{suffix}"))
+        return written[-1]
+
+    lab.recordings.choose_export_path = choose
+    for name, actions in lab.recordings.export_actions.items():
+        assert [a.text() for a in actions] == [
+            "Export PNG…", "Export SVG…", "Export data as CSV…"
+        ], name  # fmt: skip
+        for action in actions:
+            action.trigger()
+        png, svg, csv = written[-3:]
+        assert QImage(png).width() > 0, name
+        assert "<svg" in Path(svg).read_text(encoding="utf-8"), name
+        assert Path(csv).is_file(), name
+    # The loss on the health page's step axis reads back as (column centre, loss) pairs.
+    csv = written[3 * list(lab.recordings.export_actions).index("step_loss") + 2]
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    finite = np.isfinite(data.losses)
+    np.testing.assert_allclose(table[:, 1], data.losses[finite])
+    np.testing.assert_allclose(table[:, 0], np.flatnonzero(finite) + 0.5)
+
+
+def test_view_data_exports_as_npy_and_the_window_as_an_image(qtbot, lab, watch_recording, tmp_path):
+    from PySide6.QtGui import QImage
+
+    data = open_and_wait(qtbot, lab, watch_recording)
+    lab.recordings.choose_export_path = lambda _parent, suffix: str(tmp_path / f"out{suffix}")
+    written = lab.recordings._on_export_data()
+    assert str(tmp_path / "out.grad_norm.npy") in written
+    np.testing.assert_array_equal(np.load(tmp_path / "out.grad_norm.npy"), data.grad_norm)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.histograms.npy"), data.histograms)
+    lab.recordings.save_image_action.trigger()
+    image = QImage(str(tmp_path / "out.png"))
+    assert (image.width(), image.height()) == (lab.window.width(), lab.window.height())
+
+
+def _gui(tmp_path, *args):
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo), QT_QPA_PLATFORM="offscreen",
+               GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "gradviz", "gui", *args], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=repo)  # fmt: skip
+
+
+def test_gui_recording_screenshot_saves_the_model_health_page(tmp_path, watch_recording):
+    from PySide6.QtGui import QImage
+
+    shot = tmp_path / "shot.png"
+    proc = _gui(tmp_path, str(watch_recording), "--screenshot", str(shot),
+                "--window-size", "1024x700", "--run-for", "0.2")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(shot))
+    assert (image.width(), image.height()) == (1024, 700)
+    # The page's yellow NaN columns are on the picture (the heatmap was read and drawn).
+    row = [image.pixelColor(x, image.height() // 3) for x in range(image.width())]
+    assert any(c.red() > 200 and c.green() > 200 and c.blue() < 120 for c in row)
+
+
+def test_gui_with_a_directory_that_is_not_a_recording_exits_2(tmp_path):
+    proc = _gui(tmp_path, str(tmp_path))
+    assert proc.returncode == 2
+    assert "is not a gradviz recording" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
+    qtbot, lab, watch_recording, fit_recording
+):
+    overlay = lab.recordings.overlay
+    open_and_wait(qtbot, lab, watch_recording)
+    open_and_wait(qtbot, lab, fit_recording)
+    assert list(overlay.runs) == [str(watch_recording), str(fit_recording)]
+    assert [label.text for _, label in overlay.legend.items] == list(overlay.runs)
+    stream = Reader(fit_recording).rank(0)
+    x, y = overlay.runs[str(fit_recording)].curve.getData()
+    np.testing.assert_array_equal(x, stream.step_numbers())
+    np.testing.assert_allclose(10**y, stream.losses())  # log axis: the curve holds log10
+    # Total gradient norm: the L2 norm over every watched tensor.
+    overlay.quantity.setCurrentIndex(overlay.quantity.findData("grad_norm"))
+    overlay.log_y.setChecked(False)
+    norms = [stream.tensor(t).grad_norm for t in stream.tensors]
+    _, y = overlay.runs[str(fit_recording)].curve.getData()
+    np.testing.assert_allclose(y, np.sqrt(np.sum(np.square(norms), axis=0)))
+    overlay.list.item(0).setCheckState(Qt.CheckState.Unchecked)  # toggled off
+    assert overlay.visible_runs() == [str(fit_recording)]
+
+
+def test_the_live_history_is_thinned_like_a_recording_and_bounded(make_snapshot):
+    import dataclasses
+
+    from gradviz.gui.recordings.live_history import LiveHistory, snapshot_bytes
+
+    base = make_snapshot(n=16)
+    history = LiveHistory(max_snapshots=8, budget_bytes=10 * snapshot_bytes(base))
+    for step in range(100):
+        history.add(dataclasses.replace(base, step=step))
+    assert len(history.snapshots) <= 8 and history.interval == 16
+    steps = history.steps()
+    assert steps[0] == 0 and (np.diff(steps) == 16).all()  # evenly thinned, whole run
+    small = LiveHistory(max_snapshots=200, budget_bytes=3 * snapshot_bytes(base))
+    for step in range(50):
+        small.add(dataclasses.replace(base, step=step))
+    assert len(small.snapshots) <= 3  # the byte budget bounds it too
+    assert not history.add(dataclasses.replace(base, step=5))  # older: not kept
+
+
+def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qtbot, make_lab):  # noqa: F811
+    from fixtures_app import RUN_TIMEOUT_MS, small
+
+    from gradviz.gui.lab.session import RunState
+
+    controller = make_lab(small(steps=60))
+    timeline = controller.recordings.timeline
+    controller.start()
+    qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    assert controller.recordings.dock.isVisible() and timeline.following
+    qtbot.waitUntil(lambda: timeline.step == 60, timeout=RUN_TIMEOUT_MS)
+    kept = controller.recordings.live.history.snapshots
+    timeline.select_index(1)  # scrub back
+    assert not timeline.following
+    assert controller.views.snapshot is kept[1] and kept[1].step < 60
+
+
+def test_recorded_points_are_placed_with_the_recorded_distances():
+    """Classical MDS by subspace iteration against the exact distances of 3-D points
+    (float64 reference: the pairwise distances of the points it was given)."""
+    from gradviz.gui.recordings.recorded_run import classical_mds
+
+    points = np.random.default_rng(3).standard_normal((120, 3)) * [3.0, 2.0, 1.0]
+    distances = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
+    placed = classical_mds(distances, 3).astype(np.float64)
+    again = np.sqrt(((placed[:, None] - placed[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(again, distances, atol=1e-3)
+
+
+def test_open_recording_recent_and_drop_all_open_it(qtbot, lab, watch_recording):
+    recordings = lab.recordings
+    shown = []
+    recordings.shown.connect(shown.append)
+    recordings.choose_path = lambda: str(watch_recording)
+    assert recordings.open_action in lab.window.menuBar().actions()[0].menu().actions()
+    recordings.open_action.trigger()  # File > Open recording…
+    qtbot.waitUntil(lambda: len(shown) == 1, timeout=WAIT_MS)
+    recent = recordings.recent_menu.actions()
+    assert [a.text() for a in recent] == [str(watch_recording.resolve())]
+    recent[0].trigger()  # File > Recent recordings
+    qtbot.waitUntil(lambda: len(shown) == 2, timeout=WAIT_MS)
+    lab.window.fileDropped.emit(str(watch_recording))  # dropped on the window
+    qtbot.waitUntil(lambda: len(shown) == 3, timeout=WAIT_MS)
+    assert lab.error_dialog is None  # the model opener left the directory alone
+
+
+def test_the_rank_selector_shows_another_ranks_stream(qtbot, lab, watch_recording, tmp_path):
+    import shutil
+
+    from gradviz.core.record.writer import RankWriter
+
+    path = tmp_path / "two-ranks"
+    shutil.copytree(watch_recording, path)
+    writer = RankWriter(path, source="watch", tensors=["w"], rank=1, world_size=2)
+    for step in range(3):
+        rows = np.zeros((1, L.ROW_WIDTH))
+        rows[0, len(L.STAT_COLUMNS) + (L.NAN_BIN if step == 2 else L.ZERO_BIN)] = 4
+        writer.append(step, 1.0, rows)
+    writer.close()
+    open_and_wait(qtbot, lab, path)
+    page = lab.recordings.page
+    assert page.rank.isEnabled() and page.rank.count() == 2
+    page.rank.setCurrentIndex(1)
+    page.rank.activated.emit(1)  # as a choice in the box does
+    qtbot.waitUntil(lambda: page.data.rank == 1, timeout=WAIT_MS)
+    assert page.health.tensors == ("w",)
+    assert list(page.health.worst[0]) == [Health.ZERO, Health.ZERO, Health.NAN]
+
+
+def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
+    qtbot,
+    make_lab,  # noqa: F811
+    tmp_path,
+):
+    from fixtures_app import RUN_TIMEOUT_MS, small
+
+    from gradviz.gui.lab.session import RunState
+
+    controller = make_lab(small(steps=30))
+    record = controller.recordings.record
+    record.choose_folder = lambda: str(tmp_path)
+    record.action.setChecked(True)  # Run > Record runs…
+    controller.reset()  # the next run is recorded
+    controller.start()
+    qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    assert len(record.made) == 1
+    qtbot.waitUntil(lambda: Reader(record.made[0]).rank(0).complete, timeout=RUN_TIMEOUT_MS)
+    stream = Reader(record.made[0]).rank(0)
+    assert stream.meta["source"] == "fit" and stream.steps == 30
+    latest = controller.session.latest
+    np.testing.assert_allclose(stream.losses(), latest.loss_history)  # the run's own losses
+    open_and_wait(qtbot, controller, record.made[0])
+    assert controller.recordings.timeline.step == 29  # the last recorded matrices
+
+
+def test_the_health_over_time_example_goes_bad_as_its_docstring_says(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+
+    example = Path(__file__).resolve().parents[2] / "resources/examples/health_over_time.py"
+    spec = importlib.util.spec_from_file_location("health_over_time", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["health_over_time.py", str(tmp_path / "run")])
+    module.main()
+    stream = Reader(tmp_path / "run").rank(0)
+    assert stream.complete and stream.steps == 80 and "hidden" in stream.image_names()
+    first = stream.first_nonfinite
+    assert first is not None and 10 < first["step"] < 80  # finite for a while, then not
+    counts = np.stack([stream.tensor(t).counts for t in stream.tensors])
+    assert counts[:, : first["step"], 2:].sum() == 0  # nothing non-finite before it
+    assert counts[:, :, 3:].sum() > 0  # Inf on the way
+
+
+def test_a_damaged_recording_is_named_in_one_sentence(qtbot, lab, watch_recording, tmp_path):
+    import shutil
+
+    path = tmp_path / "damaged"
+    shutil.copytree(watch_recording, path)
+    (path / "rank0" / "stats" / "zarr.json").write_text("{not json", encoding="utf-8")
+    failures = []
+    lab.recordings.failed.connect(lambda sentence, _details: failures.append(sentence))
+    assert lab.recordings.open(str(path))  # it says it is a recording: reading finds out
+    qtbot.waitUntil(lambda: bool(failures), timeout=WAIT_MS)
+    assert "could not read the recording" in failures[0] and "damaged" in failures[0]
+    assert lab.error_dialog.sentence == failures[0]
