@@ -1,0 +1,173 @@
+"""The one way the app runs a call off the GUI thread (a model load, torch's import, a
+diagnosis, ...): ``BackgroundTasks.submit(generation, kind, work, describe)``.
+
+Each call runs on its own QThread. Its value or its failure comes back as a signal that is
+delivered on the GUI thread, because the receiving slots belong to ``BackgroundTasks``, a
+GUI-thread QObject (a signal connected to a plain function would run in the worker). A
+failure becomes one plain sentence through ``describe`` (built on ``gui.failures``).
+
+Latest wins: results of a generation older than the newest submitted, or than one passed
+to ``supersede``, are dropped. A call that cannot be interrupted (``torch.load``) simply
+finishes in the background and is thrown away; a call that can stop early polls
+``is_stale(generation)``.
+
+superqt's ``create_worker`` is not used: its worker wraps the call in
+``warnings.catch_warnings()`` and replaces ``warnings.showwarning`` process-wide from the
+worker thread, which races with Diagnose's own warning capture, and its pool threads
+outlive the work. Here each thread is referenced until it has finished, and ``shutdown``
+asks for a stop, waits, and only then lets go (dropping a running QThread aborts).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from gradviz.gui.failures import describe_failure
+
+log = logging.getLogger(__name__)
+
+
+def describe_unexpected(exc: BaseException) -> str:
+    """The default sentence for a failed background call."""
+    return describe_failure(
+        exc,
+        "The background work stopped because of an unexpected error",
+        "The background work ran out of memory.",
+    )
+
+
+class _TaskThread(QThread):
+    """Runs one call; ``done``/``error`` are emitted from the new thread (queued to the
+    GUI thread by the receiving slots' owner)."""
+
+    done = Signal(int, str, object)  # generation, kind, value
+    error = Signal(int, str, str, str)  # generation, kind, sentence, details
+    #: The last signal, carrying the thread itself: the receiver then holds a reference,
+    #: so it never reads a thread that was already let go (unlike ``sender()``).
+    ended = Signal(object)
+
+    def __init__(
+        self,
+        generation: int,
+        kind: str,
+        work: Callable[[], Any],
+        describe: Callable[[BaseException], str],
+    ) -> None:
+        super().__init__()
+        self.setObjectName(f"gradviz-{kind}")
+        self.generation = generation
+        self.kind = kind
+        self._work = work
+        self._describe = describe
+
+    def run(self) -> None:
+        try:
+            value = self._work()
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach the GUI
+            log.info("background %s failed", self.kind, exc_info=True)
+            try:
+                sentence = self._describe(exc)
+            except Exception:  # noqa: BLE001 - a describer must not lose the failure
+                sentence = describe_unexpected(exc)
+            self.error.emit(self.generation, self.kind, sentence, traceback.format_exc())
+        else:
+            self.done.emit(self.generation, self.kind, value)
+        finally:
+            self._work = None  # its closure (tensors, files) goes with the call
+            self.ended.emit(self)
+
+
+class BackgroundTasks(QObject):
+    """Runs calls on background threads; connect ``succeeded(generation, kind, value)`` and
+    ``failed(generation, kind, sentence, details)`` to slots of GUI-thread objects.
+
+    Both arrive on the GUI thread, only for the newest generation (latest wins), and never
+    after ``shutdown``.
+    """
+
+    succeeded = Signal(int, str, object)
+    failed = Signal(int, str, str, str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._threads: set[_TaskThread] = set()
+        self._lock = threading.Lock()
+        self._latest = -1
+        self._stopping = False
+
+    # ---- GUI thread ------------------------------------------------------------------------
+    def submit(
+        self,
+        generation: int,
+        kind: str,
+        work: Callable[[], Any],
+        describe: Callable[[BaseException], str] = describe_unexpected,
+    ) -> None:
+        """Run ``work()`` on a new thread; a newer ``generation`` makes older ones stale."""
+        if self._stopping:
+            return
+        self.supersede(generation)
+        thread = _TaskThread(generation, kind, work, describe)
+        thread.done.connect(self._on_done)
+        thread.error.connect(self._on_error)
+        thread.ended.connect(self._on_thread_ended)
+        self._threads.add(thread)  # referenced until finished: dropping it running aborts
+        thread.start()
+
+    def supersede(self, generation: int) -> None:
+        """Results of generations older than ``generation`` are dropped from now on."""
+        with self._lock:
+            self._latest = max(self._latest, generation)
+
+    def running(self) -> int:
+        """How many task threads are still working."""
+        return sum(thread.isRunning() for thread in self._threads)
+
+    def shutdown(self, timeout_s: float = 30.0) -> bool:
+        """Make every task stale, wait for the threads (each up to ``timeout_s``) and let go
+        of them. True when all have finished. Safe to call more than once."""
+        with self._lock:
+            self._stopping = True
+        finished = True
+        for thread in list(self._threads):
+            if thread.wait(int(timeout_s * 1000)):
+                self._release(thread)
+            else:
+                finished = False
+                log.error("a background %s did not finish in time", thread.kind)
+        return finished
+
+    # ---- any thread ------------------------------------------------------------------------
+    def is_stale(self, generation: int) -> bool:
+        """Whether ``generation``'s result would be dropped (a stop point for long calls)."""
+        with self._lock:
+            return self._stopping or generation < self._latest
+
+    # ---- slots (GUI thread) ----------------------------------------------------------------
+    @Slot(int, str, object)
+    def _on_done(self, generation: int, kind: str, value: object) -> None:
+        if self.is_stale(generation):
+            log.info("dropping a superseded %s result", kind)
+            return
+        self.succeeded.emit(generation, kind, value)
+
+    @Slot(int, str, str, str)
+    def _on_error(self, generation: int, kind: str, sentence: str, details: str) -> None:
+        if not self.is_stale(generation):
+            self.failed.emit(generation, kind, sentence, details)
+
+    @Slot(object)
+    def _on_thread_ended(self, thread: _TaskThread) -> None:
+        if thread in self._threads:
+            thread.wait()  # its run() has returned: the join is immediate
+            self._release(thread)
+
+    def _release(self, thread: _TaskThread) -> None:
+        """Let go of a finished thread (destroyed here, on the GUI thread, when unreferenced)."""
+        self._threads.discard(thread)
