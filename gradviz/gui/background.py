@@ -43,13 +43,10 @@ def describe_unexpected(exc: BaseException) -> str:
 
 
 class _TaskThread(QThread):
-    """Runs one call; ``done``/``error`` are emitted from the new thread (queued to the
-    GUI thread by the receiving slots' owner)."""
+    """Runs one call and keeps its outcome; ``ended`` is emitted from the new thread as
+    its last act, carrying the thread itself (so the receiver holds a reference and never
+    reads a thread that was already let go, as ``sender()`` might)."""
 
-    done = Signal(int, str, object)  # generation, kind, value
-    error = Signal(int, str, str, str)  # generation, kind, sentence, details
-    #: The last signal, carrying the thread itself: the receiver then holds a reference,
-    #: so it never reads a thread that was already let go (unlike ``sender()``).
     ended = Signal(object)
 
     def __init__(
@@ -63,21 +60,22 @@ class _TaskThread(QThread):
         self.setObjectName(f"gradviz-{kind}")
         self.generation = generation
         self.kind = kind
+        self.value: object = None
+        #: (sentence, details) when the call raised, else None.
+        self.failure: tuple[str, str] | None = None
         self._work = work
         self._describe = describe
 
     def run(self) -> None:
         try:
-            value = self._work()
+            self.value = self._work()
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the GUI
             log.info("background %s failed", self.kind, exc_info=True)
             try:
                 sentence = self._describe(exc)
             except Exception:  # noqa: BLE001 - a describer must not lose the failure
                 sentence = describe_unexpected(exc)
-            self.error.emit(self.generation, self.kind, sentence, traceback.format_exc())
-        else:
-            self.done.emit(self.generation, self.kind, value)
+            self.failure = (sentence, traceback.format_exc())
         finally:
             self._work = None  # its closure (tensors, files) goes with the call
             self.ended.emit(self)
@@ -114,8 +112,6 @@ class BackgroundTasks(QObject):
             return
         self.supersede(generation)
         thread = _TaskThread(generation, kind, work, describe)
-        thread.done.connect(self._on_done)
-        thread.error.connect(self._on_error)
         thread.ended.connect(self._on_thread_ended)
         self._threads.add(thread)  # referenced until finished: dropping it running aborts
         thread.start()
@@ -126,8 +122,8 @@ class BackgroundTasks(QObject):
             self._latest = max(self._latest, generation)
 
     def running(self) -> int:
-        """How many task threads are still working."""
-        return sum(thread.isRunning() for thread in self._threads)
+        """How many task threads are held: working, or ended with an outcome not yet passed on."""
+        return len(self._threads)
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
         """Make every task stale, wait for the threads (each up to ``timeout_s``) and let go
@@ -150,23 +146,20 @@ class BackgroundTasks(QObject):
             return self._stopping or generation < self._latest
 
     # ---- slots (GUI thread) ----------------------------------------------------------------
-    @Slot(int, str, object)
-    def _on_done(self, generation: int, kind: str, value: object) -> None:
-        if self.is_stale(generation):
-            log.info("dropping a superseded %s result", kind)
-            return
-        self.succeeded.emit(generation, kind, value)
-
-    @Slot(int, str, str, str)
-    def _on_error(self, generation: int, kind: str, sentence: str, details: str) -> None:
-        if not self.is_stale(generation):
-            self.failed.emit(generation, kind, sentence, details)
-
     @Slot(object)
     def _on_thread_ended(self, thread: _TaskThread) -> None:
-        if thread in self._threads:
-            thread.wait()  # its run() has returned: the join is immediate
-            self._release(thread)
+        """Join and let go of the thread first (``running()`` no longer counts it), then
+        pass its outcome on unless it is stale."""
+        if thread not in self._threads:
+            return  # let go of by shutdown already
+        thread.wait()  # its run() has returned: the join is immediate
+        self._release(thread)
+        if self.is_stale(thread.generation):
+            log.info("dropping a superseded %s result", thread.kind)
+        elif thread.failure is not None:
+            self.failed.emit(thread.generation, thread.kind, *thread.failure)
+        else:
+            self.succeeded.emit(thread.generation, thread.kind, thread.value)
 
     def _release(self, thread: _TaskThread) -> None:
         """Let go of a finished thread (destroyed here, on the GUI thread, when unreferenced)."""
