@@ -7,7 +7,7 @@ settings), each measured in a fresh child process (``os.wait4`` reports its peak
 - ``snapshots``: the same run stepped the way the app's worker steps it (every step
   captured, a display-sized Snapshot after each, ``max_display`` = 2048), headless;
 - ``app``: ``gradviz gui --screenshot ... --run-for S`` (offscreen) on an experiment with
-  those settings: the whole app as it stands.
+  those settings: the whole app (display-sized Snapshots too).
 
 Targets: app <= headless + 1 GB, and the estimate (``core.memory``) within a third of the
 headless peak. The run of N = 20000 needs about 8 GB and a few minutes; ``--quick`` measures
@@ -36,10 +36,9 @@ TARGET_APP_OVER_HEADLESS = 1e9  # bytes
 #: Memory left to the rest of the machine: a measurement whose estimate needs more than
 #: what is available less this is skipped (and says so) rather than run into swap or OOM.
 MARGIN = 2e9
-#: The side of the app's Snapshot matrices: None (full resolution) until its views take
-#: display-sized Snapshots (then decimate.MAX_DISPLAY); used to skip app sizes that would
-#: not fit.
-APP_SNAPSHOT_SIDE: int | None = None
+#: The side of the app's Snapshot matrices (its runs take display-sized Snapshots); used to
+#: skip app sizes that would not fit.
+APP_SNAPSHOT_SIDE: int | None = MAX_DISPLAY
 SIZES = (5000, 10000, 20000)
 QUICK_SIZES = (1000, 2000)
 STEPS = 3
@@ -106,7 +105,6 @@ def _measure(n: int, folder: Path, baseline: int) -> dict:
     row: dict = {"estimate": memory.estimate(config).total + baseline}
     row["app_seconds"] = row["app_exit"] = None
     row["headless"] = row["snapshots"] = row["app"] = None
-    # The app takes full-resolution Snapshots until its views read display-sized ones.
     needs = {
         "headless": memory.estimate(config).total,
         "snapshots": memory.estimate(config, snapshot_side=min(n, MAX_DISPLAY)).total,

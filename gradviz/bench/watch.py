@@ -3,10 +3,11 @@
 Two CPU training steps (zero_grad, forward, cross-entropy, backward, Adam): an MLP
 784-512-512-10 at batch 256 and a small CNN (two 3x3 convolutions, 28x28 inputs) at batch
 32. Each is timed bare, with ``gradviz.watch`` at its default interval K and at every step,
-and, where installed, with TensorBoard's ``SummaryWriter.add_histogram`` per parameter every
-K steps and every step (the peer doing the same job; an optional, benchmark-only
-dependency). A repeat runs whole multiples of K steps, so the recorded steps' cost is
-included; the cases are interleaved. Also: how soon a reader sees a step a writer logged.
+and, where installed, with the peers doing the same job at the same intervals (optional,
+benchmark-only dependencies): TensorBoard's ``SummaryWriter.add_histogram`` per parameter,
+and ``wandb.watch(model, log="gradients", log_freq=K)`` in offline mode (with the
+``wandb.log`` per step it needs to commit the histograms). A repeat runs whole multiples
+of K steps, so the recorded steps' cost is included; the cases are interleaved. Also: how soon a reader sees a step a writer logged.
 Times are CPU time of this process (see ``time_cases``), with the wall-clock ratio beside.
 Target: gradviz's CPU-time ratio <= 1.05 at its defaults for both nets.
 """
@@ -66,6 +67,21 @@ def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
+def wandb_available() -> bool:
+    return importlib.util.find_spec("wandb") is not None
+
+
+def _wandb_run(folder: Path):
+    """The one offline wandb run of this process (wandb.watch logs to the current run; one
+    run watches every case's net, each with its own log_freq)."""
+    import wandb
+
+    if wandb.run is None:
+        settings = wandb.Settings(silent=True, console="off")
+        wandb.init(mode="offline", dir=str(folder), project="gradviz-bench", settings=settings)
+    return wandb
+
+
 def training_step(build, folder: Path, how: str, every: int) -> Callable[[], None]:
     """One training step of a fresh seeded net, watched as ``how`` says."""
     torch.manual_seed(0)
@@ -77,6 +93,10 @@ def training_step(build, folder: Path, how: str, every: int) -> Callable[[], Non
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(folder / how))
+    wandb = None
+    if how.startswith("wandb"):
+        wandb = _wandb_run(folder)
+        wandb.watch(net, log="gradients", log_freq=every)
     count = [0]
 
     def step() -> None:
@@ -85,6 +105,8 @@ def training_step(build, folder: Path, how: str, every: int) -> Callable[[], Non
         loss.backward()
         if rec is not None:
             rec.log(loss=loss)
+        elif wandb is not None:
+            wandb.log({"loss": loss.item()})
         elif writer is not None and count[0] % every == 0:
             for name, p in net.named_parameters():
                 writer.add_histogram(name, p.grad, count[0])
@@ -101,6 +123,9 @@ def cases_for(every: int) -> dict[str, int]:
     if tensorboard_available():
         cases[f"tensorboard K={every}"] = every
         cases["tensorboard K=1"] = 1
+    if wandb_available():
+        cases[f"wandb K={every}"] = every
+        cases["wandb K=1"] = 1
     return cases
 
 
@@ -171,7 +196,8 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     )
     if not tensorboard_available():
         emit("  (tensorboard not installed: peer skipped)")
-    emit("  (wandb: not measured; install it and add a case to compare)")
+    if not wandb_available():
+        emit("  (wandb not installed: peer skipped)")
     ratios: dict[str, dict[str, float]] = {}
     wall_ratios: dict[str, dict[str, float]] = {}
     ms: dict[str, dict[str, float]] = {}
@@ -191,6 +217,10 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
             wall_ratios[net_name] = {n: median_ratio(wall[BASELINE], t) for n, t in wall.items()}
             emit(f"  {net_name}: measured in {time.perf_counter() - started:.1f} s")
         latency = follow_latency(Path(tmp))
+        if wandb_available():
+            import wandb
+
+            wandb.finish()  # before its folder is removed
     headers = ["case", *ratios]
     emit("CPU ms per training step (this process, all threads: the recorder's writer included)")
     for line in format_table(headers, [[c, *(ms[n][c] for n in ms)] for c in cases]):

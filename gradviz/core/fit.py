@@ -172,7 +172,7 @@ class DistanceFitRun:
         gradient is finite; records first non-finite steps and, with ``capture``, what the
         next Snapshot shows."""
         index = self.completed_steps
-        self.optimizer.zero_grad()
+        self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture)
         loss_value, grads_finite = self._loss_and_finite_grads(loss)
         if index == 0:
@@ -198,7 +198,7 @@ class DistanceFitRun:
         """
         if not memory.is_out_of_memory(exc):
             return
-        self.optimizer.zero_grad()
+        self._clear_grads()
         self._capture = None
         self.done = True
         traceback.clear_frames(exc.__traceback__)  # the failed step's tensors are freed now

@@ -167,9 +167,13 @@ class ScreenshotDirector(QObject):
     @Slot()
     def _capture(self) -> None:
         image = self.controller.window.grab()  # the live window, run still going
-        self.controller.session.stop()
+        session = self.controller.session
+        shown = session.shown
+        run = f"run {session.state.label} at step {shown.step if shown is not None else 0}"
+        session.stop()
         if image.save(self.path):
-            print(f"saved {self.path} ({image.width()}x{image.height()})")
+            # One line a script can read: the file, its size, and whether the run was live.
+            print(f"saved {self.path} ({image.width()}x{image.height()}); {run}", flush=True)
             self.exit_code = 0
         else:
             print(f"gradviz gui: error: could not write {self.path!r}.", file=sys.stderr)

@@ -126,18 +126,20 @@ class BackgroundTasks(QObject):
         return len(self._threads)
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
-        """Make every task stale, wait for the threads (each up to ``timeout_s``) and let go
-        of them. True when all have finished. Safe to call more than once."""
+        """Make every task stale, wait for the threads and let go of them. True when all
+        finished within ``timeout_s`` each; a call that takes longer (a ``torch.load`` or a
+        diagnosis step cannot be interrupted) is waited for anyway, with a warning, because
+        dropping a running QThread aborts the process. Safe to call more than once."""
         with self._lock:
             self._stopping = True
-        finished = True
+        in_time = True
         for thread in list(self._threads):
-            if thread.wait(int(timeout_s * 1000)):
-                self._release(thread)
-            else:
-                finished = False
-                log.error("a background %s did not finish in time", thread.kind)
-        return finished
+            if not thread.wait(int(timeout_s * 1000)):
+                in_time = False
+                log.warning("a background %s is finishing a long step; waiting for it", thread.kind)
+                thread.wait()
+            self._release(thread)
+        return in_time
 
     # ---- any thread ------------------------------------------------------------------------
     def is_stale(self, generation: int) -> bool:

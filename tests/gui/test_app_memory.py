@@ -13,6 +13,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 )
 
 from gradviz.core import memory
+from gradviz.gui.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -33,7 +34,14 @@ def test_a_run_that_does_not_fit_is_refused_in_a_dialog_with_both_numbers(
     sentence = lab.error_dialog.sentence
     assert "A run of 200 points with the safe method in float32 needs about" in sentence
     assert "but only 1 kB is available on this computer; use fewer points." in sentence
-    assert lab.state == "failed"
+    # Refused before it starts: no worker, nothing on screen, Start asks again.
+    assert lab.session.worker is None and lab.session.latest is None
+    assert lab.session.state is RunState.IDLE
+    lab.error_dialog.close()
+    lab.error_dialog = None
+    lab.window.actions["start"].trigger()
+    assert lab.error_dialog is not None and "needs about" in lab.error_dialog.sentence
+    assert lab.session.worker is None and not lab.session.workers()
     lab.error_dialog.close()
 
 
@@ -58,6 +66,59 @@ def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
     sentence = lab.error_dialog.sentence
     assert "The run ran out of memory after step" in sentence
     assert "an allocation of 1.6 GB failed" in sentence
-    assert lab.state == "failed"
-    assert lab.last_snapshot is not None  # the last good state stays on screen
+    assert lab.session.state is RunState.FAILED
+    shown = lab.session.shown
+    assert shown is not None and shown.step >= 1  # the last good state stays on screen
+    labels = lab.window.status_labels
+    assert labels["state"].text() == "failed"
+    assert labels["nan"].text() == "run failed (out of memory)"
     lab.error_dialog.close()
+
+
+def _live_tensors_with(side: int) -> int:
+    """torch tensors alive in this process with a dimension of ``side`` (an (N, N) matrix or
+    (N, D) coordinates of a run of N = ``side`` points)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if issubclass(type(o), torch.Tensor) and side in tuple(o.shape)  # no isinstance:
+        # it asks torch's deprecated module objects for __class__, which warns
+    )
+
+
+def test_a_reset_to_fewer_points_frees_the_old_run_and_its_snapshots(qtbot, make_lab):
+    import gc
+    import weakref
+
+    from gradviz.core.fit import DistanceFitRun
+
+    runs: list[weakref.ref] = []
+
+    def tracked_run(config):
+        run = DistanceFitRun(config, max_display=2048)
+        runs.append(weakref.ref(run))
+        return run
+
+    big, smaller = 1_111, 100  # sizes no other object of the test process has
+    lab = make_lab(small("safe", n=big), run_factory=tracked_run)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 2, timeout=WAIT_MS)
+    old_matrix = weakref.ref(lab.session.latest.distances)  # (1111, 1111) on screen
+    assert _live_tensors_with(big) > 0
+
+    lab.form.param("n").setValue(smaller)  # a new N resets the run (the question says yes)
+    qtbot.waitUntil(
+        lambda: lab.session.latest is not None and lab.session.latest.n_points == smaller,
+        timeout=WAIT_MS,
+    )
+    qtbot.waitUntil(lambda: len(lab.session.workers()) == 1, timeout=WAIT_MS)
+    gc.collect()
+    assert runs[0]() is None  # the old run is gone, with its (N, N) tensors
+    assert old_matrix() is None  # and no view, pin or session still holds its snapshots
+    assert _live_tensors_with(big) == 0
+    assert runs[-1]() is not None  # the new run lives

@@ -109,3 +109,18 @@ def test_shutdown_waits_for_a_running_task_and_leaves_no_thread(qtbot):
     assert not receiver.results  # nothing arrives after shutdown
     tasks.submit(2, "after", lambda: "after")  # refused once shut down
     assert tasks.running() == 0
+
+
+def test_shutdown_waits_past_its_timeout_for_a_call_that_cannot_stop(qtbot):
+    tasks = BackgroundTasks()
+    started, finished = threading.Event(), threading.Event()
+
+    def uninterruptible():  # as a torch.load: it never looks at a stop point
+        started.set()
+        threading.Event().wait(0.3)
+        finished.set()
+
+    tasks.submit(1, "load", uninterruptible)
+    assert started.wait(TIMEOUT_MS / 1000)
+    assert not tasks.shutdown(timeout_s=0.01)  # not in time...
+    assert finished.is_set() and tasks.running() == 0  # ...but never dropped while running

@@ -13,7 +13,13 @@ from PySide6.QtWidgets import QFrame, QLabel, QSplitter, QVBoxLayout, QWidget
 from gradviz.core.config import FitConfig
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.lab.session import RunSession, RunState
-from gradviz.gui.lab.status import FINITE_STYLE, NAN_STYLE, first_nonfinite_text, loss_text
+from gradviz.gui.lab.status import (
+    FINITE_STYLE,
+    NAN_STYLE,
+    failure_text,
+    first_nonfinite_text,
+    loss_text,
+)
 from gradviz.gui.lab.views import HealthView, LossCurveView, MatrixView
 
 
@@ -95,7 +101,7 @@ class CompareSide(QWidget):
             self.verdict.setStyleSheet("")
             self.numbers.setText("")
             return
-        nonfinite = first_nonfinite_text(self.session)
+        nonfinite = failure_text(self.session) or first_nonfinite_text(self.session)
         self.verdict.setText(f"✖ {nonfinite}" if nonfinite else "✔ gradients finite")
         self.verdict.setStyleSheet(NAN_STYLE if nonfinite else FINITE_STYLE)
         self.numbers.setText(f"step {s.step:,} · loss {loss_text(s.loss)} · {state.label}")

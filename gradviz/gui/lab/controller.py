@@ -74,6 +74,10 @@ class LabController(QObject):
         self.session.snapshotShown.connect(views.show)
         self.session.cleared.connect(views.clear)
         self.session.failed.connect(self.show_error)
+        # Exact values of a hovered or selected entry of a display-sized picture: asked of
+        # the worker through the session (never autograd here), shown when they arrive.
+        views.cellWanted.connect(self._on_cell_wanted)
+        self.session.cellValuesReady.connect(views.show_cell_values)
         self.run_actions = RunActions(self.session, self.window.actions)
         self.run_status = RunStatus(self.session, self.window.status_labels)
         self._connect()
@@ -146,13 +150,34 @@ class LabController(QObject):
             self.show_error(str(exc), "")
             return None
 
+    def _fitting_config(self) -> FitConfig | None:
+        """The form's settings, or None (after a dialog) when they are invalid or the run
+        would not fit in the memory available (both numbers and what to do)."""
+        config = self._form_config()
+        if config is None:
+            return None
+        from gradviz.core import memory  # torch is loaded: runs are available
+        from gradviz.core.decimate import MAX_DISPLAY
+        from gradviz.core.devices import resolve_device
+
+        try:
+            memory.check_fits(
+                config, resolve_device(config.device), snapshot_side=min(config.n, MAX_DISPLAY)
+            )
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return None
+        return config
+
     @Slot()
     def start(self) -> None:
         """Start a run, or resume a paused one."""
         if self.session.worker is not None:
             self.session.start()
         elif self.session.available:
-            self.session.start(self._form_config())
+            config = self._fitting_config()
+            if config is not None:
+                self.session.start(config)
 
     @Slot()
     def pause(self) -> None:
@@ -177,15 +202,23 @@ class LabController(QObject):
         if self.session.worker is not None:
             self.session.step()
         elif self.session.available:
-            self.session.step(self._form_config())
+            config = self._fitting_config()
+            if config is not None:
+                self.session.step(config)
 
     @Slot()
     def reset(self) -> None:
         """Back to step 0 with the form's settings (a new generation)."""
-        config = self._form_config() if self.session.available else None
+        config = self._fitting_config() if self.session.available else None
         self.session.reset(config)
 
     # ---- worker signals (GUI thread) ---------------------------------------------------------
+    @Slot(int, int)
+    def _on_cell_wanted(self, i: int, j: int) -> None:
+        snapshot = self.views.snapshot
+        if snapshot is not None:
+            self.session.request_cell(snapshot, i, j)
+
     @Slot(str, str)
     def _on_explorer_failed(self, sentence: str, details: str) -> None:
         log.error("explorer failed: %s\n%s", sentence, details)

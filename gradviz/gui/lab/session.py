@@ -85,6 +85,7 @@ class RunSession(QObject):
     pinnedChanged = Signal(object)  # Snapshot of the first non-finite gradient, or None
     failed = Signal(str, str)  # plain sentence, details
     networkReady = Signal(object)  # NetworkCopy of the current run's coordinate network
+    cellValuesReady = Signal(object)  # worker.CellValues of the current run, on request
     networkCopied = Signal(int, object, object)  # generation, NetworkSpec, {name: tensor}
 
     def __init__(
@@ -104,7 +105,9 @@ class RunSession(QObject):
         self._pinned: Snapshot | None = None
         self._shown: Snapshot | None = None
         self._viewing_pinned = False
+        self._pinned_replayed = False  # the pin came from the worker's replay
         self._steps_per_second = float("nan")
+        self._failure: str | None = None
         self._held = False
         self._closed = False
         self._pool = WorkerPool()
@@ -150,6 +153,11 @@ class RunSession(QObject):
     def shown(self) -> Snapshot | None:
         """The snapshot on screen (the latest, the pinned one, or one from a file)."""
         return self._shown
+
+    @property
+    def failure(self) -> str | None:
+        """The sentence that ended the current run in failure (None unless FAILED)."""
+        return self._failure if self._state is RunState.FAILED else None
 
     @property
     def viewing_pinned(self) -> bool:  # showing the pinned snapshot (until show_live)
@@ -238,6 +246,17 @@ class RunSession(QObject):
         elif self._state.loaded:
             self._set_state(RunState.IDLE)
 
+    def request_cell(self, snapshot: Snapshot, i: int, j: int) -> bool:
+        """Ask the worker for the exact values of entry (i, j) of ``snapshot`` (a
+        display-sized one), answered by ``cellValuesReady``; False when no worker of its
+        run can answer (the views keep the display value, marked approximate)."""
+        worker = self._worker
+        if worker is None or snapshot.generation != self._generation:
+            return False
+        pinned = snapshot is self._pinned and self._pinned_replayed
+        worker.request_cell(i, j, snapshot.step, pinned=pinned)
+        return True
+
     def set_lr(self, lr: float) -> None:  # takes effect before the next step
         if self._worker is not None:
             self._worker.set_lr(lr)
@@ -298,12 +317,14 @@ class RunSession(QObject):
             frame_rate=self.frame_rate,
             start_paused=paused,
             run_factory=self.run_factory,
+            after=[w.ended for w in self._pool.workers()],  # old runs free their memory first
         )
         worker.snapshotReady.connect(self._on_snapshot)
         worker.firstNanPinned.connect(self._on_first_nan_pinned)
         worker.failed.connect(self._on_worker_failed)
         worker.finished.connect(self._on_worker_finished)
         worker.networkReady.connect(self._on_network_ready)
+        worker.cellValuesReady.connect(self._on_cell_values)
         worker.networkCopied.connect(self._on_network_copied)
         self._pacer.restart()
         self._pool.start(worker)
@@ -334,17 +355,20 @@ class RunSession(QObject):
         if snapshot.generation != self._generation:
             return
         self._set_pinned(snapshot)
+        self._pinned_replayed = True
         if self._viewing_pinned:
             self.show(snapshot)
 
     def _set_pinned(self, snapshot: Snapshot | None) -> None:
         if snapshot is not self._pinned:
             self._pinned = snapshot
+            self._pinned_replayed = False
             self.pinnedChanged.emit(snapshot)
 
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:
         log.error("run failed: %s\n%s", sentence, details)
+        self._failure = sentence
         self._set_state(RunState.FAILED)
         self.failed.emit(sentence, details)
 
@@ -360,6 +384,11 @@ class RunSession(QObject):
     def _on_network_ready(self, network: Any) -> None:
         if network.generation == self._generation:
             self.networkReady.emit(network)
+
+    @Slot(object)
+    def _on_cell_values(self, values: Any) -> None:
+        if values.generation == self._generation:
+            self.cellValuesReady.emit(values)
 
     @Slot(int, object, object)
     def _on_network_copied(self, generation: int, spec: Any, state: Any) -> None:

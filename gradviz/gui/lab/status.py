@@ -62,6 +62,15 @@ def first_nonfinite_text(session: RunSession) -> str:
     return " · ".join(parts)
 
 
+def failure_text(session: RunSession) -> str:
+    """ "run failed (out of memory)" or "run failed" for a failed run; empty otherwise.
+    A failed run's gradients were never checked past the failure: not "finite"."""
+    failure = session.failure
+    if failure is None:
+        return ""
+    return "run failed (out of memory)" if "out of memory" in failure else "run failed"
+
+
 class RunActions(QObject):
     """Enables, checks and names the run actions (start, pause, step, stop, reset, first
     NaN, live, why NaN) after the session's state."""
@@ -126,6 +135,6 @@ class RunStatus(QObject):
         labels["loss"].setText(loss_label(snap))
         labels["speed"].setText(rate_text(s.steps_per_second))
         labels["device"].setText(f"{snap.device} · {snap.method}")
-        nonfinite = first_nonfinite_text(s)
+        nonfinite = failure_text(s) or first_nonfinite_text(s)
         labels["nan"].setText(nonfinite or "gradients finite")
         labels["nan"].setStyleSheet(NAN_STYLE if nonfinite else FINITE_STYLE)

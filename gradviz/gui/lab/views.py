@@ -20,6 +20,7 @@ from PySide6.QtCore import QEvent, QObject, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
 from gradviz.core.snapshot import Snapshot
+from gradviz.gui.lab.worker import CellValues
 from gradviz.gui.widgets.coord_grads import CoordGradsView
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
@@ -52,16 +53,31 @@ class LabView:
         if self.panel is not None:
             self.panel.set_marker(*(pair or (None, None)))
 
+    def show_cell_values(self, cell: CellValues) -> None:
+        """The exact values of one entry of the snapshot on screen arrived (display-sized
+        snapshots only)."""
+
+
+def full_extent(snapshot: Snapshot) -> tuple[int, int]:
+    """The (N, N) of the full matrices behind a snapshot's (maybe display-sized) ones."""
+    return snapshot.n_points, snapshot.n_points
+
 
 class MatrixView(LabView):
-    """An (N, N) matrix field of the snapshot as a heatmap."""
+    """An (N, N) matrix field of the snapshot as a heatmap (display-sized: its block)."""
 
     def __init__(self, field: str, label: str, diverging: bool = False) -> None:
         self.field = field
         self.widget = self.panel = HeatmapView(label, diverging=diverging)
 
     def show(self, snapshot: Snapshot) -> None:
-        self.widget.set_matrix(getattr(snapshot, self.field))
+        self.widget.set_matrix(
+            getattr(snapshot, self.field), snapshot.display_block, full_extent(snapshot)
+        )
+
+    def show_cell_values(self, cell: CellValues) -> None:
+        value = None if cell.values is None else cell.values.get(self.field)
+        self.widget.show_exact(cell.i, cell.j, value)
 
 
 class TargetView(MatrixView):
@@ -79,7 +95,7 @@ class TargetView(MatrixView):
         ):
             return
         self._target = target
-        self.widget.set_matrix(target)
+        self.widget.set_matrix(target, snapshot.display_block, full_extent(snapshot))
 
     def clear(self) -> None:
         self._target = None
@@ -93,7 +109,19 @@ class HealthView(LabView):
         self.widget = self.panel = HealthMapView("dLoss/d entry", legend_columns=3)
 
     def show(self, snapshot: Snapshot) -> None:
-        self.widget.set_codes(snapshot.entry_health, snapshot.entry_grads)
+        self.widget.set_codes(
+            snapshot.entry_health,
+            snapshot.entry_grads,
+            snapshot.display_block,
+            full_extent(snapshot),
+            snapshot.entry_health_counts,
+        )
+
+    def show_cell_values(self, cell: CellValues) -> None:
+        values = cell.values or {}
+        self.widget.show_exact(
+            cell.i, cell.j, values.get("entry_health"), values.get("entry_grads")
+        )
 
 
 class CoordGradientsView(LabView):
@@ -140,6 +168,10 @@ class SelectedPairView(LabView):
             self.widget.clear()
         else:
             self.widget.show_pair(snapshot, *pair)
+
+    def show_cell_values(self, cell: CellValues) -> None:
+        if cell.values is not None:
+            self.widget.show_exact(cell.i, cell.j, cell.values)
 
 
 class JacobiansView(LabView):
@@ -212,6 +244,9 @@ class LabViews(QObject):
     """
 
     pairSelected = Signal(int, int)
+    #: Exact values of full-resolution entry (i, j) of the snapshot on screen are wanted
+    #: (hovered or selected in a display-sized snapshot); answered by show_cell_values.
+    cellWanted = Signal(int, int)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -221,6 +256,7 @@ class LabViews(QObject):
         self._range_link = RangeLink(self.matrix_panels(), self)
         for panel in self.matrix_panels():
             panel.cellClicked.connect(self._on_cell_clicked)
+            panel.cellHovered.connect(self._on_cell_hovered)
         self._snapshot: Snapshot | None = None
         self._generation: int | None = None
         self._pair: Pair = None
@@ -261,6 +297,18 @@ class LabViews(QObject):
                 view.show(snapshot)
             else:
                 self._stale.add(key)
+        if self._pair is not None and snapshot.display_block > 1:
+            self.cellWanted.emit(*self._pair)  # the selected pair's exact values of this step
+
+    @Slot(object)
+    def show_cell_values(self, cell: CellValues) -> None:
+        """Exact values of one entry arrived; shown if they belong to the snapshot on
+        screen (same run, same step)."""
+        snapshot = self._snapshot
+        if snapshot is None or (cell.generation, cell.step) != (snapshot.generation, snapshot.step):
+            return
+        for view in self.views.values():
+            view.show_cell_values(cell)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.Type.Show and self._snapshot is not None:
@@ -289,7 +337,14 @@ class LabViews(QObject):
     def _on_cell_clicked(self, i: int, j: int) -> None:
         self.select_pair(i, j)
 
+    @Slot(int, int)
+    def _on_cell_hovered(self, i: int, j: int) -> None:
+        if self._snapshot is not None and self._snapshot.display_block > 1:
+            self.cellWanted.emit(i, j)
+
     def _set_pair(self, pair: Pair) -> None:
         self._pair = pair
         for view in self.views.values():
             view.select_pair(pair, self._snapshot)
+        if pair is not None and self._snapshot is not None and self._snapshot.display_block > 1:
+            self.cellWanted.emit(*pair)

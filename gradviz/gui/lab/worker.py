@@ -9,6 +9,11 @@ that acknowledgement (adaptive pacing: when the GUI falls behind, frames are ski
 queued up). Every failure is caught and reported as a ``failed`` signal with a plain
 sentence, so the GUI always learns about it.
 
+The views get display-sized Snapshots (at most ``decimate.MAX_DISPLAY`` per side); the
+exact values of one entry come on request (``request_cell``): the loop answers between two
+steps with ``CellValues`` read by ``run.cell_values`` at full resolution, or read from a
+run rebuilt at the pinned first-NaN state. Autograd never runs on the GUI thread.
+
 When the coordinates come from a network, ``request_network`` asks for a copy of it: the
 loop answers between two steps (running or paused) with a ``NetworkCopy`` of numpy arrays,
 and sends one more as the run ends, so a finished or stopped run can still be explored.
@@ -22,6 +27,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
@@ -42,10 +48,12 @@ _IDLE_WAIT_S = 0.05
 
 
 def default_run_factory(config: FitConfig) -> Any:
-    """Build the core run (imports torch: call it on the worker thread only)."""
+    """Build the core run with display-sized Snapshots (imports torch: call it on the worker
+    thread only)."""
+    from gradviz.core import decimate
     from gradviz.core.fit import DistanceFitRun
 
-    return DistanceFitRun(config)
+    return DistanceFitRun(config, max_display=decimate.MAX_DISPLAY)
 
 
 def describe_run_failure(exc: BaseException) -> str:
@@ -57,6 +65,21 @@ def describe_run_failure(exc: BaseException) -> str:
         "The last good state is still on screen.",
         then="The last good state is still on screen.",
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class CellValues:
+    """The exact values of entry (i, j) of the Snapshot of ``step`` (or of the pinned
+    first-NaN Snapshot), by Snapshot field name; ``values`` is None and ``sentence`` says
+    why when they could not be read (the run has moved on)."""
+
+    generation: int
+    step: int
+    i: int
+    j: int
+    pinned: bool
+    values: dict[str, float] | None
+    sentence: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +123,7 @@ class FitWorker(QObject):
     failed = Signal(str, str)  # plain sentence, details (traceback)
     finished = Signal(int)  # generation
     networkReady = Signal(object)  # NetworkCopy, on request and as the run ends
+    cellValuesReady = Signal(object)  # CellValues, on request
     #: The same copy as (generation, NetworkSpec, {name: CPU tensor}) for Save network
     networkCopied = Signal(int, object, object)
 
@@ -110,9 +134,15 @@ class FitWorker(QObject):
         frame_rate: float = 30.0,
         start_paused: bool = False,
         run_factory: Callable[[FitConfig], Any] | None = None,
+        after: list[threading.Event] | None = None,
     ) -> None:
         super().__init__()
         self.config = config
+        #: Events of earlier runs' workers: this run is built only once they are all set,
+        #: so an old run's (N, N) tensors are freed before a new one allocates its own.
+        self._after = list(after or [])
+        #: Set when this worker has dropped its run (its memory can be reused).
+        self.ended = threading.Event()
         self.generation = generation
         self._run_factory = run_factory or default_run_factory
         self._stop = threading.Event()
@@ -128,6 +158,8 @@ class FitWorker(QObject):
         self._frame_drawn.set()
         self._wake = threading.Event()
         self._network_request = threading.Event()
+        self._cell_request: tuple[int, int, int, bool] | None = None  # latest wins
+        self._pinned_state: Any = None  # anomaly.PinnedState of the replayed first NaN
         self._run: Any = None  # the core run, once built (worker thread only)
         #: Set while the loop sits paused or has ended (no step in flight): a Diagnose run
         #: waits for it, because anomaly mode is process-wide.
@@ -163,6 +195,14 @@ class FitWorker(QObject):
         self._network_request.set()
         self._wake.set()
 
+    def request_cell(self, i: int, j: int, step: int, pinned: bool = False) -> None:
+        """Ask for the exact values of entry (i, j) of the Snapshot of ``step`` (or of the
+        pinned first-NaN Snapshot), answered between two steps by ``cellValuesReady``. A
+        newer request replaces one not yet answered."""
+        with self._lock:
+            self._cell_request = (int(i), int(j), int(step), bool(pinned))
+        self._wake.set()
+
     def set_lr(self, lr: float) -> None:
         """Takes effect before the next step."""
         with self._lock:
@@ -191,6 +231,8 @@ class FitWorker(QObject):
             self.failed.emit(describe_run_failure(exc), traceback.format_exc())
         finally:
             self._send_network()  # the final weights: a finished run can be explored too
+            self._run = self._pinned_state = None  # the run's tensors go now, not at deleteLater
+            self.ended.set()
             self.idle.set()
             self.finished.emit(self.generation)
 
@@ -208,7 +250,22 @@ class FitWorker(QObject):
             self.networkReady.emit(network)
             self.networkCopied.emit(network.generation, self._run.spec, _tensors(network.state))
 
+    def _wait_for_earlier_runs(self) -> bool:
+        """Wait until earlier runs have dropped their tensors, then hand the freed memory
+        back to the system; False when stopped meanwhile."""
+        for ended in self._after:
+            while not ended.wait(_IDLE_WAIT_S):
+                if self._stop.is_set():
+                    return False
+        if self._after:
+            from gradviz.core import memory
+
+            memory.return_freed_memory()
+        return not self._stop.is_set()
+
     def _loop(self) -> None:
+        if not self._wait_for_earlier_runs():
+            return
         run = self._run_factory(self.config)
         self._run = run
         self._meter = _RateMeter(run.completed_steps)
@@ -220,6 +277,7 @@ class FitWorker(QObject):
             self.idle.clear()
             if self._network_request.is_set():  # between two steps: a consistent copy
                 self._send_network()
+            self._answer_cell_request(run)
             single = self._take_step_request()
             if not single and not self._running.is_set():
                 if shown_step != run.completed_steps:
@@ -252,13 +310,54 @@ class FitWorker(QObject):
     def _pin_exact_first_nan(self) -> None:
         """The first NaN came in a step that was not captured, so the snapshot just sent
         shows the state after that step's update. Replay the (seeded) run to that step,
-        stopping on NaN, and send the exact snapshot of its gradients to be pinned."""
+        stopping on NaN, and send the exact (display-sized) snapshot of its gradients to be
+        pinned; its parameters are kept for full-resolution reads (``request_cell``)."""
+        from gradviz.core import decimate
         from gradviz.core.anomaly import replay_to_first_nonfinite
 
-        pinned = replay_to_first_nonfinite(self.config, should_stop=self._stop.is_set)
+        pinned = replay_to_first_nonfinite(
+            self.config, should_stop=self._stop.is_set, max_display=decimate.MAX_DISPLAY
+        )
         if pinned is not None:
+            self._pinned_state = pinned
             snapshot = dataclasses.replace(pinned.snapshot, generation=self.generation)
             self.firstNanPinned.emit(snapshot)
+
+    def _answer_cell_request(self, run: Any) -> None:
+        """Read the requested entry at full resolution and send it (worker thread)."""
+        with self._lock:
+            request, self._cell_request = self._cell_request, None
+        if request is None:
+            return
+        i, j, step, pinned = request
+        from gradviz.core.errors import GradvizError
+
+        try:
+            read = self._pinned_cell_values if pinned else partial(run.cell_values, step=step)
+            values = read(i, j)
+        except GradvizError as exc:
+            answer = CellValues(self.generation, step, i, j, pinned, None, str(exc))
+        else:
+            answer = CellValues(self.generation, step, i, j, pinned, values)
+        self.cellValuesReady.emit(answer)
+
+    def _pinned_cell_values(self, i: int, j: int) -> dict[str, float]:
+        """Entry (i, j) of the pinned first-NaN state, from a run rebuilt at it (one step's
+        memory and time, dropped at once)."""
+        from gradviz.core.anomaly import pinned_run
+        from gradviz.core.errors import GradvizError
+
+        if self._pinned_state is None:
+            raise GradvizError(
+                "The exact values of the first NaN step are not kept for this run; the "
+                "picture shows block values."
+            )
+        from gradviz.core import decimate
+
+        run = pinned_run(self.config, self._pinned_state)
+        run.max_display = decimate.MAX_DISPLAY  # no full-size host copies for one read
+        run.snapshot()  # re-runs the pinned step's forward and backward
+        return run.cell_values(i, j)
 
     def _emit(self, run: Any, measured: bool = True) -> None:
         """Send a snapshot with the steps/s of the last stretch of running (NaN: unknown)."""
@@ -399,17 +498,25 @@ class WorkerPool:
         return handle
 
     def shutdown(self, timeout_s: float = 30.0) -> bool:
-        """Stop every worker and join its thread; True when all have ended. A thread that
-        does not end in time stays referenced (and logged) rather than being dropped."""
+        """Stop every worker and join its thread; returns True (every thread has ended).
+
+        A thread still in a long step after ``timeout_s`` is logged and then waited for
+        without a deadline: a QThread destroyed while it runs aborts the whole process
+        (a step at N = 10,000 can take longer than any fixed wait), and the stop flag is
+        checked before every step, so the wait ends with the step in flight.
+        """
         handles = self.handles()
         for handle in handles:
             handle.worker.request_stop()
         for handle in handles:
-            if handle.stop_and_join(timeout_s):
-                del self._handles[handle.worker.generation]
-                _release(handle)
-            else:
-                log.error("worker thread %s did not stop in time", handle.thread.objectName())
+            if not handle.stop_and_join(timeout_s):
+                log.warning(
+                    "worker thread %s is finishing a long step; waiting for it",
+                    handle.thread.objectName(),
+                )
+                handle.thread.wait()
+            del self._handles[handle.worker.generation]
+            _release(handle)
         return not self._handles
 
     def __len__(self) -> int:

@@ -50,29 +50,55 @@ class HealthMapView(MatrixPanel):
         self._update_legend()
 
     # -- public -----------------------------------------------------------------------------
-    def set_codes(self, codes: np.ndarray | None, values: np.ndarray | None = None) -> None:
-        """Show ``(R, C)`` uint8 Health codes; ``values`` feed the hover readout only."""
+    def set_codes(
+        self,
+        codes: np.ndarray | None,
+        values: np.ndarray | None = None,
+        block: int = 1,
+        extent: tuple[int, int] | None = None,
+        counts: tuple[int, ...] | None = None,
+    ) -> None:
+        """Show ``(R, C)`` uint8 Health codes; ``values`` feed the hover readout only.
+
+        Display-sized codes give their ``block``, the full matrix's ``extent`` and the
+        full-resolution ``counts`` per Health code (the legend counts entries, not cells).
+        """
         self._values = values
         if codes is None:
             self.clear()
             return
         codes = np.asarray(codes, dtype=np.uint8)  # no copy for the usual uint8 codes
-        if self._codes is not None and (
-            codes is self._codes
-            or (codes.shape == self._codes.shape and np.array_equal(codes, self._codes))
+        extent = extent or (codes.shape[0] * block, codes.shape[1] * block)
+        if (
+            self._codes is not None
+            and (extent, block) == (self._extent, self.block)
+            and (
+                codes is self._codes
+                or (codes.shape == self._codes.shape and np.array_equal(codes, self._codes))
+            )
         ):
-            self._codes = codes  # same picture: skip counting and repainting
+            self._codes = codes  # same picture: skip repainting
+            if counts is not None and self._set_counts(counts):
+                self._update_legend()
             return
         self._codes = codes
-        self._counts = self._count(codes)
+        if counts is None or not self._set_counts(counts):
+            self._counts = self._count(codes)
         self._update_legend()
-        self._set_shape(codes.shape)
+        self._set_shape(codes.shape, block, extent)
         self._request_draw()
+
+    def _set_counts(self, counts: tuple[int, ...]) -> bool:
+        """Take full-resolution counts (one per Health code); True when they changed."""
+        tally = {h: int(counts[h]) if h < len(counts) else 0 for h in Health}
+        changed = tally != self._counts
+        self._counts = tally
+        return changed
 
     def clear(self) -> None:
         self._codes = None
         self._values = None
-        self._shape = (0, 0)
+        self._shape = self._extent = (0, 0)
         self._counts = {h: 0 for h in Health}
         self.image.clear()
         self._update_legend()
@@ -144,11 +170,26 @@ class HealthMapView(MatrixPanel):
     def _readout(self, i: int, j: int) -> str:
         if self._codes is None:
             return ""
-        label = HEALTH_LABELS[Health(int(self._codes[i, j]))]
+        cell = self.held_cell(i, j)
+        label = HEALTH_LABELS[Health(int(self._codes[cell]))]
+        if self.block > 1:  # a block's most alarming code, its mean value
+            label = f"{label} in its {self.block}x{self.block} block"
         text = f"{self._cell_name(i, j)}:  {label}"
         if self._values is not None:
-            text += f"  ({self.value_label} = {format_value(float(self._values[i, j]))})"
+            sign = "=" if self.block == 1 else "≈"
+            text += f"  ({self.value_label} {sign} {format_value(float(self._values[cell]))})"
         return text
+
+    def show_exact(self, i: int, j: int, code: float | None, value: float | None) -> None:
+        """The exact Health code and gradient of entry (i, j) arrived (None: the run moved
+        on; the block's readout stays)."""
+        if code is None:
+            text = f"{self._readout(i, j)} (the run has moved on)"
+        else:
+            text = f"{self._cell_name(i, j)}:  {HEALTH_LABELS[Health(int(code))]}"
+            if value is not None:
+                text += f"  ({self.value_label} = {format_value(value)})"
+        self.show_exact_readout(i, j, text)
 
     @Slot(str)
     def _on_palette_changed(self, name: str) -> None:

@@ -70,20 +70,27 @@ class HeatmapView(MatrixPanel):
         self.lock_box.toggled.connect(self._on_lock_toggled)
 
     # -- public -----------------------------------------------------------------------------
-    def set_matrix(self, values: np.ndarray | None) -> None:
-        """Show an ``(R, C)`` float matrix (kept by reference; snapshots are read-only)."""
+    def set_matrix(
+        self, values: np.ndarray | None, block: int = 1, extent: tuple[int, int] | None = None
+    ) -> None:
+        """Show an ``(R, C)`` float matrix (kept by reference; snapshots are read-only).
+
+        A display-sized matrix gives its ``block`` (full entries per side of a cell) and the
+        full matrix's ``extent`` (rows, columns): the axes and the readout then count
+        full-resolution entries.
+        """
         if values is not None and values is self._values and not self._dirty:
             return  # the very same array is already on screen
         self._values = values
         if values is None:
             self.clear()
             return
-        self._set_shape(values.shape)
+        self._set_shape(values.shape, block, extent)
         self._request_draw()
 
     def clear(self) -> None:
         self._values = None
-        self._shape = (0, 0)
+        self._shape = self._extent = (0, 0)
         self.image.clear()
         self.overlay.clear()
         self.overlay.setVisible(False)
@@ -155,10 +162,22 @@ class HeatmapView(MatrixPanel):
         )
 
     def _readout(self, i: int, j: int) -> str:
+        """Entry (i, j) of the full matrix: its value, or for a display-sized matrix the
+        display value of its block, marked approximate (``≈``)."""
         if self._values is None:
             return ""
-        value = float(self._values[i, j])
-        return f"{self._cell_name(i, j)}:  {self.value_label} = {format_value(value)}"
+        value = format_value(float(self._values[self.held_cell(i, j)]))
+        sign = "=" if self.block == 1 else "≈"
+        return f"{self._cell_name(i, j)}:  {self.value_label} {sign} {value}"
+
+    def show_exact(self, i: int, j: int, value: float | None) -> None:
+        """The exact value of entry (i, j) arrived (None: the run moved on, the display
+        value stays, marked approximate)."""
+        if value is None:
+            text = f"{self._readout(i, j)} (block value; the run has moved on)"
+        else:
+            text = f"{self._cell_name(i, j)}:  {self.value_label} = {format_value(value)}"
+        self.show_exact_readout(i, j, text)
 
     # -- user actions -----------------------------------------------------------------------
     def _set_overlay_colours(self, colormap: str) -> None:

@@ -64,19 +64,28 @@ class PairView(QWidget):
             return
         has_squared = snapshot.squared is not None
         self._names["grad"].setText("dLoss / d squared" if has_squared else "dLoss / d distance")
-        code = Health(int(snapshot.entry_health[i, j]))
+        # A display-sized snapshot holds block values: shown as approximate ("≈") until the
+        # run sends the entry's exact values (show_exact).
+        block = snapshot.display_block
+        cell = (i // block, j // block)
+        mark = "" if block == 1 else "≈ "
+        code = Health(int(snapshot.entry_health[cell]))
+
+        def value(matrix: np.ndarray) -> str:
+            return mark + format_value(float(matrix[cell]))
+
         text = {
             "pair": f"({i}, {j})",
-            "d_pred": format_value(float(snapshot.distances[i, j])),
-            "d_target": format_value(float(snapshot.target_distances[i, j])),
-            "error": format_value(float(snapshot.error[i, j])),
+            "d_pred": value(snapshot.distances),
+            "d_target": value(snapshot.target_distances),
+            "error": value(snapshot.error),
             "squared": (
-                format_value(float(snapshot.squared[i, j]))
+                value(snapshot.squared)
                 if has_squared
                 else "n/a (this method has no squared distances)"
             ),
-            "grad": format_value(float(snapshot.entry_grads[i, j])),
-            "health": HEALTH_LABELS[code],
+            "grad": value(snapshot.entry_grads),
+            "health": HEALTH_LABELS[code] + ("" if block == 1 else f" (its {block}x{block} block)"),
             "coord_grad_i": _norm_text(snapshot.coord_grads[i]),
             "coord_grad_j": _norm_text(snapshot.coord_grads[j]),
         }
@@ -84,6 +93,31 @@ class PairView(QWidget):
             self._values[key].setText(value)
         colour = palette.OKABE_ITO[code]
         self._values["health"].setStyleSheet(f"color: {colour}; font-weight: bold;")
+
+    def show_exact(self, i: int, j: int, values: dict[str, float]) -> None:
+        """Replace the block values of the pair by the run's exact ones (``cell_values``)."""
+        if self.pair != (i, j):
+            return
+        for key, text in exact_texts(values).items():
+            self._values[key].setText(text)
+        if "entry_health" in values:
+            colour = palette.OKABE_ITO[Health(int(values["entry_health"]))]
+            self._values["health"].setStyleSheet(f"color: {colour}; font-weight: bold;")
+
+
+def exact_texts(values: dict[str, float]) -> dict[str, str]:
+    """PairView field texts from a run's exact ``cell_values`` (by Snapshot field name)."""
+    names = {
+        "distances": "d_pred",
+        "target_distances": "d_target",
+        "error": "error",
+        "squared": "squared",
+        "entry_grads": "grad",
+    }
+    texts = {k: format_value(float(values[name])) for name, k in names.items() if name in values}
+    if "entry_health" in values:
+        texts["health"] = HEALTH_LABELS[Health(int(values["entry_health"]))]
+    return texts
 
 
 def _norm_text(grad: np.ndarray) -> str:

@@ -2,9 +2,12 @@
 
 A panel draws a downsampled copy of its matrix sized to the screen (never more image pixels
 than screen pixels) into a row-major ImageItem with explicit levels, so pyqtgraph stays on
-its fast path. Row i is drawn top to bottom, column j left to right; one matrix entry is one
-unit of the view, so hover and click positions map straight back to (i, j) of the full
-matrix. Zoomed in, only the visible part (plus a margin) is drawn. A panel that is not
+its fast path. Row i is drawn top to bottom, column j left to right; one entry of the
+full-resolution matrix is one unit of the view, so hover and click positions map straight
+back to (i, j) of the full matrix. A display-sized matrix (a Snapshot's ``display_block``
+> 1: each cell stands for a block x block square of the full matrix) is drawn over the
+full matrix's extent, so axes, hover, clicks and markers all speak full-resolution
+indices. Zoomed in, only the visible part (plus a margin) is drawn. A panel that is not
 visible (a tabbed-away dock) keeps the latest matrix and draws it when shown again.
 """
 
@@ -94,7 +97,9 @@ class MatrixPanel(QWidget):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
-        self._shape: tuple[int, int] = (0, 0)
+        self._shape: tuple[int, int] = (0, 0)  # of the matrix held (display cells)
+        self._block = 1  # full-resolution entries per side of one held cell
+        self._extent: tuple[int, int] = (0, 0)  # the full matrix's rows and columns
         self._factors: tuple[int, int] = (1, 1)
         self._region: tuple[int, int, int, int] = (0, 0, 0, 0)  # rows r0:r1, columns c0:c1
         self._dirty = False
@@ -161,10 +166,27 @@ class MatrixPanel(QWidget):
         """Block size (rows, columns) of the image currently drawn."""
         return self._factors
 
-    def _set_shape(self, shape: tuple[int, int]) -> None:
-        """Remember the full matrix shape; a new shape resets the view to the whole matrix."""
-        if shape != self._shape:
-            self._shape = shape
+    @property
+    def block(self) -> int:
+        """Full-resolution entries per side of one cell of the matrix held (1: full size)."""
+        return self._block
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """Rows and columns of the full-resolution matrix (what the axes count)."""
+        return self._extent
+
+    def _set_shape(
+        self, shape: tuple[int, int], block: int = 1, extent: tuple[int, int] | None = None
+    ) -> None:
+        """Remember the held matrix's shape, its block and the full matrix's ``extent``
+        (default: shape x block); a new extent resets the view to the whole matrix."""
+        extent = extent or (shape[0] * block, shape[1] * block)
+        self._block = max(1, int(block))
+        changed = extent != self._extent
+        self._shape = shape
+        self._extent = extent
+        if changed:
             self._hovered = None  # a cell of the old matrix may not exist in the new one
             self.readout.setText("")
             self._fit_whole = True
@@ -181,7 +203,7 @@ class MatrixPanel(QWidget):
 
     def show_whole(self) -> None:
         """Zoom out to the whole matrix."""
-        rows, cols = self._shape
+        rows, cols = self._extent
         self.view.setRange(xRange=(0, max(cols, 1)), yRange=(0, max(rows, 1)), padding=0.02)
 
     def _request_draw(self) -> None:
@@ -200,13 +222,19 @@ class MatrixPanel(QWidget):
         if self._hovered is not None:  # the value under the resting pointer changed
             self.readout.setText(self._readout(*self._hovered))
 
+    def _cell_range(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """The view's x and y ranges in held cells (view units / block)."""
+        (x0, x1), (y0, y1) = self.view.viewRange()
+        b = self._block
+        return (x0 / b, x1 / b), (y0 / b, y1 / b)
+
     def _wanted_factors(self) -> tuple[int, int]:
         """Block sizes that keep at least one image pixel per screen pixel of the view."""
         rows, cols = self._shape
         ratio = self.devicePixelRatioF()
         width = max(self.view.width() * ratio, _MIN_PIXELS)
         height = max(self.view.height() * ratio, _MIN_PIXELS)
-        (x0, x1), (y0, y1) = self.view.viewRange()
+        (x0, x1), (y0, y1) = self._cell_range()
         span_x = min(x1, cols) - max(x0, 0)
         span_y = min(y1, rows) - max(y0, 0)
         return arrays.display_factor(span_y, height), arrays.display_factor(span_x, width)
@@ -219,7 +247,7 @@ class MatrixPanel(QWidget):
         do not shift while panning.
         """
         rows, cols = self._shape
-        (x0, x1), (y0, y1) = self.view.viewRange()
+        (x0, x1), (y0, y1) = self._cell_range()
         mx, my = (x1 - x0) / 2, (y1 - y0) / 2
         r0 = max(0, math.floor(y0 - my)) // ky * ky
         c0 = max(0, math.floor(x0 - mx)) // kx * kx
@@ -234,7 +262,7 @@ class MatrixPanel(QWidget):
             return True
         rows, cols = self._shape
         r0, r1, c0, c1 = self._region
-        (x0, x1), (y0, y1) = self.view.viewRange()
+        (x0, x1), (y0, y1) = self._cell_range()
         return (
             (r0 > 0 and y0 < r0)
             or (c0 > 0 and x0 < c0)
@@ -248,10 +276,16 @@ class MatrixPanel(QWidget):
         return matrix[r0:r1, c0:c1]
 
     def _place_image(self, item: pg.ImageItem, ky: int, kx: int, shown: np.ndarray) -> None:
-        """Put a downsampled image of the drawn region where its entries are: one matrix
-        entry is one view unit, row i at y = i, column j at x = j."""
+        """Put a downsampled image of the drawn region where its entries are: one
+        full-resolution entry is one view unit, row i at y = i, column j at x = j (a held
+        cell covers ``block`` units)."""
         r0, _, c0, _ = self._region
-        item.setRect(QRectF(float(c0), float(r0), shown.shape[1] * kx, shown.shape[0] * ky))
+        b = self._block
+        width, height = shown.shape[1] * kx * b, shown.shape[0] * ky * b
+        if b > 1:  # the last display cell may stand for fewer than b entries: end at N
+            rows, cols = self._extent
+            width, height = min(width, cols - c0 * b), min(height, rows - r0 * b)
+        item.setRect(QRectF(float(c0 * b), float(r0 * b), float(width), float(height)))
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().showEvent(event)
@@ -275,7 +309,8 @@ class MatrixPanel(QWidget):
             self._draw()
 
     def _cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
-        rows, cols = self._shape
+        """The full-resolution entry (i, j) under ``scene_pos``, or None."""
+        rows, cols = self._extent
         if not rows or not self.view.sceneBoundingRect().contains(scene_pos):
             return None
         p = self.view.mapSceneToView(scene_pos)
@@ -287,6 +322,10 @@ class MatrixPanel(QWidget):
     def _cell_name(self, i: int, j: int) -> str:
         row, col = self.index_names
         return f"{row} = {i}, {col} = {j}"
+
+    def held_cell(self, i: int, j: int) -> tuple[int, int]:
+        """The cell of the held (maybe display-sized) matrix that shows entry (i, j)."""
+        return i // self._block, j // self._block
 
     def cell_scene_pos(self, i: int, j: int) -> QPointF:
         """Scene position of the centre of cell (i, j) (for tests and scripted clicks)."""
@@ -321,6 +360,12 @@ class MatrixPanel(QWidget):
             self.marker.setData([], [])
         else:
             self.marker.setData([j + 0.5], [i + 0.5])
+
+    def show_exact_readout(self, i: int, j: int, text: str) -> None:
+        """Replace the readout by ``text`` (exact values that arrived for entry (i, j)) if
+        the pointer still rests on (i, j)."""
+        if self._hovered == (i, j):
+            self.readout.setText(text)
 
     def hover_cell(self, i: int, j: int) -> str:
         """The readout text shown when the pointer rests on cell (i, j)."""
