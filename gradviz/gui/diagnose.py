@@ -3,21 +3,20 @@ re-run under ``torch.autograd.detect_anomaly`` to name the failing operation.
 
 The explanation is built from the snapshot's own arrays (``core.explain``), instantly, on
 the GUI thread. Diagnose replays the seeded run to its first non-finite step and re-runs
-that step under anomaly mode (``core.anomaly.diagnose_first_nonfinite``) in a
-``DiagnoseWorker`` on its own QThread. Anomaly mode and the warning capture it needs are
-process-wide, so the app pauses every other run first and the worker waits until each one
-sits idle (``FitWorker.idle``) before it starts; the runs that were going resume after.
+that step under anomaly mode (``core.anomaly.diagnose_first_nonfinite``) off the GUI
+thread (``diagnose_when_others_idle`` through ``gui.background``). Anomaly mode and the
+warning capture it needs are process-wide, so the app pauses every other run first and the
+task waits until each one sits idle (``FitWorker.idle``) before it starts; the runs that
+were going resume after.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import traceback
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QDialog,
@@ -36,7 +35,6 @@ from gradviz.core.config import FitConfig
 from gradviz.core.explain import Explanation, explain_first_nan
 from gradviz.core.health import Health
 from gradviz.core.snapshot import Snapshot
-from gradviz.gui.lab.worker import describe_run_failure
 
 log = logging.getLogger(__name__)
 
@@ -44,54 +42,33 @@ log = logging.getLogger(__name__)
 IDLE_TIMEOUT_S = 60.0
 
 
-class DiagnoseWorker(QObject):
-    """Replays ``config`` to its first non-finite step and diagnoses that step.
+def diagnose_when_others_idle(
+    config: FitConfig, others: Sequence[object], should_stop: Callable[[], bool]
+) -> object:
+    """Replay ``config`` to its first non-finite step and diagnose that step (run it off
+    the GUI thread, through ``gui.background``).
 
     ``others`` are the run workers paused for the diagnosis; the work starts only when each
-    one's ``idle`` event is set. ``done`` carries the AnomalyReport (or None when
-    cancelled); ``failed`` a plain sentence and details; ``finished`` always comes last.
+    one's ``idle`` event is set. Returns the AnomalyReport, or None when stopped meanwhile.
     """
+    if not _wait_for_others(others, should_stop):
+        return None
+    from gradviz.core.anomaly import diagnose_first_nonfinite
 
-    done = Signal(object)
-    failed = Signal(str, str)
-    finished = Signal()
+    return diagnose_first_nonfinite(config, should_stop=should_stop)
 
-    def __init__(self, config: FitConfig, others: Sequence[object] = ()) -> None:
-        super().__init__()
-        self.config = config
-        self.others = list(others)
-        self._stop = threading.Event()
 
-    def request_stop(self) -> None:
-        self._stop.set()
-
-    @Slot()
-    def run(self) -> None:
-        try:
-            if not self._wait_for_others():
-                self.done.emit(None)
-                return
-            from gradviz.core.anomaly import diagnose_first_nonfinite
-
-            report = diagnose_first_nonfinite(self.config, should_stop=self._stop.is_set)
-            self.done.emit(report)
-        except BaseException as exc:  # noqa: BLE001 - every failure must reach the GUI
-            log.exception("diagnosis failed")
-            self.failed.emit(describe_run_failure(exc), traceback.format_exc())
-        finally:
-            self.finished.emit()
-
-    def _wait_for_others(self) -> bool:
-        """True once every paused run is idle; False when stopped meanwhile."""
-        for worker in self.others:
-            waited = 0.0
-            while not worker.idle.wait(0.05):
-                waited += 0.05
-                if self._stop.is_set():
-                    return False
-                if waited > IDLE_TIMEOUT_S:
-                    raise TimeoutError("another run did not pause within a minute")
-        return not self._stop.is_set()
+def _wait_for_others(others: Sequence[object], should_stop: Callable[[], bool]) -> bool:
+    """True once every paused run is idle; False when stopped meanwhile."""
+    for worker in others:
+        waited = 0.0
+        while not worker.idle.wait(0.05):
+            waited += 0.05
+            if should_stop():
+                return False
+            if waited > IDLE_TIMEOUT_S:
+                raise TimeoutError("another run did not pause within a minute")
+    return not should_stop()
 
 
 def report_text(report) -> str:

@@ -20,11 +20,12 @@ from PySide6.QtWidgets import QWidget
 
 from gradviz.core.config import FitConfig
 from gradviz.gui.about_dialog import AboutDialog
+from gradviz.gui.background import BackgroundTasks
 from gradviz.gui.compare.window import CompareWindow
-from gradviz.gui.diagnose import DiagnoseWorker, WhyNanPanel
+from gradviz.gui.diagnose import WhyNanPanel, diagnose_when_others_idle
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.views import LabViews
-from gradviz.gui.lab.worker import WorkerHandle
+from gradviz.gui.lab.worker import describe_run_failure
 
 if TYPE_CHECKING:
     from gradviz.gui.main_window import MainWindow
@@ -58,7 +59,11 @@ class Investigations(QObject):
         self.compare_window: CompareWindow | None = None
         self.why_nan: WhyNanPanel | None = None
         self.about_dialog: AboutDialog | None = None
-        self.diagnose_handle: WorkerHandle | None = None
+        self._diagnosis = BackgroundTasks(self)
+        self._diagnosis.succeeded.connect(self._on_diagnosed)
+        self._diagnosis.failed.connect(self._on_diagnose_failed)
+        self._diagnose_generation = 0
+        self._diagnosing = False
         self._resume: list[RunSession] = []
         a = window.actions
         a["compare"].triggered.connect(self.open_compare)
@@ -115,7 +120,7 @@ class Investigations(QObject):
         """Re-run the pinned run's first non-finite step under anomaly mode, off the GUI
         thread, with every other run paused until it is done."""
         config = self.session.config
-        if self.diagnose_handle is not None or config is None or self.why_nan is None:
+        if self._diagnosing or config is None or self.why_nan is None:
             return
         sessions = self._sessions()
         self._resume = [s for s in sessions if s.state is RunState.RUNNING]
@@ -125,34 +130,33 @@ class Investigations(QObject):
             session.set_held(True)
             others += session.workers()
         others.append(self.window.explorer.hold_computations())
-        worker = DiagnoseWorker(config, others)
-        worker.done.connect(self._on_diagnosed)
-        worker.failed.connect(self._on_diagnose_failed)
-        worker.finished.connect(self._on_diagnose_finished)
-        self.diagnose_handle = WorkerHandle(worker, name="gradviz-diagnose")
+        self._diagnose_generation += 1
+        generation, tasks = self._diagnose_generation, self._diagnosis
+        self._diagnosing = True
         self.why_nan.set_diagnosing(paused=len(self._resume))
-        self.diagnose_handle.start()
+        tasks.submit(
+            generation,
+            "diagnose",
+            lambda: diagnose_when_others_idle(config, others, lambda: tasks.is_stale(generation)),
+            describe_run_failure,
+        )
 
-    @Slot(object)
-    def _on_diagnosed(self, report: object) -> None:
+    @Slot(int, str, object)
+    def _on_diagnosed(self, _generation: int, _kind: str, report: object) -> None:
         if self.why_nan is not None:
             self.why_nan.show_report(report)
+        self._end_diagnosis()
 
-    @Slot(str, str)
-    def _on_diagnose_failed(self, sentence: str, details: str) -> None:
+    @Slot(int, str, str, str)
+    def _on_diagnose_failed(self, _gen: int, _kind: str, sentence: str, details: str) -> None:
         log.error("diagnose failed: %s\n%s", sentence, details)
         if self.why_nan is not None:
             self.why_nan.show_failure(sentence)
+        self._end_diagnosis()
 
-    @Slot()
-    def _on_diagnose_finished(self) -> None:
-        handle, self.diagnose_handle = self.diagnose_handle, None
-        if handle is None:
-            return
-        handle.thread.wait()  # its work has returned: the join is immediate
-        handle.worker.deleteLater()
-        handle.thread.deleteLater()
-        handle.deleteLater()
+    def _end_diagnosis(self) -> None:
+        """Release the held runs and the explorer; resume the runs that were going."""
+        self._diagnosing = False
         for session in self._sessions():
             session.set_held(False)
         self.window.explorer.release_computations()
@@ -165,7 +169,7 @@ class Investigations(QObject):
 
     @property
     def diagnosing(self) -> bool:
-        return self.diagnose_handle is not None
+        return self._diagnosing
 
     # ---- about -----------------------------------------------------------------------------
     @Slot()
@@ -180,11 +184,8 @@ class Investigations(QObject):
     # ---- closing ---------------------------------------------------------------------------
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop the diagnosis and both compared runs, and join their threads."""
-        handle, self.diagnose_handle = self.diagnose_handle, None
-        if handle is not None and not handle.stop_and_join(timeout_s):
-            # Dropping a running QThread aborts the process: wait for its step to end.
-            log.warning("the diagnose thread is finishing a long step; waiting for it")
-            handle.thread.wait()
+        self._diagnosing = False
+        self._diagnosis.shutdown(timeout_s)  # waits on past the timeout for a long step
         if self.compare_window is not None:
             self.compare_window.shutdown(timeout_s)
             self.compare_window.close()
@@ -194,7 +195,7 @@ class Investigations(QObject):
 
     @property
     def thread_count(self) -> int:
-        diagnose = 1 if self.diagnose_handle is not None else 0
+        diagnose = self._diagnosis.running()
         compared = self.compare_window.thread_count if self.compare_window is not None else 0
         return diagnose + compared
 

@@ -80,9 +80,8 @@ class ExplorerTab(QWidget):
         _build_layout(self)
 
         self._worker = ExplorerThread(self)
-        worker = self._worker.worker
-        worker.resultReady.connect(self._on_result, Qt.ConnectionType.QueuedConnection)
-        worker.failed.connect(self._on_failed, Qt.ConnectionType.QueuedConnection)
+        self._worker.resultReady.connect(self._on_result)
+        self._worker.failed.connect(self._on_failed)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)

@@ -1,47 +1,59 @@
-"""Runs explorer jobs on one long-lived thread; the newest job wins.
+"""Runs explorer jobs off the GUI thread through ``gui.background``; the newest job wins.
 
-``ExplorerWorker`` is a QObject moved to its own QThread. Jobs arrive through ``submit``
-(any thread): a lock-protected "latest job" slot plus a ``threading.Event`` to wake the
-loop, because a queued slot would not be delivered while the loop is busy. A job submitted
-while another computes replaces any job still waiting, and the running one is abandoned at
-its next stage boundary. Results and failures leave as signals carrying the job's
-generation, so the tab drops whatever is stale. Every exception is caught and sent as
-``failed``: nothing reaches ``sys.excepthook`` from here.
+Each job runs as one background task carrying its generation. A newer job makes the one in
+flight stale: that one stops at its next stage boundary (``run_job``'s ``should_stop``) and
+its outcome is dropped. Results and failures leave as signals carrying the job's
+generation, delivered on the GUI thread; a failure is one sentence from ``gui.failures``.
 
-``hold`` keeps the loop from computing (Diagnose needs it: anomaly mode is process-wide): a
-job in flight is abandoned at its next stage and taken up again on ``release``; ``idle``
-is set whenever no job is being computed.
+``hold`` keeps jobs from computing (Diagnose needs it: anomaly mode is process-wide): a job
+in flight is abandoned at its next stage and taken up again on ``release``, as is a job
+submitted meanwhile; ``idle`` is set whenever no job is being computed.
 """
 
 from __future__ import annotations
 
 import threading
-import traceback
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.explore import ExplorerJob
+from gradviz.gui.background import BackgroundTasks
 from gradviz.gui.failures import describe_failure
 
-#: How long the idle loop waits for a job before looking at the stop flag again (seconds).
-_IDLE_WAIT_S = 0.1
+#: What a job returns when a hold abandoned it (it runs again on release).
+_HELD = object()
 
 
-class ExplorerWorker(QObject):
-    """The loop that computes jobs. Connect its signals to ``@Slot`` methods of GUI objects."""
+def describe_explorer_failure(exc: BaseException) -> str:
+    return describe_failure(
+        exc,
+        "The Jacobians could not be computed",
+        "The computation ran out of memory; try a smaller batch, grid or network.",
+    )
+
+
+class ExplorerThread(QObject):
+    """Starts explorer jobs: ``submit``, ``hold``/``release``, ``shutdown`` (stop + join).
+
+    Connect ``resultReady(generation, result)`` and ``failed(generation, sentence,
+    details)`` to ``@Slot`` methods of GUI-thread objects. ``worker`` is this object (the
+    thing Diagnose waits on through ``idle``).
+    """
 
     resultReady = Signal(int, object)  # generation, ExplorerResult
     failed = Signal(int, str, str)  # generation, sentence, details
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._tasks = BackgroundTasks(self)
+        self._tasks.succeeded.connect(self._on_task_done)
+        self._tasks.failed.connect(self._on_task_failed)
         self._lock = threading.Lock()
-        self._pending: tuple[int, ExplorerJob] | None = None
-        self._latest = -1
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._computing = threading.Event()
         self._held = threading.Event()
+        self._computing = 0
+        self._waiting: tuple[int, ExplorerJob] | None = None  # held back by a hold
+        self._started = False
+        self._shut_down = False
         #: Set while no job is being computed (read from any thread; Diagnose waits on it).
         self.idle = threading.Event()
         self.idle.set()
@@ -49,131 +61,90 @@ class ExplorerWorker(QObject):
         self.started_generation = -1
 
     @property
+    def worker(self) -> ExplorerThread:
+        return self
+
+    @property
     def computing(self) -> bool:
         """Whether a job is being computed right now (read from any thread)."""
-        return self._computing.is_set()
-
-    # ---- any thread ----------------------------------------------------------------------
-    def submit(self, generation: int, job: ExplorerJob) -> None:
-        """Queue ``job``; it replaces a waiting job and makes a running one stale."""
-        with self._lock:
-            self._pending = (generation, job)
-            self._latest = generation
-        self._wake.set()
-
-    def request_stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
-    def hold(self) -> None:
-        """Compute nothing until ``release``; wait on ``idle`` for a job in flight to stop."""
-        with self._lock:  # with the loop's take-up under the same lock, idle cannot lie
-            self._held.set()
-
-    def release(self) -> None:
-        """Compute again: a job held back (or abandoned by the hold) runs now."""
-        with self._lock:
-            self._held.clear()
-        self._wake.set()
+        return not self.idle.is_set()
 
     @property
     def held(self) -> bool:
         return self._held.is_set()
 
-    def _abandoned(self, generation: int) -> bool:
-        with self._lock:
-            return self._stop.is_set() or self._held.is_set() or generation != self._latest
-
-    # ---- worker thread -------------------------------------------------------------------
-    @Slot()
-    def run(self) -> None:
-        """Compute jobs until ``request_stop``; torch is imported here, on this thread."""
-        from gradviz.core.explore import Stopped, run_job
-
-        while not self._stop.is_set():
-            self._wake.wait(_IDLE_WAIT_S)
-            with self._lock:
-                self._wake.clear()
-                if self._held.is_set():
-                    continue  # the waiting job stays waiting
-                pending, self._pending = self._pending, None
-                if pending is not None:
-                    self.idle.clear()
-            if pending is None or self._stop.is_set():
-                self.idle.set()
-                continue
-            generation, job = pending
-            self._computing.set()
-            self.started_generation = generation
-            try:
-                result = run_job(job, lambda g=generation: self._abandoned(g))
-            except Stopped:
-                self._requeue_if_held(generation, job)
-                continue
-            except Exception as exc:  # every failure must reach the GUI as a signal
-                self.failed.emit(
-                    generation,
-                    describe_failure(
-                        exc,
-                        "The Jacobians could not be computed",
-                        "The computation ran out of memory; try a smaller batch, grid or network.",
-                    ),
-                    traceback.format_exc(),
-                )
-            else:
-                self.resultReady.emit(generation, result)
-            finally:
-                self._computing.clear()
-                self.idle.set()
-
-    def _requeue_if_held(self, generation: int, job: ExplorerJob) -> None:
-        """A job abandoned because of a hold (not superseded) runs again on release."""
-        with self._lock:
-            if self._held.is_set() and self._pending is None and generation == self._latest:
-                self._pending = (generation, job)
-
-
-class ExplorerThread(QObject):
-    """Owns the worker and its QThread: ``start``, ``submit``, and ``shutdown`` (stop + join)."""
-
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.worker = ExplorerWorker()
-        self.thread = QThread()
-        self.thread.setObjectName("gradviz-explorer")
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
-        # Deleted in its own thread as that thread ends (Qt's documented pattern), never
-        # later from the GUI thread by the garbage collector.
-        self.thread.finished.connect(self.worker.deleteLater)
-        self._started = False
-
+    # ---- GUI thread ------------------------------------------------------------------------
     def start(self) -> None:
-        if not self._started:
-            self._started = True
-            self.thread.start()
+        self._started = True
 
     def submit(self, generation: int, job: ExplorerJob) -> None:
+        """Compute ``job``; it makes any older job stale."""
+        if self._shut_down:
+            return
         self.start()
-        self.worker.submit(generation, job)
+        self._tasks.supersede(generation)
+        if self.held:
+            self._waiting = (generation, job)
+            return
+        self._waiting = None
+        with self._lock:
+            self._computing += 1
+            self.idle.clear()
+        self._tasks.submit(
+            generation, "jacobians", lambda: self._run(generation, job), describe_explorer_failure
+        )
 
-    def hold(self) -> ExplorerWorker:
-        """Hold the worker (see ``ExplorerWorker.hold``); returns it, to wait on ``idle``."""
-        self.worker.hold()
-        return self.worker
+    def hold(self) -> ExplorerThread:
+        """Compute nothing until ``release``; wait on ``idle`` for a job in flight to stop."""
+        self._held.set()
+        return self
 
     def release(self) -> None:
-        self.worker.release()
+        """Compute again: a job held back (or abandoned by the hold) runs now."""
+        self._held.clear()
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            self.submit(*waiting)
 
     def is_running(self) -> bool:
-        return self.thread.isRunning()
+        """Whether jobs are accepted: from the first submit until ``shutdown``."""
+        return self._started and not self._shut_down
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
-        """Stop the loop (the running job ends at its next stage) and join the thread.
+        """Stop the job in flight (at its next stage) and join its thread; True when done.
+        Safe to call more than once."""
+        self._shut_down = True
+        self._waiting = None
+        return self._tasks.shutdown(timeout_ms / 1000)
 
-        Returns True when the thread has finished. Safe to call more than once.
-        """
-        self.worker.request_stop()
-        self.thread.quit()  # the loop returns to the thread's event loop; end that too
-        finished = self.thread.wait(timeout_ms) if self._started else True
-        return bool(finished)
+    # ---- job thread ------------------------------------------------------------------------
+    def _run(self, generation: int, job: ExplorerJob) -> object:
+        """Compute ``job``; torch is imported here, off the GUI thread."""
+        from gradviz.core.explore import Stopped, run_job
+
+        self.started_generation = generation
+        try:
+            return run_job(job, lambda: self.held or self._tasks.is_stale(generation))
+        except Stopped:
+            return (_HELD, job) if self.held else None
+        finally:
+            with self._lock:
+                self._computing -= 1
+                if self._computing == 0:
+                    self.idle.set()
+
+    # ---- outcomes (GUI thread) -------------------------------------------------------------
+    @Slot(int, str, object)
+    def _on_task_done(self, generation: int, _kind: str, value: object) -> None:
+        if isinstance(value, tuple) and value and value[0] is _HELD:
+            if self.held and self._waiting is None:
+                self._waiting = (generation, value[1])  # runs again on release
+            elif not self.held:
+                self.submit(generation, value[1])  # released before the outcome arrived
+            return
+        if value is not None:
+            self.resultReady.emit(generation, value)
+
+    @Slot(int, str, str, str)
+    def _on_task_failed(self, generation: int, _kind: str, sentence: str, details: str) -> None:
+        self.failed.emit(generation, sentence, details)

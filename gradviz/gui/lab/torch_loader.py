@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import logging
-import threading
-import traceback
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from gradviz.gui.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
-#: Longest wait for step 0's frame before warming up the optimizer anyway (seconds).
-_WARM_UP_WAIT_S = 15.0
+#: Longest wait for step 0's frame before warming up the optimizer anyway (milliseconds).
+_WARM_UP_WAIT_MS = 15_000
 
 
 class TorchLoader(QObject):
-    """Imports torch and the core run on a background thread.
+    """Imports torch and the core run off the GUI thread (``gui.background``).
 
     ``ready`` carries the devices that exist as (name, label) pairs; ``failed`` a plain
-    sentence and the details. After ``ready`` the thread goes on to import what the first
-    optimizer step needs (torch._dynamo, seconds), while the app already shows step 0.
+    sentence and the details. After ``ready`` a second task imports what the first
+    optimizer step needs (torch._dynamo, seconds), once step 0 is on screen: the imports
+    would compete with its forward and backward.
     """
 
     ready = Signal(object)
@@ -27,43 +28,78 @@ class TorchLoader(QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self._thread = threading.Thread(target=self._load, name="gradviz-torch-import", daemon=True)
-        self._frame_shown = threading.Event()
+        self._tasks = BackgroundTasks(self)
+        self._tasks.succeeded.connect(self._on_task_done)
+        self._tasks.failed.connect(self._on_task_failed)
+        self._warm_up_timer = QTimer(self)
+        self._warm_up_timer.setSingleShot(True)
+        self._warm_up_timer.setInterval(_WARM_UP_WAIT_MS)
+        self._warm_up_timer.timeout.connect(self._warm_up)
+        self._loaded = False
+        self._frame_shown = False
+        self._warming = False
 
     def start(self) -> None:
-        self._thread.start()
+        self._tasks.submit(0, "torch-import", _import_torch, _describe_import_failure)
 
     @Slot(object)
     def first_frame_shown(self, _snapshot: object = None) -> None:
-        """Step 0 is on screen: the optimizer's imports may now take the CPU (any thread)."""
-        self._frame_shown.set()
+        """Step 0 is on screen: the optimizer's imports may now take the CPU."""
+        self._frame_shown = True
+        if self._loaded:
+            self._warm_up()
 
     def join(self, timeout_s: float) -> None:
-        self._frame_shown.set()  # nothing more to wait for
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+        """Start nothing more and wait for the task in flight (up to ``timeout_s``)."""
+        self._warm_up_timer.stop()
+        self._tasks.shutdown(timeout_s)
 
-    def _load(self) -> None:
-        try:
-            from gradviz.core.config import FitConfig
-            from gradviz.core.devices import available_devices, describe_device
-            from gradviz.core.fit import DistanceFitRun
+    @Slot()
+    def _warm_up(self) -> None:
+        self._warm_up_timer.stop()
+        if not self._warming:
+            self._warming = True
+            self._tasks.submit(0, "optimizer-warm-up", _warm_up_optimizer)
 
-            devices = [(name, describe_device(name)) for name in available_devices()]
-        except BaseException as exc:  # noqa: BLE001 - the GUI must hear of any failure
-            log.exception("importing torch failed")
-            self.failed.emit(
-                f"The compute engine (torch) could not be loaded: {exc}. Check the "
-                "installation; the window works, but runs cannot start.",
-                traceback.format_exc(),
-            )
+    @Slot(int, str, object)
+    def _on_task_done(self, _generation: int, kind: str, value: object) -> None:
+        if kind != "torch-import":
             return
-        self.ready.emit(devices)
-        # Step 0's forward and backward come first; the imports would compete with them.
-        self._frame_shown.wait(_WARM_UP_WAIT_S)
-        try:
-            # One tiny step pays the optimizer's lazy imports here, behind step 0's
-            # picture, instead of in the first step the user asks for.
-            DistanceFitRun(FitConfig(n=3, dim=2, steps=1, device="cpu")).step()
-        except Exception:  # noqa: BLE001 - a warm-up only; the real run reports for itself
-            log.exception("warming up the optimizer failed")
+        self._loaded = True
+        self.ready.emit(value)
+        if self._frame_shown:
+            self._warm_up()
+        else:
+            self._warm_up_timer.start()
+
+    @Slot(int, str, str, str)
+    def _on_task_failed(self, _generation: int, kind: str, sentence: str, details: str) -> None:
+        if kind == "torch-import":
+            log.error("importing torch failed\n%s", details)
+            self.failed.emit(sentence, details)
+        else:  # a warm-up only; the real run reports for itself
+            log.warning("warming up the optimizer failed: %s\n%s", sentence, details)
+
+
+def _import_torch() -> list[tuple[str, str]]:
+    """Import torch and the run; the devices that exist as (name, label) pairs."""
+    from gradviz.core.devices import available_devices, describe_device
+    from gradviz.core.fit import DistanceFitRun  # noqa: F401 - imported here, off the GUI
+
+    return [(name, describe_device(name)) for name in available_devices()]
+
+
+def _describe_import_failure(exc: BaseException) -> str:
+    return (
+        f"The compute engine (torch) could not be loaded: {exc}. Check the "
+        "installation; the window works, but runs cannot start."
+    )
+
+
+def _warm_up_optimizer() -> None:
+    """One tiny step pays the optimizer's lazy imports here, behind step 0's picture,
+    instead of in the first step the user asks for."""
+    from gradviz.core.config import FitConfig
+    from gradviz.core.fit import DistanceFitRun
+
+    DistanceFitRun(FitConfig(n=3, dim=2, steps=1, device="cpu")).step()

@@ -22,9 +22,10 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.explore_batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
 from gradviz.core.modelio.input_shape import first_input_width
+from gradviz.gui.background import BackgroundTasks
 from gradviz.gui.models.model_class_dialog import ModelClassChoice, ModelClassDialog
 from gradviz.gui.models.model_panel import ModelPanel
-from gradviz.gui.models.model_worker import ModelTasks, file_sha256
+from gradviz.gui.models.model_worker import describe_model_failure, file_sha256
 from gradviz.gui.models.trust_dialog import MODEL_CLASS, TrustDialog
 from gradviz.gui.settings import RecentFiles
 
@@ -147,9 +148,9 @@ class ModelOpener(QObject):
         self.trust_dialog: TrustDialog | None = None
         self.model_class_dialog: ModelClassDialog | None = None
         self._pending_info: ModelInfo | None = None
-        self.tasks = ModelTasks(self)
-        self.tasks.finished.connect(self._on_task_finished, Qt.ConnectionType.QueuedConnection)
-        self.tasks.failed.connect(self._on_task_failed, Qt.ConnectionType.QueuedConnection)
+        self.tasks = BackgroundTasks(self)
+        self.tasks.succeeded.connect(self._on_task_finished)
+        self.tasks.failed.connect(self._on_task_failed)
         self.panel.activationChosen.connect(self._on_activation_chosen)
         self.panel.orderConfirmed.connect(self.run_in_listed_order)
         self.panel.modelClassWanted.connect(self.choose_model_class)
@@ -173,7 +174,7 @@ class ModelOpener(QObject):
         self._show_wait(f"Reading {os.path.basename(path)}…")
         self._set_state(OpenState.INSPECTING)
         request = self.request
-        self.tasks.submit(self.generation, "inspect", request.path, lambda: _inspect(request))
+        self._submit("inspect", request, _inspect)
 
     @Slot()
     def choose_model_class(self) -> None:
@@ -196,7 +197,7 @@ class ModelOpener(QObject):
         self._show_wait(f"Reading {os.path.basename(choice.weights)}…")
         self._set_state(OpenState.INSPECTING)
         request = self.request
-        self.tasks.submit(self.generation, "inspect", request.path, lambda: _inspect(request))
+        self._submit("inspect", request, _inspect)
 
     @Slot()
     def cancel(self) -> None:
@@ -273,12 +274,21 @@ class ModelOpener(QObject):
         self._show(info, loaded)
 
     # ---- steps ---------------------------------------------------------------------------
+    def _submit(self, kind: str, request: OpenRequest, work: Callable[[OpenRequest], Any]) -> None:
+        """Run ``work(request)`` off the GUI thread for the current open."""
+        self.tasks.submit(
+            self.generation,
+            kind,
+            lambda: work(request),
+            lambda exc: describe_model_failure(exc, request.path),
+        )
+
     def _submit_load(self, request: OpenRequest) -> None:
         self.request = request
         self._set_state(OpenState.LOADING)
         if self.wait_dialog is not None:
             self.wait_dialog.setLabelText(f"Loading {os.path.basename(request.path)}…")
-        self.tasks.submit(self.generation, "load", request.path, lambda: _load(request))
+        self._submit("load", request, _load)
 
     def _ask_trust(
         self, info: ModelInfo, sha256: str, path: str | None = None, kind: str | None = None
@@ -389,4 +399,4 @@ class ModelOpener(QObject):
         """Drop any open in progress and wait for the task threads."""
         self.generation += 1
         self._close_dialogs()
-        self.tasks.join(timeout_s)
+        self.tasks.shutdown(timeout_s)
