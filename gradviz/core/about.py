@@ -22,7 +22,6 @@ _DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "numpy": ("numpy",),
     "PySide6": ("PySide6-Essentials", "PySide6"),
     "pyqtgraph": ("pyqtgraph",),
-    "superqt": ("superqt",),
     "safetensors": ("safetensors",),
 }
 

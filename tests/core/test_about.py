@@ -24,7 +24,7 @@ def test_versions_name_gradviz_python_and_each_library_in_display_order():
     assert found["torch"] == torch.__version__
     assert found["numpy"] == np.__version__
     assert found["pyqtgraph"] == metadata.version("pyqtgraph")
-    assert {"PySide6", "superqt", "safetensors"} <= set(found)
+    assert {"PySide6", "safetensors"} <= set(found)
 
 
 def test_qt_binding_version_comes_from_the_essentials_wheel_when_that_is_installed():
