@@ -17,7 +17,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.record.reader import Reader
-from gradviz.gui.models.model_worker import ModelTasks
+from gradviz.gui.background import BackgroundTasks
+from gradviz.gui.failures import describe_failure
 from gradviz.gui.recordings.data import RecordingData, read_recording
 
 #: How often a recording still being written is polled (ms).
@@ -60,8 +61,8 @@ class RecordingSource(QObject):
         self._closed = False
         self._generation = 0
         self._last_growth = time.monotonic()
-        self._tasks = ModelTasks(self)
-        self._tasks.finished.connect(self._on_finished)
+        self._tasks = BackgroundTasks(self)
+        self._tasks.succeeded.connect(self._on_finished)
         self._tasks.failed.connect(self._on_failed)
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
@@ -90,7 +91,7 @@ class RecordingSource(QObject):
         """Stop polling and wait for a read in flight."""
         self._closed = True
         self._timer.stop()
-        self._tasks.join(timeout_s)
+        self._tasks.shutdown(timeout_s)
 
     def _read(self, force: bool) -> None:
         if self._busy or self._closed:
@@ -111,7 +112,7 @@ class RecordingSource(QObject):
                     f"{exc}). It may be damaged; the details say more."
                 ) from exc
 
-        self._tasks.submit(self._generation, "recording", path, work)
+        self._tasks.submit(self._generation, "recording", work, lambda exc: _describe(exc, path))
 
     @Slot()
     def _poll(self) -> None:
@@ -159,3 +160,11 @@ class RecordingSource(QObject):
         self._busy = False
         self._timer.stop()
         self.failed.emit(sentence, details)
+
+
+def _describe(exc: BaseException, path: str) -> str:
+    return describe_failure(
+        exc,
+        f"gradviz could not read the recording {path!r}",
+        f"There was not enough memory to read the recording {path!r}.",
+    )
