@@ -77,7 +77,9 @@ class _TaskThread(QThread):
                 sentence = describe_unexpected(exc)
             self.failure = (sentence, traceback.format_exc())
         finally:
-            self._work = None  # its closure (tensors, files) goes with the call
+            # The call's closure is let go of on the GUI thread (``BackgroundTasks._release``),
+            # never here: it may hold the last reference to a Qt object (a bound method of a
+            # closing window's QObject), which must not be destroyed on this thread.
             self.ended.emit(self)
 
 
@@ -164,5 +166,7 @@ class BackgroundTasks(QObject):
             self.succeeded.emit(thread.generation, thread.kind, thread.value)
 
     def _release(self, thread: _TaskThread) -> None:
-        """Let go of a finished thread (destroyed here, on the GUI thread, when unreferenced)."""
+        """Let go of a finished thread and its call's closure (destroyed here, on the GUI
+        thread, when unreferenced)."""
+        thread._work = None
         self._threads.discard(thread)
