@@ -124,3 +124,25 @@ def test_shutdown_waits_past_its_timeout_for_a_call_that_cannot_stop(qtbot):
     assert started.wait(TIMEOUT_MS / 1000)
     assert not tasks.shutdown(timeout_s=0.01)  # not in time...
     assert finished.is_set() and tasks.running() == 0  # ...but never dropped while running
+
+
+class Owned:
+    """Stands for a Qt object a call's closure may hold last: records where it is freed."""
+
+    freed_on: list[int] = []
+
+    def __del__(self) -> None:
+        Owned.freed_on.append(threading.get_ident())
+
+
+def test_the_calls_closure_is_let_go_of_on_the_gui_thread(qtbot):
+    tasks = BackgroundTasks()
+    receiver = Receiver(tasks)
+    Owned.freed_on = []
+    owned = Owned()
+    tasks.submit(1, "hold", lambda held=owned: type(held).__name__)
+    del owned  # the closure now holds the last reference
+    qtbot.waitUntil(lambda: bool(receiver.results), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: tasks.running() == 0, timeout=TIMEOUT_MS)
+    assert Owned.freed_on == [threading.get_ident()]  # freed, and on this (the GUI) thread
+    assert tasks.shutdown()
