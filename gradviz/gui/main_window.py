@@ -25,6 +25,7 @@ from gradviz.gui.explorer import ExplorerTab
 from gradviz.gui.lab.views import VIEWS, DockArea
 from gradviz.gui.models.model_panel import ModelPanel
 from gradviz.gui.pages import WorkspacePages
+from gradviz.gui.settings import fill_recent_menu
 
 DEFAULT_SIZE = (1440, 900)
 #: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
@@ -176,30 +177,10 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self.actions["about"])
 
     def set_recent_files(self, paths: list[str]) -> None:
-        self.recent_menu.clear()
-        for path in paths:
-            action = self.recent_menu.addAction(path)
-            action.setData(path)
-            action.triggered.connect(self._on_recent_triggered)
-        self.recent_menu.setEnabled(bool(paths))
-
-    def _on_recent_triggered(self) -> None:
-        action = self.sender()
-        if isinstance(action, QAction):
-            self.recentChosen.emit(str(action.data()))
+        fill_recent_menu(self.recent_menu, paths, self.recentChosen.emit)
 
     def set_recent_models(self, paths: list[str]) -> None:
-        self.recent_models_menu.clear()
-        for path in paths:
-            action = self.recent_models_menu.addAction(path)
-            action.setData(path)
-            action.triggered.connect(self._on_recent_model_triggered)
-        self.recent_models_menu.setEnabled(bool(paths))
-
-    def _on_recent_model_triggered(self) -> None:
-        action = self.sender()
-        if isinstance(action, QAction):
-            self.recentModelChosen.emit(str(action.data()))
+        fill_recent_menu(self.recent_models_menu, paths, self.recentModelChosen.emit)
 
     # ---- drag and drop: a local file dropped anywhere on the window ------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMenu
 
 ORGANISATION = "gradviz"
 APPLICATION = "gradviz"
@@ -40,6 +42,16 @@ def read_json(settings: QSettings, key: str) -> dict | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def fill_recent_menu(menu: QMenu, paths: list[str], open_path: Callable[[str], None]) -> None:
+    """List ``paths`` in ``menu`` (disabled when empty); choosing one calls ``open_path``."""
+    menu.clear()
+    for path in paths:
+        action = menu.addAction(path)
+        action.setData(path)
+        action.triggered.connect(lambda _checked=False, chosen=path: open_path(chosen))
+    menu.setEnabled(bool(paths))
 
 
 class RecentFiles:

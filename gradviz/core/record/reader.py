@@ -147,15 +147,29 @@ class Reader:
     def refresh(self) -> bool:
         """Re-read the metadata of every rank; True when a step or a rank was added or a
         stream was completed since the last call."""
-        root = zarr.open_group(self.path, mode="r")
         before = {r: (s.steps, s.complete) for r, s in self._streams.items()}
         streams = {}
-        for name, group in root.groups():
-            if name.startswith(L.RANK_PREFIX) and L.MARKER in group.attrs:
+        for group in self._rank_groups():
+            if L.MARKER in group.attrs:
                 stream = RankStream(group)
                 streams[stream.rank] = stream
         self._streams = dict(sorted(streams.items()))
         return before != {r: (s.steps, s.complete) for r, s in self._streams.items()}
+
+    def _rank_groups(self) -> list:
+        """The rank groups written so far, found from the directory itself: zarr's own
+        listing of members also meets a writer's half-written metadata files (its atomic
+        ``*.partial`` temporaries, left behind by a writer that was killed)."""
+        groups = []
+        for name in sorted(os.listdir(self.path)):
+            folder = Path(self.path) / name
+            if not (name.startswith(L.RANK_PREFIX) and (folder / "zarr.json").is_file()):
+                continue
+            try:
+                groups.append(zarr.open_group(folder, mode="r"))
+            except (OSError, ValueError):  # a rank whose metadata is still being written
+                continue
+        return groups
 
     @property
     def ranks(self) -> list[int]:

@@ -177,12 +177,7 @@ class LabController(QObject):
     @Slot()
     def start(self) -> None:
         """Start a run, or resume a paused one."""
-        if self.session.worker is not None:
-            self.session.start()
-        elif self.session.available:
-            config = self._fitting_config()
-            if config is not None:
-                self.session.start(config)
+        self._command(self.session.start)
 
     @Slot()
     def pause(self) -> None:
@@ -204,12 +199,17 @@ class LabController(QObject):
     @Slot()
     def step_once(self) -> None:
         """Pause (if running) and take exactly one step."""
+        self._command(self.session.step)
+
+    def _command(self, command: Callable[..., None]) -> None:
+        """``command()`` on the current run, or ``command(config)`` for a new run from the
+        form's settings once they pass the memory preflight."""
         if self.session.worker is not None:
-            self.session.step()
+            command()
         elif self.session.available:
             config = self._fitting_config()
             if config is not None:
-                self.session.step(config)
+                command(config)
 
     @Slot()
     def reset(self) -> None:

@@ -36,7 +36,7 @@ from gradviz.gui.recordings.overlay import RunsOverlay
 from gradviz.gui.recordings.record_toggle import RecordToggle
 from gradviz.gui.recordings.recorded_run import RecordedRun, matrix_steps
 from gradviz.gui.recordings.timeline import Timeline
-from gradviz.gui.settings import RecentFiles
+from gradviz.gui.settings import RecentFiles, fill_recent_menu
 
 RECENT_RECORDINGS_KEY = "recent_recordings"
 
@@ -279,15 +279,4 @@ class Recordings(QObject):
             self.open(path)
 
     def _fill_recent(self, paths: list[str]) -> None:
-        self.recent_menu.clear()
-        for path in paths:
-            action = self.recent_menu.addAction(path)
-            action.setData(path)
-            action.triggered.connect(self._on_recent)
-        self.recent_menu.setEnabled(bool(paths))
-
-    @Slot()
-    def _on_recent(self) -> None:
-        action = self.sender()
-        if isinstance(action, QAction):
-            self.open(str(action.data()))
+        fill_recent_menu(self.recent_menu, paths, self.open)
