@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
+from gradviz.core.decimate import block_max, block_mean
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 
@@ -201,20 +202,15 @@ def _open_root(path: Path, attempts: int = 20) -> zarr.Group:
 
 
 def fit_into(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """``image`` (R, C) block-reduced until it fits ``shape``: the largest value of a block
-    for uint8 codes (the most alarming Health code), the mean for floats (NaN stays NaN).
-    Edge blocks are completed by repeating the last row and column."""
+    """``image`` (R, C) block-reduced until it fits ``shape``, with the lab's rules
+    (``core.decimate``): the largest value of a block for uint8 Health codes (the most
+    alarming category), the mean for floats (NaN and Inf stay visible)."""
     ky, kx = (math.ceil(n / m) for n, m in zip(image.shape, shape))
     if ky == 1 and kx == 1:
         return image
-    rows, cols = image.shape
-    pad = ((0, -rows % ky), (0, -cols % kx))
-    blocks = np.pad(image, pad, mode="edge")
-    blocks = blocks.reshape(blocks.shape[0] // ky, ky, blocks.shape[1] // kx, kx)
     if image.dtype == np.uint8:
-        return blocks.max(axis=(1, 3))
-    with np.errstate(invalid="ignore"):
-        return blocks.mean(axis=(1, 3)).astype(image.dtype)
+        return block_max(image, ky, kx)
+    return block_mean(image, ky, kx).astype(image.dtype)
 
 
 class BackgroundWriter:
