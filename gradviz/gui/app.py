@@ -192,6 +192,22 @@ class ScreenshotDirector(QObject):
             self._on_failed("torch did not load in time.", "")
 
 
+def first_launch_size() -> tuple[int, int]:
+    """The default window size, shrunk to the screen's free area: on a 1024 x 700 screen
+    the first window fits the screen instead of being cut off at its right and bottom."""
+    from PySide6.QtGui import QGuiApplication
+
+    from gradviz.gui.main_window import DEFAULT_SIZE, MIN_WINDOW_SIZE
+
+    screen = QGuiApplication.primaryScreen()
+    if screen is None:
+        return DEFAULT_SIZE
+    free = screen.availableGeometry()
+    width = max(MIN_WINDOW_SIZE[0], min(DEFAULT_SIZE[0], free.width()))
+    height = max(MIN_WINDOW_SIZE[1], min(DEFAULT_SIZE[1], free.height()))
+    return width, height
+
+
 def parse_window_size(text: str) -> tuple[int, int]:
     """``"1024x700"`` -> (1024, 700); a GradvizError names what is wrong otherwise."""
     from gradviz.core.errors import GradvizError
@@ -238,6 +254,8 @@ def main(
         from gradviz.gui.main_window import DEFAULT_SIZE
 
         controller.window.resize(*(window_size or DEFAULT_SIZE))
+    elif controller.settings.value("window/geometry") is None:
+        controller.window.resize(*first_launch_size())  # no size of the user's yet
     controller.window.show()
     log.info("window shown %.2f s after start", time.perf_counter() - started)
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark

@@ -135,3 +135,23 @@ def test_start_up_reports_painted_then_step_0_and_start_as_they_happen(tmp_path)
     moments = proc.stdout.split()
     assert sorted(moments) == ["frame-drawn", "start-enabled", "window-painted"]
     assert moments[0] == "window-painted"  # the window first, then torch
+
+
+@pytest.mark.parametrize(
+    ("free", "expected"),
+    [((1024, 668), (1024, 668)), ((2560, 1400), (1440, 900)), ((800, 500), (960, 600))],
+)
+def test_the_first_window_fits_the_screen_it_opens_on(monkeypatch, qapp, free, expected):
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QGuiApplication
+
+    from gradviz.gui.app import first_launch_size
+
+    class Screen:
+        def availableGeometry(self):  # noqa: N802 - Qt's name
+            return QRect(0, 0, *free)
+
+    monkeypatch.setattr(QGuiApplication, "primaryScreen", staticmethod(Screen))
+    # A 1024 x 700 screen gets a window that fits it, a big one the default, and a tiny
+    # one the smallest window the layout is made for.
+    assert first_launch_size() == expected
