@@ -53,14 +53,12 @@ class HistogramRow(QWidget):
         self.graphics.setFixedHeight(ROW_HEIGHT)
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
         # Our axes: pyqtgraph's stock axis leaks a reference to None per redraw here.
-        self.finite_plot = axes.PlotItem()
+        self.finite_plot = axes.PlotItem(enableMenu=False)
         self.graphics.addItem(self.finite_plot)
-        self.finite_plot.setMenuEnabled(False)
         self.finite_plot.setLabel("bottom", "finite, non-zero gradient values")
         self.finite_plot.setLabel("left", "count")
-        self.special_plot = axes.PlotItem()
+        self.special_plot = axes.PlotItem(enableMenu=False)
         self.graphics.addItem(self.special_plot)
-        self.special_plot.setMenuEnabled(False)
         self.special_plot.setMouseEnabled(False, False)
         self.special_plot.setLabel("bottom", "own bins")
         self.special_plot.hideAxis("left")  # each bar carries its count

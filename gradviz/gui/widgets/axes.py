@@ -70,7 +70,11 @@ class _OwnAxes:
 
 
 class PlotItem(_OwnAxes, pg.PlotItem):
-    """pyqtgraph's PlotItem with this module's AxisItem on every side."""
+    """pyqtgraph's PlotItem with this module's AxisItem on every side.
+
+    A plot without a context menu is made with ``enableMenu=False`` rather than disabled
+    afterwards: ``setMenuEnabled(False)`` on a new plot destroys the menu it has just built
+    (``menu.setParent(None)``), and that crashed Qt now and then in long test sessions."""
 
 
 class ColorBarItem(_OwnAxes, pg.ColorBarItem):

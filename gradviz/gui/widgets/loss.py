@@ -44,7 +44,7 @@ class LossView(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot = axes.PlotItem()
+        self.plot = axes.PlotItem(enableMenu=False)
         self.graphics.addItem(self.plot)
         self.plot.setLogMode(x=False, y=True)
         # The range grows in steps instead of following every frame: a new range redraws
@@ -57,7 +57,6 @@ class LossView(QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", "loss")
-        self.plot.setMenuEnabled(False)
         legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
         legend.setZValue(50)  # above the points and curves it names
         self.curve = self.plot.plot(pen=pg.mkPen("#56B4E9", width=2), name="loss")

@@ -112,13 +112,12 @@ class MatrixPanel(QWidget):
         self.controls.setContentsMargins(0, 0, 0, 0)
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot = axes.PlotItem()
+        self.plot = axes.PlotItem(enableMenu=False)
         self.graphics.addItem(self.plot)
         self.plot.invertY(True)
         self.plot.setAspectLocked(lock_aspect)
         self.plot.setLabel("bottom", x_label)
         self.plot.setLabel("left", y_label)
-        self.plot.setMenuEnabled(False)
         for side in ("left", "bottom"):
             # Ticks outside the image: axes then never need repainting when the image does.
             self.plot.getAxis(side).setStyle(tickLength=5)

@@ -63,11 +63,10 @@ class PointsView(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
-        self.plot = axes.PlotItem()
+        self.plot = axes.PlotItem(enableMenu=False)
         self.graphics.addItem(self.plot)
         self.plot.setAspectLocked(True)
         # No grid: a grid is painted by the axes, which would then repaint on every frame.
-        self.plot.setMenuEnabled(False)
         self.plot.disableAutoRange()
         legend = self.plot.addLegend(offset=(10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
         legend.setZValue(50)  # above the points and curves it names
