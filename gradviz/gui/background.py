@@ -1,7 +1,7 @@
 """The one way the app runs a call off the GUI thread (a model load, torch's import, a
 diagnosis, ...): ``BackgroundTasks.submit(generation, kind, work, describe)``.
 
-Each call runs on its own QThread. Its value or its failure comes back as a signal that is
+Each call runs on its own Python thread. Its value or its failure comes back as a signal that is
 delivered on the GUI thread, because the receiving slots belong to ``BackgroundTasks``, a
 GUI-thread QObject (a signal connected to a plain function would run in the worker). A
 failure becomes one plain sentence through ``describe`` (built on ``gui.failures``).
@@ -15,7 +15,7 @@ superqt's ``create_worker`` is not used: its worker wraps the call in
 ``warnings.catch_warnings()`` and replaces ``warnings.showwarning`` process-wide from the
 worker thread, which races with Diagnose's own warning capture, and its pool threads
 outlive the work. Here each thread is referenced until it has finished, and ``shutdown``
-asks for a stop, waits, and only then lets go (dropping a running QThread aborts).
+asks for a stop, waits, and only then lets go.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from gradviz.gui.failures import describe_failure
 
@@ -42,12 +42,10 @@ def describe_unexpected(exc: BaseException) -> str:
     )
 
 
-class _TaskThread(QThread):
-    """Runs one call and keeps its outcome; ``ended`` is emitted from the new thread as
-    its last act, carrying the thread itself (so the receiver holds a reference and never
-    reads a thread that was already let go, as ``sender()`` might)."""
-
-    ended = Signal(object)
+class _TaskThread:
+    """Runs one call on a plain Python thread and keeps its outcome; ``ended(self)`` is
+    called from that thread as its last act (``BackgroundTasks`` relays it to the GUI
+    thread through a queued signal). No Qt object lives or dies on the task's thread."""
 
     def __init__(
         self,
@@ -55,9 +53,8 @@ class _TaskThread(QThread):
         kind: str,
         work: Callable[[], Any],
         describe: Callable[[BaseException], str],
+        ended: Callable[[_TaskThread], None],
     ) -> None:
-        super().__init__()
-        self.setObjectName(f"gradviz-{kind}")
         self.generation = generation
         self.kind = kind
         self.value: object = None
@@ -65,6 +62,16 @@ class _TaskThread(QThread):
         self.failure: tuple[str, str] | None = None
         self._work = work
         self._describe = describe
+        self._ended = ended
+        self._thread = threading.Thread(target=self.run, name=f"gradviz-{kind}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wait(self, timeout_ms: int | None = None) -> bool:
+        """Join the thread; False when it is still running after ``timeout_ms``."""
+        self._thread.join(None if timeout_ms is None else timeout_ms / 1000)
+        return not self._thread.is_alive()
 
     def run(self) -> None:
         try:
@@ -80,7 +87,7 @@ class _TaskThread(QThread):
             # The call's closure is let go of on the GUI thread (``BackgroundTasks._release``),
             # never here: it may hold the last reference to a Qt object (a bound method of a
             # closing window's QObject), which must not be destroyed on this thread.
-            self.ended.emit(self)
+            self._ended(self)
 
 
 class BackgroundTasks(QObject):
@@ -93,6 +100,7 @@ class BackgroundTasks(QObject):
 
     succeeded = Signal(int, str, object)
     failed = Signal(int, str, str, str)
+    _ended = Signal(object)  # emitted on a task's thread, delivered on the GUI thread
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -100,6 +108,7 @@ class BackgroundTasks(QObject):
         self._lock = threading.Lock()
         self._latest = -1
         self._stopping = False
+        self._ended.connect(self._on_thread_ended, Qt.ConnectionType.QueuedConnection)
 
     # ---- GUI thread ------------------------------------------------------------------------
     def submit(
@@ -113,9 +122,8 @@ class BackgroundTasks(QObject):
         if self._stopping:
             return
         self.supersede(generation)
-        thread = _TaskThread(generation, kind, work, describe)
-        thread.ended.connect(self._on_thread_ended)
-        self._threads.add(thread)  # referenced until finished: dropping it running aborts
+        thread = _TaskThread(generation, kind, work, describe, self._ended.emit)
+        self._threads.add(thread)  # referenced until finished and passed on
         thread.start()
 
     def supersede(self, generation: int) -> None:
