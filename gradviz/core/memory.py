@@ -21,9 +21,12 @@ came from (freed when the next step starts): the target, distances, squared dist
 (Gram methods), their gradient and a uint8 Health matrix (CAPTURE_MATRICES); and on the
 host two Snapshots (one shown while the next is built), each four float32 matrices and a
 uint8 one of ``side x side`` entries, ``side = min(N, max_display)``. Its peak is the
-larger of a step and what it holds between steps. Per point come the coordinates, their
-gradient and Adam's two moments (N x D each), and with a network its features, the
-activations kept for backward and the Jacobians (N x (widths + D x F)).
+larger of a step and what it holds between steps, plus the Snapshots (alive through both)
+and the capture's workspace: classifying each entry's gradient builds byte-per-entry masks
+whose freed pages the C allocator keeps in its heap (measured at N = 3000: 1 to 2 float32
+matrices above the rest, counted as CAPTURE_WORKSPACE_BYTES_PER_ENTRY). Per point come the
+coordinates, their gradient and Adam's two moments (N x D each), and with a network its
+features, the activations kept for backward and the Jacobians (N x (widths + D x F)).
 
 The estimate leaves out the fixed cost of the Python process and the torch runtime (a few
 hundred MB that a running process has already paid). Available memory is the smallest of
@@ -74,6 +77,9 @@ CAPTURE_MATRICES: dict[str, float] = {
 #: Host bytes per display entry: two Snapshots of four float32 matrices and a uint8 one.
 SNAPSHOT_BYTES_PER_ENTRY = 2 * (4 * 4 + 1)
 
+#: Bytes per (N, N) entry of a capturing step's Health masks that the allocator keeps.
+CAPTURE_WORKSPACE_BYTES_PER_ENTRY = 8
+
 ENV_LIMIT = "GRADVIZ_MEMORY_LIMIT"
 
 _ITEMSIZE = {"float32": 4, "float64": 8}
@@ -87,11 +93,12 @@ class MemoryEstimate:
     step: int  # one optimizer step (forward, backward, update) at its peak
     held: int  # held between steps for the latest Snapshot (0 headless)
     snapshots: int  # host copies of two Snapshots (0 headless)
+    workspace: int  # heap kept from the capture's Health masks (0 headless)
     per_point: int  # coordinates, optimizer state, network activations, Jacobians
 
     @property
     def total(self) -> int:
-        return max(self.step, self.held + self.snapshots) + self.per_point
+        return max(self.step, self.held) + self.snapshots + self.workspace + self.per_point
 
 
 def estimate(
@@ -106,11 +113,12 @@ def estimate(
     item = _ITEMSIZE[config.dtype]
     entries = n * n
     step = int(STEP_MATRICES[config.method] * entries * item)
-    held = snapshots = 0
+    held = snapshots = workspace = 0
     if snapshot_side is not None:
         held = int(CAPTURE_MATRICES[config.method] * entries * item + entries)
         snapshots = SNAPSHOT_BYTES_PER_ENTRY * snapshot_side * snapshot_side
-    return MemoryEstimate(step, held, snapshots, _per_point(config, n, item))
+        workspace = CAPTURE_WORKSPACE_BYTES_PER_ENTRY * entries
+    return MemoryEstimate(step, held, snapshots, workspace, _per_point(config, n, item))
 
 
 def _per_point(config: FitConfig, n: int, item: int) -> int:

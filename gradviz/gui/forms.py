@@ -15,8 +15,9 @@ import os
 from typing import Any
 
 import pyqtgraph.parametertree as ptree
+import shiboken6
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QTreeWidget, QVBoxLayout, QWidget
 
 from gradviz.core.config import FitConfig, LiveSettings
 from gradviz.core.errors import GradvizError
@@ -66,6 +67,7 @@ class SetupForm(QWidget):
         )
         self.tree = ptree.ParameterTree(showHeader=False)
         self.tree.setParameters(self.root, showTop=False)
+        _forget_root_item_with(self.tree)
         self.problem = QLabel("")
         self.problem.setWordWrap(True)
         self.problem.setStyleSheet("color: #c0392b;")
@@ -233,6 +235,18 @@ class SetupForm(QWidget):
 
 
 # ---- generation ------------------------------------------------------------------------------
+def _forget_root_item_with(tree: ptree.ParameterTree) -> None:
+    """Mark the tree's invisible root item deleted when the tree is.
+
+    pyqtgraph's TreeWidget keeps a Python wrapper of that item, which Qt made and deletes
+    with the tree without telling Python. The stale wrapper stays registered at the freed
+    address, and a Qt object made there later came back to Python as a QTreeWidgetItem
+    (and crashed the app once in a while).
+    """
+    root = QTreeWidget.invisibleRootItem(tree)
+    tree.destroyed.connect(lambda *_: shiboken6.invalidate(root))
+
+
 def _params_for_rows(rows: list[Setting]) -> list[dict[str, Any]]:
     return [param for row in rows for param in _params_for(row)]
 

@@ -92,10 +92,7 @@ def measured() -> dict:
     [
         ("safe-None", 64e6),
         ("naive-None", 64e6),
-        # Snapshot-taking runs free many allocations under 32 MB (masks, Health codes,
-        # display copies) that glibc keeps in its heap between steps: a fixed amount that
-        # does not grow with N.
-        ("safe-1000", 100e6),
+        ("safe-1000", 64e6),
     ],
 )
 def test_estimate_covers_the_measured_peak_within_a_third(measured, case, slack):
@@ -132,12 +129,14 @@ def test_a_run_that_fits_its_budget_starts(monkeypatch):
     assert run.completed_steps == 1
 
 
-def test_display_sized_snapshots_cost_no_more_than_a_step_but_full_ones_do():
+def test_display_sized_snapshots_cost_a_fraction_of_full_ones():
     config = FitConfig(n=5000)
     headless = memory.estimate(config).total
-    # What a run holds between steps for a 2048 x 2048 Snapshot stays below a step's peak.
-    assert memory.estimate(config, snapshot_side=2048).total == headless
-    assert memory.estimate(config, snapshot_side=5000).total > 2 * headless
+    display = memory.estimate(config, snapshot_side=2048).total - headless
+    full = memory.estimate(config, snapshot_side=5000).total - headless
+    # Full-size Snapshots of 5000 points add more than a step; 2048 x 2048 ones a third.
+    assert full > headless
+    assert 0 < display < full / 2
 
 
 def test_largest_n_is_the_largest_run_that_fits():

@@ -282,7 +282,10 @@ class RunSession(QObject):
         """``join``, and no run starts afterwards (the app is closing)."""
         self._closed = True
         self._worker = None
-        return self._pool.shutdown(timeout_s)
+        stopped = self._pool.shutdown(timeout_s)
+        # What the stopped run had already queued must not reach a closed window's widgets.
+        self._generation += 1
+        return stopped
 
     # ---- what is on screen --------------------------------------------------------------------
     def show(self, snapshot: Snapshot) -> None:
@@ -368,6 +371,8 @@ class RunSession(QObject):
     @Slot(str, str)
     def _on_worker_failed(self, sentence: str, details: str) -> None:
         log.error("run failed: %s\n%s", sentence, details)
+        if self._closed:
+            return
         self._failure = sentence
         self._set_state(RunState.FAILED)
         self.failed.emit(sentence, details)

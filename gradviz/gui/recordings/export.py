@@ -7,7 +7,9 @@ the plot's right-click menu.
 
 from __future__ import annotations
 
+import inspect
 import os
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -82,17 +84,27 @@ def add_export_menu(
     item.setMenuEnabled(True)
     menu = item.vb.menu
     menu.addSeparator()
+    # Qt holds the actions' slots outside any Python reference cycle, so they refer to the
+    # plot, the window and the chooser weakly: otherwise a closed window is never freed.
+    refs = (weakref.ref(item), weakref.ref(parent), _weak_callable(choose or ask_path))
     actions = []
     for suffix, (text, _, _) in FORMATS.items():
         action = menu.addAction(text)
-        action.triggered.connect(
-            lambda _=False, s=suffix: _export_chosen(item, parent, s, choose or ask_path)
-        )
+        action.triggered.connect(lambda _=False, s=suffix: _export_chosen(refs, s))
         actions.append(action)
     return actions
 
 
-def _export_chosen(item: pg.PlotItem, parent: QWidget, suffix: str, choose) -> None:
+def _weak_callable(function: Callable) -> Callable[[], Callable | None]:
+    if inspect.ismethod(function):
+        return weakref.WeakMethod(function)
+    return lambda: function
+
+
+def _export_chosen(refs, suffix: str) -> None:
+    item, parent, choose = (ref() for ref in refs)
+    if item is None or parent is None or choose is None:
+        return
     path = choose(parent, suffix)
     if path:
         export_plot(item, path)
