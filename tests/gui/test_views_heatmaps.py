@@ -242,3 +242,25 @@ def test_a_narrow_health_legend_shows_every_count_whole(qtbot):
     qtbot.waitUntil(lambda: view.legend.sizeHint().width() <= view.legend.width())
     wide = view.legend.heightForWidth(600)
     assert view.legend.heightForWidth(60) == wide  # a label never wraps from its count
+
+
+def test_a_narrow_coordinate_gradient_dock_says_lock_instead_of_cutting_it_off(qtbot):
+    from gradviz.gui.widgets.coord_grads import CoordGradsView
+
+    view = CoordGradsView()
+    qtbot.addWidget(view)
+    view.show()
+    values = view.values
+    lock, colormap = values.lock_box, values.colormap_box
+
+    def settled(text: str) -> bool:
+        # The row says ``text`` and every control has the width its text needs.
+        return (
+            lock.text() == text
+            and lock.width() >= lock.sizeHint().width()
+            and colormap.width() >= colormap.sizeHint().width()
+        )
+
+    for width, text in ((600, "lock levels"), (260, "lock"), (600, "lock levels")):
+        view.resize(width, 300)
+        qtbot.waitUntil(lambda text=text: settled(text))

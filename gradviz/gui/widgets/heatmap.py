@@ -39,8 +39,12 @@ class HeatmapView(MatrixPanel):
         self.colormap_box = QComboBox()
         self.colormap_box.addItems(maps)
         self.colormap_box.setToolTip("Colormap")
-        self.lock_box = QCheckBox("lock levels")
-        self.lock_box.setToolTip("Keep the colour levels fixed across frames")
+        self.lock_box = QCheckBox("lock")
+        self.lock_box.setToolTip("Lock levels: keep the colour levels fixed across frames")
+        compact = self.lock_box.sizeHint().width()
+        self.lock_box.setText("lock levels")
+        self._lock_width = self.lock_box.sizeHint().width()
+        self.lock_box.setMinimumWidth(compact)  # a narrow panel says "lock" (resizeEvent)
         self.nonfinite_label = status_label()
         self.controls.addWidget(self.colormap_box)
         self.controls.addWidget(self.lock_box)
@@ -68,6 +72,14 @@ class HeatmapView(MatrixPanel):
         self.colormap_box.currentTextChanged.connect(self._on_colormap_changed)
         self.colorbar.sigLevelsChangeFinished.connect(self._on_levels_dragged)
         self.lock_box.toggled.connect(self._on_lock_toggled)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # In a narrow dock "lock levels" would be cut off mid-word: it says "lock" there.
+        full = self.colormap_box.sizeHint().width() + self._lock_width + 12
+        text = "lock levels" if self.width() >= full else "lock"
+        if self.lock_box.text() != text:
+            self.lock_box.setText(text)
 
     # -- public -----------------------------------------------------------------------------
     def set_matrix(

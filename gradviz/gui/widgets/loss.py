@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -85,6 +86,7 @@ class LossView(QWidget):
         self.plot.addItem(self.reference_line, ignoreBounds=True)
         self.summary = status_label("no run yet")
         self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.summary.setWordWrap(True)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
@@ -193,16 +195,21 @@ class LossView(QWidget):
     def _summary_text(history: np.ndarray, finite: np.ndarray, reference: float | None) -> str:
         parts = []
         if len(history):
-            parts.append(f"loss of step {len(history) - 1} = {history[-1]:.4g}")
+            parts.append(_phrase(f"loss of step {len(history) - 1} = {history[-1]:.4g}"))
         else:
-            parts.append("no step taken")
+            parts.append(_phrase("no step taken"))
         if reference is not None:
-            parts.append(f'<span style="color:#E69F00">classical MDS = {reference:.4g}</span>')
+            parts.append(_phrase(f"classical MDS = {reference:.4g}", "#E69F00"))
         bad = int(len(history) - np.count_nonzero(finite))
         if bad:
             first = int(np.argmin(finite))
-            parts.append(
-                f'<span style="color:{palette.ALARM_TEXT}">{bad:,} non-finite losses '
-                f"(first at step {first})</span>"
-            )
-        return " &nbsp;|&nbsp; ".join(parts)
+            text = f"{bad:,} non-finite losses (first at step {first})"
+            parts.append(_phrase(text, palette.ALARM_TEXT))
+        # A narrow dock wraps the summary between its parts, never inside one.
+        return " &nbsp;| ".join(parts)
+
+
+def _phrase(text: str, colour: str | None = None) -> str:
+    """``text`` as rich text that does not break across lines, in ``colour`` if given."""
+    unbroken = html.escape(text).replace(" ", "&nbsp;")
+    return unbroken if colour is None else f'<span style="color:{colour}">{unbroken}</span>'
