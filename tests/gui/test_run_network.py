@@ -67,18 +67,18 @@ def test_exploring_a_paused_runs_network_shows_a_copy_of_its_trained_weights(qtb
     assert explorer.result.jacobians.shape[1:] == (3, 8)
     run = runs[-1]
     expected = _weights(run.model)  # the run is paused: its weights hold still
-    shown = _weights(explorer._module)
+    shown = _weights(explorer._network.module)
     assert shown.keys() == expected.keys()
     for name in expected:
         np.testing.assert_array_equal(shown[name], expected[name])
     # A copy, not the run's own tensors: training on changes nothing in the explorer.
     assert all(
         p.data_ptr() != q.data_ptr()
-        for p, q in zip(explorer._module.parameters(), run.model.parameters(), strict=True)
+        for p, q in zip(explorer._network.module.parameters(), run.model.parameters(), strict=True)
     )
     lab.start()
     qtbot.waitUntil(lambda: lab.session.latest.step >= step + 5, timeout=RUN_TIMEOUT_MS)
-    for name, value in _weights(explorer._module).items():
+    for name, value in _weights(explorer._network.module).items():
         np.testing.assert_array_equal(value, shown[name])
 
 

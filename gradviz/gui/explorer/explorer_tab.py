@@ -18,7 +18,6 @@ computing, the views keep the last result and a busy bar runs; the tab stays res
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
@@ -37,14 +36,15 @@ from PySide6.QtWidgets import (
 from gradviz.core.errors import GradvizError
 from gradviz.core.explore import ExplorerJob, ExplorerResult, SaliencyResult, parse_indices
 from gradviz.core.networks import NetworkSpec
+from gradviz.gui.explorer.explorer_jobs import ExploredNetwork, network_job, read_inputs, spec_job
 from gradviz.gui.explorer.explorer_worker import ExplorerThread
-from gradviz.gui.explorer.image_inputs import read_image
 from gradviz.gui.explorer.result_views import ResultViews, summary
 from gradviz.gui.explorer.settings import ExplorerSettings, show_message
 
 #: Quiet time after an edit before recomputing (ms): typing a spec computes once at the end.
 DEBOUNCE_MS = 300
 SETTINGS_WIDTH = 365
+FIX_SPEC_STATUS = "Fix the network spec to compute (see the message under it)."
 
 
 class ExplorerTab(QWidget):
@@ -66,11 +66,7 @@ class ExplorerTab(QWidget):
         self.result: ExplorerResult | SaliencyResult | None = None
         self.last_error: str = ""
         self._busy = False
-        self._module: Any = None
-        self._module_label = ""
-        self._module_dims: tuple[int, int] = (0, 0)
-        self._module_spec: NetworkSpec | None = None
-        self._module_in_shape: tuple[int, ...] | None = None
+        self._network: ExploredNetwork | None = None  # None: the typed spec is explored
         self._closed = False
         self._stale = False  # settings changed while hidden: recompute when shown
 
@@ -121,12 +117,11 @@ class ExplorerTab(QWidget):
             raise GradvizError(
                 f"A network needs at least one input and output, not {in_dim}, {out_dim}."
             )
-        self._module = copy.deepcopy(module)
-        self._module_label = label
-        self._module_dims = (int(in_dim), int(out_dim))
-        self._module_spec = spec
-        self._module_in_shape = tuple(int(s) for s in in_shape) if in_shape else None
-        self.settings.set_sample_shape(self._module_in_shape)
+        in_shape = tuple(int(s) for s in in_shape) if in_shape else None
+        self._network = ExploredNetwork(
+            copy.deepcopy(module), label, int(in_dim), int(out_dim), spec, in_shape
+        )
+        self.settings.set_sample_shape(in_shape)
         text = spec.to_text() or spec.to_json() if spec is not None else ""
         self.settings.spec_edit.blockSignals(True)
         self.settings.spec_edit.setText(text)
@@ -150,8 +145,8 @@ class ExplorerTab(QWidget):
 
     def network_label(self) -> str:
         """What is being explored: the label given to set_network, or the typed spec."""
-        if self._module is not None:
-            return self._module_label
+        if self._network is not None:
+            return self._network.label
         spec = self.settings.spec
         return str(spec) if spec is not None else ""
 
@@ -206,49 +201,17 @@ class ExplorerTab(QWidget):
     # ---- jobs --------------------------------------------------------------------------
     def _make_job(self) -> ExplorerJob | None:
         """The job for the current settings, or None (with the reason shown inline)."""
-        settings = self.settings
-        try:
-            inputs = settings.input_settings()
-        except GradvizError as exc:
-            settings.show_inputs_problem(str(exc))
+        network = self._network
+        inputs = read_inputs(self.settings, network.in_shape if network else None)
+        if inputs is None:
             return None
-        if inputs.kind == "image":
-            try:
-                samples = read_image(inputs.path, self._module_in_shape)
-            except GradvizError as exc:
-                settings.show_inputs_problem(str(exc))
-                return None
-            inputs = replace(inputs, samples=samples)
-        settings.show_inputs_problem("")
-        common = dict(
-            inputs=inputs,
-            net_seed=settings.net_seed.value(),
-            dtype=settings.dtype_box.currentText(),
-            loss=settings.loss(),
-            target_path=settings.target_field.path(),
-            bins=settings.bins_box.value(),
-        )
-        if self._module is not None:
-            in_dim, out_dim = self._module_dims
-            return ExplorerJob(
-                label=self._module_label,
-                in_dim=in_dim,
-                out_dim=out_dim,
-                module=self._module,
-                in_shape=self._module_in_shape,
-                **common,
-            )
-        spec = settings.spec
+        if network is not None:
+            return network_job(network, self.settings, inputs)
+        spec = self.settings.spec
         if spec is None:
-            self._show_status("Fix the network spec to compute (see the message under it).")
+            self._show_status(FIX_SPEC_STATUS)
             return None
-        return ExplorerJob(
-            label=str(spec),
-            in_dim=spec.in_dim,
-            out_dim=spec.out_dim,
-            spec_text=spec.to_json(),
-            **common,
-        )
+        return spec_job(spec, self.settings, inputs)
 
     def _schedule(self) -> None:
         """Recompute after the debounce; while the tab is hidden, once it is shown (so an
@@ -325,9 +288,8 @@ class ExplorerTab(QWidget):
     @Slot()
     def _on_spec_edited(self) -> None:
         # The user typed a spec: explore it instead of a network set from outside.
-        if self._module is not None:
-            self._module = None
-            self._module_in_shape = None
+        if self._network is not None:
+            self._network = None
             self.settings.set_sample_shape(None)
             self.settings.set_source("typed spec")
             self.networkChanged.emit("typed spec")
@@ -338,14 +300,14 @@ class ExplorerTab(QWidget):
     def _on_spec_text_changed(self, _text: str) -> None:
         if self.settings.spec is None:
             self._timer.stop()  # nothing to compute until the spec parses
-            self._show_status("Fix the network spec to compute (see the message under it).")
-        elif self._module is None:
+            self._show_status(FIX_SPEC_STATUS)
+        elif self._network is None:
             self._schedule()  # the text parses now (the keystroke before may not have)
 
     @Slot()
     def _on_spec_entered(self) -> None:
         """Enter in the spec field: compute now, without waiting for the quiet time."""
-        if self._module is None and self.settings.spec is not None:
+        if self._network is None and self.settings.spec is not None:
             self.compute()
 
     @Slot()

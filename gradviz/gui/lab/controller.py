@@ -1,35 +1,31 @@
 """The distance-fit lab: wires the setup form, the run session, the views and the window.
 
 The run itself lives in a ``RunSession`` (state, generation, worker, snapshots); this
-controller turns the window's actions into session commands with the form's settings,
-keeps the settings file, and shows errors. Status bar, toolbar and views listen to the
-session. All slots here run on the GUI thread.
+controller turns the window's actions into session commands with the form's settings and
+shows errors. The settings file is read and written by ``lab_memory``, experiment files
+by ``ExperimentFiles``. Status bar, toolbar and views listen to the session. All slots
+here run on the GUI thread.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Signal, Slot
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.gui import settings as settings_store
 from gradviz.gui.dialogs import ErrorDialog
-from gradviz.gui.experiments import (
-    experiment_from_dict,
-    experiment_to_dict,
-    load_experiment,
-    save_experiment,
-)
 from gradviz.gui.forms import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
 from gradviz.gui.lab.display_memory import DisplayMemory
+from gradviz.gui.lab.experiment_files import ExperimentFiles
 from gradviz.gui.lab.focus import EnterLeavesField
+from gradviz.gui.lab.lab_memory import remember_lab, restore_lab
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.status import RunActions, RunStatus
 from gradviz.gui.lab.torch_loader import TorchLoader
@@ -67,9 +63,8 @@ class LabController(QObject):
         self.window = MainWindow(self.form, dict(views.widgets))
         self.window.close_guard = self._on_close_requested
         self.error_dialog: ErrorDialog | None = None
-        self.recent = settings_store.RecentFiles(self.settings, "recent_files")
         self._shut_down = False
-        self._restore(config, live)
+        restore_lab(self.settings, self.window, self.form, config, live)
         self.session.frame_rate = self.form.live_settings().frame_rate
         self.session.snapshotShown.connect(views.show)
         self.session.cleared.connect(views.clear)
@@ -117,35 +112,16 @@ class LabController(QObject):
         a["reset"].triggered.connect(self.reset)
         a["first_nan"].triggered.connect(self.session.show_first_nan)
         a["live"].triggered.connect(self.session.show_live)
-        a["open"].triggered.connect(self._on_open_triggered)
-        a["save"].triggered.connect(self._on_save_triggered)
         a["quit"].triggered.connect(self.window.close)
         a["copy_command"].triggered.connect(self.copy_command)
         self.window.explorer.failed.connect(self._on_explorer_failed)
         a["reset_layout"].triggered.connect(self.window.reset_layout)
-        self.window.recentChosen.connect(self.open_experiment)
+        self.experiments = ExperimentFiles(self.window, self.form, self.settings, self.show_error)
+        self.experiments.opened.connect(self.reset)
         self.models = ModelActions(self.window, self.settings, self.session, self.show_error)
         self.form.changed.connect(self._on_setting_changed)
-        self.window.set_recent_files(self.recent.read())
         self.enter_leaves_field = EnterLeavesField(self.window.docks["setup"], self.window)
         self.display_memory = DisplayMemory(self.settings, self.views)
-
-    def _restore(self, config: FitConfig | None, live: LiveSettings | None) -> None:
-        geometry = self.settings.value("window/geometry")
-        state = self.settings.value("window/state")
-        if geometry is not None:
-            self.window.restoreGeometry(geometry)
-        if state is not None:
-            self.window.restoreState(state)
-        if config is None:
-            saved = settings_store.read_json(self.settings, "experiment")
-            if saved is not None:
-                try:
-                    config, live = experiment_from_dict(saved, source="the saved settings")
-                except GradvizError:
-                    log.warning("ignoring unreadable saved settings")
-        if config is not None:
-            self.form.set_config(config, live or LiveSettings())
 
     # ---- run commands: the session's, with the form's settings -------------------------------
     def _form_config(self) -> FitConfig | None:
@@ -269,40 +245,9 @@ class LabController(QObject):
         answer = QMessageBox.question(self.window, title, question)
         return answer == QMessageBox.StandardButton.Yes
 
-    def open_experiment(self, path: str) -> None:
-        try:
-            config, live = load_experiment(path)
-        except GradvizError as exc:
-            self.show_error(str(exc), "")
-            return
-        self.form.set_config(config, live)
-        self.window.set_recent_files(self.recent.add(path))
-        self.reset()
-
-    def _on_open_triggered(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self.window, "Open experiment", "", "Experiments (*.json)"
-        )
-        if path:
-            self.open_experiment(path)
-
-    def _on_save_triggered(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(
-            self.window, "Save experiment", "experiment.json", "Experiments (*.json)"
-        )
-        if path:
-            self.save_experiment(path)
-
     def save_experiment(self, path: str) -> bool:
         """Write the form's settings to ``path`` and say so in the status bar."""
-        try:
-            save_experiment(path, self.form.config(), self.form.live_settings())
-        except GradvizError as exc:
-            self.show_error(str(exc), "")
-            return False
-        self.window.set_recent_files(self.recent.add(path))
-        self.window.statusBar().showMessage(f"Saved the experiment to {path}", 8000)
-        return True
+        return self.experiments.save(path)
 
     @Slot()
     def copy_command(self) -> None:
@@ -347,7 +292,7 @@ class LabController(QObject):
         self._shut_down = True
         self.enter_leaves_field.uninstall()
         self.window.pages.show_page(0)  # save the lab's layout, not the explorer page
-        self._save_settings()
+        remember_lab(self.settings, self.window, self.form)
         if self.error_dialog is not None:
             self.error_dialog.close()
         self.investigations.shutdown(timeout_s)
@@ -356,17 +301,6 @@ class LabController(QObject):
         self.models.shutdown(timeout_s)
         self.recordings.shutdown(timeout_s)
         self.window.explorer.shutdown()
-
-    def _save_settings(self) -> None:
-        s = self.settings
-        s.setValue("window/geometry", self.window.saveGeometry())
-        s.setValue("window/state", self.window.saveState())
-        try:
-            data = experiment_to_dict(self.form.config(), self.form.live_settings())
-            s.setValue("experiment", json.dumps(data))
-        except GradvizError:
-            pass  # an unfinished form is not remembered
-        s.sync()
 
     @property
     def thread_count(self) -> int:
