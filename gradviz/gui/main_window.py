@@ -86,8 +86,11 @@ class MainWindow(QMainWindow):
         page.setObjectName("explorer-page")
         page.addWidget(self.explorer)
         page.addWidget(self.model_panel)
+        # Never squeezed to a sliver at 1024 px (its table and its hints unreadable); the
+        # splitter's handle still folds it away entirely.
+        self.model_panel.setMinimumWidth(220)
         page.setStretchFactor(0, 1)
-        page.setSizes([1060, 380])
+        page.setSizes([1200, 240])
         return page
 
     # ---- actions and menus -----------------------------------------------------------------

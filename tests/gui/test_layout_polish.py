@@ -135,3 +135,21 @@ def test_at_full_hd_the_views_get_the_width_not_the_setup_column(qtbot, make_lab
     setup = window.docks["setup"].width()
     assert setup <= 420
     assert window.docks["distances"].width() >= (1920 - setup) / 3 - 40
+
+
+@pytest.mark.parametrize("size", [(1024, 700), (1920, 1080)])
+def test_the_explorer_page_fits_with_a_readable_model_panel(qtbot, make_lab, size):
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    window.resize(*size)
+    qtbot.waitExposed(window)
+    window.pages.show_page(1)
+    explorer, panel = window.explorer, window.model_panel
+    qtbot.waitUntil(lambda: explorer.isVisible() and panel.isVisible())
+    for _ in range(3):
+        QApplication.processEvents()
+    # Neither side is cut: each gets at least its narrowest width, the model panel enough
+    # for its table and its hints.
+    assert explorer.width() >= explorer.minimumSizeHint().width()
+    assert panel.width() >= 220
+    assert explorer.geometry().right() < panel.geometry().left()

@@ -8,7 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Slot
-from PySide6.QtWidgets import QCheckBox, QComboBox, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gradviz.core.explore import SaliencyResult
 from gradviz.gui.explorer.explorer_views import wrapped_label
@@ -51,10 +58,14 @@ class SaliencyMapView(QWidget):
         self.over_image = QCheckBox("over the input")
         self.over_image.setChecked(True)
         self.over_image.setToolTip("Draw the map over the input image")
-        for position, widget in enumerate(
-            (self.sample_box, self.what_box, self.channel_box, self.over_image)
-        ):
-            self.heatmap.controls.insertWidget(position, widget)
+        # What to show gets a row of its own above the heatmap's: one row of six controls
+        # would set the narrowest width of the whole explorer page.
+        choices = QHBoxLayout()
+        choices.setContentsMargins(2, 0, 2, 0)
+        for widget in (self.sample_box, self.what_box, self.channel_box):
+            choices.addWidget(widget)
+        choices.addStretch(1)
+        self.heatmap.controls.insertWidget(0, self.over_image)
         self.underlay = pg.ImageItem(axisOrder="row-major")
         self.underlay.setZValue(-10)
         self.heatmap.plot.addItem(self.underlay)
@@ -63,6 +74,7 @@ class SaliencyMapView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.note)
+        layout.addLayout(choices)
         layout.addWidget(self.heatmap, stretch=1)
         self._result: SaliencyResult | None = None
         self.sample_box.valueChanged.connect(self._on_choice_changed)
