@@ -16,7 +16,8 @@ from typing import Any
 
 import pyqtgraph.parametertree as ptree
 import shiboken6
-from PySide6.QtCore import Signal
+from pyqtgraph import SpinBox
+from PySide6.QtCore import QSize, Signal
 from PySide6.QtWidgets import QLabel, QTreeWidget, QVBoxLayout, QWidget
 
 from gradviz.core.config import FitConfig, LiveSettings
@@ -68,6 +69,7 @@ class SetupForm(QWidget):
         self.tree = ptree.ParameterTree(showHeader=False)
         self.tree.setParameters(self.root, showTop=False)
         _forget_root_item_with(self.tree)
+        self._give_spin_editors_room()
         self.problem = QLabel("")
         self.problem.setWordWrap(True)
         self.problem.setStyleSheet("color: #c0392b;")
@@ -81,6 +83,20 @@ class SetupForm(QWidget):
         self.root.sigTreeStateChanged.connect(self._on_tree_changed)
         for name in self._names_with("network"):
             self.param(f"{name}_spec").sigValueChanging.connect(self._on_net_spec_typing)
+
+    def _give_spin_editors_room(self) -> None:
+        """Rows as tall as a number editor: pyqtgraph squeezes spin boxes to the font's
+        height and rows to 90% of their editor, which cuts the digits being typed."""
+        for group in self.root.children():
+            for child in group.children():
+                for item in child.items:
+                    editor = getattr(item, "widget", None)
+                    if isinstance(editor, SpinBox):
+                        editor.setOpts(compactHeight=False)
+                        natural = editor.minimumSizeHint().height()  # its sizeHint says 0
+                        editor.setMaximumHeight(max(natural, editor.maximumHeight()))
+                        hint = item.sizeHint(1)
+                        item.setSizeHint(1, QSize(hint.width(), max(hint.height(), natural)))
 
     def param(self, name: str) -> ptree.Parameter:
         for group in self.root.children():

@@ -68,3 +68,25 @@ def test_unset_threads_show_as_zero_and_read_back_as_unset(qtbot):
     assert form.param("threads").value() == 0 and form.config().threads is None
     form.param("threads").setValue(3)
     assert form.config().threads == 3
+
+
+def test_number_editors_are_tall_enough_for_their_digits(qtbot):
+    from pyqtgraph import SpinBox
+
+    form = SetupForm()
+    qtbot.addWidget(form)
+    form.show()
+    qtbot.waitExposed(form)
+    editors = 0
+    for group in form.root.children():
+        for child in group.children():
+            for item in child.items:
+                editor = getattr(item, "widget", None)
+                if not isinstance(editor, SpinBox):
+                    continue
+                editors += 1
+                # The editor may be as tall as a spin box needs, and so is its row.
+                natural = editor.minimumSizeHint().height()
+                assert editor.maximumHeight() >= natural, child.name()
+                assert form.tree.visualItemRect(item).height() >= natural, child.name()
+    assert editors >= 5  # N, D, seed, learning rate, steps, ...
