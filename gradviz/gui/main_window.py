@@ -275,13 +275,16 @@ class MainWindow(QMainWindow):
     def _arrange_sizes(self) -> None:
         """A setup column as wide as its values need, the rest shared by the views."""
         d, views = self.docks, {k: d.widget() for k, d in self.docks.items()}
+        for entry in VIEWS:  # measured here, as widgets are polished once shown
+            if entry.key in views and entry.area is not DockArea.LEFT:
+                _keep_controls_whole(views[entry.key])
         horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
         rest = max(self.width() - SETUP_WIDTH - 20, 300)
         shares = {e.key: e.share for e in VIEWS}
         for area in (DockArea.TOP, DockArea.BOTTOM):
             row = _row(area, views)
-            total = sum(shares[k] for k in row)
-            widths = [int(rest * shares[k] / total) for k in row]
+            least = [_narrowest(self, d[k]) for k in row]
+            widths = _fair_widths(rest, [shares[k] for k in row], least)
             self.resizeDocks([d["setup"]] + [d[k] for k in row], [SETUP_WIDTH, *widths], horizontal)
         height = max(self.height() - 120, 300)
         top, bottom = _row(DockArea.TOP, views)[0], _row(DockArea.BOTTOM, views)[0]
@@ -324,6 +327,32 @@ class MainWindow(QMainWindow):
             event.accept()
         else:
             event.ignore()
+
+
+def _keep_controls_whole(view: QWidget) -> None:
+    """No view narrower than its own controls need: a smaller minimum lets a narrower
+    window draw them over the dock's edge."""
+    view.setMinimumWidth(max(VIEW_MIN_SIZE[0], view.minimumSizeHint().width()))
+
+
+def _narrowest(window: QMainWindow, dock: QDockWidget) -> int:
+    """The width below which ``dock``'s content (or a tab beside it) would be cut."""
+    return max(t.widget().minimumWidth() for t in [dock, *window.tabifiedDockWidgets(dock)])
+
+
+def _fair_widths(total: int, shares: list[float], least: list[int]) -> list[int]:
+    """``total`` split in proportion to ``shares``, where none gets less than its ``least``:
+    those that would are given their least, and the rest share what is left."""
+    fixed: dict[int, float] = {}
+    while True:
+        free = [i for i in range(len(shares)) if i not in fixed]
+        left = total - sum(fixed.values())
+        widths = {i: left * shares[i] / sum(shares[j] for j in free) for i in free}
+        short = [i for i in free if widths[i] < least[i]]
+        if not short or len(short) == len(free):
+            break
+        fixed.update({i: least[i] for i in short})
+    return [int(fixed[i] if i in fixed else widths[i]) for i in range(len(shares))]
 
 
 def _row(area: DockArea, views: dict[str, QWidget]) -> list[str]:

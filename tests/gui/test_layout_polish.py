@@ -120,6 +120,9 @@ def test_no_two_visible_docks_overlap_and_none_is_cut_off(qtbot, make_lab, size)
         box = dock.geometry()
         assert inside.contains(box), (dock.windowTitle(), box, inside)
         assert box.width() >= dock.minimumSizeHint().width(), dock.windowTitle()
+        # Nor is its content squeezed below its narrowest (controls drawn over the edge).
+        content = dock.widget()
+        assert content.width() >= content.minimumSizeHint().width(), dock.windowTitle()
         for other in docks[k + 1 :]:
             assert not box.intersects(other.geometry()), (dock.windowTitle(), other.windowTitle())
 

@@ -205,11 +205,11 @@ class LossView(QWidget):
             first = int(np.argmin(finite))
             text = f"{bad:,} non-finite losses (first at step {first})"
             parts.append(_phrase(text, palette.ALARM_TEXT))
-        # A narrow dock wraps the summary between its parts, never inside one.
-        return " &nbsp;| ".join(parts)
+        # A narrow dock wraps the summary onto more lines rather than cutting it off.
+        return " | ".join(parts)
 
 
 def _phrase(text: str, colour: str | None = None) -> str:
-    """``text`` as rich text that does not break across lines, in ``colour`` if given."""
-    unbroken = html.escape(text).replace(" ", "&nbsp;")
-    return unbroken if colour is None else f'<span style="color:{colour}">{unbroken}</span>'
+    """``text`` as rich text, in ``colour`` if given."""
+    escaped = html.escape(text)
+    return escaped if colour is None else f'<span style="color:{colour}">{escaped}</span>'
