@@ -16,6 +16,7 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
 from gradviz.core.record.recorder import DEFAULT_EVERY
+from gradviz.core.record.writer import STEP_CHUNK, RankWriter
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "resources" / "examples"
 
@@ -166,6 +167,62 @@ def test_user_step_numbers_are_kept(tmp_path):
     assert list(Reader(tmp_path / "r").rank(0).step_numbers()) == [100, 200]
 
 
+def test_steps_written_in_batches_across_chunks_read_back_exactly(tmp_path):
+    writer = RankWriter(tmp_path / "r", source="watch", tensors=["a", "b"])
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(3 * STEP_CHUNK + 5, 2, L.ROW_WIDTH))
+    step = 0
+    reader = None
+    for size in (1, STEP_CHUNK - 2, 1, STEP_CHUNK + 3, 2, STEP_CHUNK):  # across chunk ends
+        numbers = range(step, step + size)
+        writer.append_many([(10 * k, float(k), rows[k], None, None) for k in numbers])
+        step += size
+        reader = reader or Reader(tmp_path / "r")
+        reader.refresh()
+        stream = reader.rank(0)  # each batch is readable once written
+        assert list(stream.step_numbers()) == [10 * k for k in range(step)]
+        np.testing.assert_array_equal(stream.losses(), np.arange(step, dtype=float))
+        assert np.array_equal(stream.tensor("b").grad_norm, rows[:step, 1, 0])
+    writer.close()
+    stream = Reader(tmp_path / "r").rank(0)
+    assert stream.steps == len(rows) and stream.complete
+    for t, name in enumerate(["a", "b"]):
+        series = stream.tensor(name)
+        assert np.array_equal(series.max_abs, rows[:, t, 1])
+        assert np.array_equal(series.histogram, rows[:, t, len(L.STAT_COLUMNS) :].astype(np.int64))
+
+
+def test_every_step_statistics_of_a_model_match_per_tensor_references(tmp_path):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    expected = []
+    with gradviz.watch(net, tmp_path / "r", every=1) as rec:
+        for step in range(20):  # more steps than a chunk of the stats array holds
+            opt.zero_grad()
+            net(torch.randn(4, 6)).pow(2).sum().backward()
+            if step == 7:
+                net[2].bias.grad[1] = math.nan
+            grads = {n: p.grad.clone().double().numpy().ravel() for n, p in net.named_parameters()}
+            expected.append(grads)
+            rec.log()
+            opt.step()
+    stream = Reader(tmp_path / "r").rank(0)
+    assert stream.steps == 20
+    for name in stream.tensors:
+        series = stream.tensor(name)
+        for s, grads in enumerate(expected):
+            g = grads[name]
+            finite = g[np.isfinite(g)]
+            assert series.grad_norm[s] == pytest.approx(np.linalg.norm(finite), rel=1e-5)
+            assert series.max_abs[s] == np.abs(finite).max(initial=0.0)
+            nan = int(np.isnan(g).sum())
+            counts = [np.count_nonzero(finite), int((finite == 0).sum()), nan, 0, 0]
+            assert list(series.counts[s]) == counts
+    first = stream.first_nonfinite
+    assert first == {"step": 7, "tensor": "2.bias", "index": 1, "kind": "nan"}
+
+
 def test_thinning_keeps_the_recording_in_budget_and_keeps_the_first_nonfinite_step(tmp_path):
     w = torch.zeros(1000, requires_grad=True)
     row = L.ROW_WIDTH * 8 + 16
@@ -244,3 +301,28 @@ def test_a_later_larger_matrix_is_downsampled_into_the_first_ones_picture(tmp_pa
     step, image = stream.image("d", 1)
     assert step == 1 and image.shape == (4, 3)
     assert image[3, 2] == 4 and np.count_nonzero(image == 4) == 1  # Health.POS_INF kept
+
+
+def test_fused_statistics_equal_the_tensor_by_tensor_ones_bitwise(monkeypatch):
+    from gradviz.core.record import stats
+
+    torch.manual_seed(0)
+    cpu = torch.device("cpu")
+    grads = [torch.randn(s) * 10.0 ** torch.randint(-40, 30, s) for s in [(40, 30), (7,), (300,)]]
+    grads[0].view(-1)[[3, 17, 18]] = torch.tensor([math.nan, math.inf, 0.0])
+    grads[2][5] = -math.inf
+    params = [torch.randn(g.shape) if t != 1 else None for t, g in enumerate(grads)]
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        gs = [g.to(dtype) for g in grads]
+        ps = [None if p is None else p.to(dtype) for p in params]
+        finite = [bool(torch.isfinite(g.sum())) for g in gs]
+        for known in (None, finite):
+            fused = stats.gradient_rows(gs, ps, cpu, known, stats.Workspace())
+            monkeypatch.setattr(stats, "FUSED_ENTRIES_LIMIT", 0)
+            separate = stats.gradient_rows(gs, ps, cpu, known, stats.Workspace())
+            monkeypatch.undo()
+            assert torch.equal(fused.nan_to_num(-1.0), separate.nan_to_num(-1.0))
+            clean = [g.double().nan_to_num(0.0, 0.0, 0.0) for g in gs]
+            assert fused[:, 1].tolist() == [c.abs().max().item() for c in clean]
+            if dtype != torch.float16:  # (where 1e30 is Inf already)
+                assert fused[:, 4].tolist() == [3.0, 0.0, 5.0]  # first NaN or Inf entry

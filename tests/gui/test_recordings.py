@@ -26,8 +26,12 @@ def watch_recording(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def zarr_started(watch_recording):
     """zarr starts its own I/O threads on first use, for the life of the process: start
-    them before the tests that check no thread of theirs is left behind."""
+    them before the tests that check no thread of theirs is left behind. Its pool grows with
+    the chunks one read fetches at once: read the array with the most (an image per step)."""
+    import zarr
+
     Reader(watch_recording).rank(0).losses()
+    zarr.open_group(watch_recording, mode="r")["rank0/images/hidden/data"][:]
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,9 @@ DEFAULT_BUDGET_BYTES = 1 << 30
 #: A recorded step copies the watched parameters to measure the update the optimizer makes;
 #: above this size (a large model) it does not, and the update size is left unknown (NaN).
 UPDATE_COPY_LIMIT_BYTES = 1 << 29
+#: Up to this size the copies are kept from one recorded step to the next and refilled
+#: (no allocation per step); above it each recorded step makes and drops its own.
+KEEP_COPIES_LIMIT_BYTES = 1 << 26
 
 
 @dataclass
@@ -84,6 +87,9 @@ class Recorder:
         self._level = 0
         self._count = 0
         self._pending: _Pending | None = None
+        self._workspace = stats.Workspace()  # scratch buffers of a recorded step, reused
+        self._copies: list[torch.Tensor | None] = []  # parameter copies, reused per step
+        self._finite: list[bool] | None = None  # this step's tensors known finite (CPU)
         self._last_step: int | None = None
         first = next(iter(self._named.values()), None)
         self.device = first.device if first is not None else torch.device("cpu")
@@ -190,11 +196,13 @@ class Recorder:
         """Keep the record of the first non-finite step up to date; on the CPU (where a read
         costs nothing) return whether this step's gradients are non-finite, elsewhere
         False (the record then stays on the device until the next recorded step)."""
+        self._finite = None
         if not grads:
             return False
         sums = stats.finiteness_sums(grads, self.device)
         if self.device.type == "cpu":
-            bad = not math.isfinite(float(sums.sum()))
+            self._finite = [math.isfinite(value) for value in sums.tolist()]
+            bad = not all(self._finite)
             if bad and self._first_bad[0] < 0:
                 t = int((~torch.isfinite(sums)).to(torch.uint8).argmax())
                 self._first_bad = torch.tensor([float(number), float(t), float(sums[t])])
@@ -218,7 +226,7 @@ class Recorder:
             self._writer.set_tensors(names)
             self._frozen = True
         params = [self._parameter(name) for name in names]
-        rows = stats.gradient_rows(grads, params, self.device)
+        rows = stats.gradient_rows(grads, params, self.device, self._finite, self._workspace)
         images = {
             name: stats.health_image(g)
             for name, g in zip(names, grads)
@@ -229,9 +237,7 @@ class Recorder:
 
             jac = per_input_jacobians(self._module, self._probe).detach()
             images["probe_jacobians"] = jac.reshape(len(jac), -1)[:512, :512].float()
-        before = [None if p is None else p.detach().clone() for p in params]
-        if sum(b.nbytes for b in before if b is not None) > UPDATE_COPY_LIMIT_BYTES:
-            before = [None] * len(params)  # too big to copy: the update size stays unknown
+        before = self._copy_parameters(params)
         first_bad = self._first_bad.clone()
         return _Pending(number, _as_loss(loss, self.device), rows, images, before, first_bad)
 
@@ -242,10 +248,16 @@ class Recorder:
             return
         names = list(self._named)[: len(pending.before)]
         rows = pending.rows
+        moved, steps = [], []
         for t, (name, before) in enumerate(zip(names, pending.before)):
             now = self._parameter(name)
             if before is not None and now is not None and now.shape == before.shape:
-                rows[t, 3] = stats.vector_norm(now.detach() - before)
+                steps.append(before.sub_(now.detach()))  # our own copy: now the update
+                moved.append(t)
+        if len(moved) == len(rows):
+            rows[:, 3] = stats.norms(steps)
+        elif moved:
+            rows[torch.tensor(moved, device=rows.device), 3] = stats.norms(steps)
         loss = pending.loss
         if loss is None:  # a fill on the device, not a copy from the host
             loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
@@ -266,6 +278,32 @@ class Recorder:
         first = self._first_nonfinite(pending.step, names, host_rows, first_bad)
         self._writer.append(pending.step, loss_value, host_rows, images, first)
         self._adjust_interval()
+
+    def _copy_parameters(self, params: list) -> list[torch.Tensor | None]:
+        """The parameters' values now, copied (for a small model into buffers kept from the
+        previous recorded step, free again once its update norm is taken); None where a
+        copy would be too big."""
+        size = sum(p.nbytes for p in params if p is not None)
+        if size > UPDATE_COPY_LIMIT_BYTES:
+            return [None] * len(params)  # too big to copy: the update size stays unknown
+        if size > KEEP_COPIES_LIMIT_BYTES:
+            return [None if p is None else p.detach().clone() for p in params]
+        copies = self._copies + [None] * (len(params) - len(self._copies))
+        for t, p in enumerate(params):
+            if p is None:
+                copies[t] = None
+                continue
+            p = p.detach()
+            copy = copies[t]
+            if copy is None or (copy.shape, copy.dtype, copy.device) != (
+                p.shape,
+                p.dtype,
+                p.device,
+            ):
+                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+            copies[t] = copy.copy_(p)
+        self._copies = copies
+        return list(copies)
 
     def _first_nonfinite(self, step: int, names, rows: np.ndarray, first_bad) -> dict | None:
         """The run's first non-finite gradient as far as this recorded step tells."""

@@ -16,36 +16,96 @@ from gradviz.core.record import layout as L
 
 #: Largest side of a recorded per-entry health image (bigger matrices are downsampled).
 MAX_IMAGE_SIDE = 512
+#: Gradients of up to this many entries in all are laid end to end in a Workspace's kept
+#: buffers (a few of them, 4 bytes an entry each); larger ones are reduced tensor by tensor
+#: with temporaries, as memory allows.
+FUSED_ENTRIES_LIMIT = 1 << 22
 
 
-def histogram_bins(values: torch.Tensor) -> torch.Tensor:
+class Workspace:
+    """Reusable flat buffers for the passes of ``gradient_rows``: a recorded step then
+    allocates (and page-faults) no fresh memory the size of its gradients. Not shared
+    between threads; each Recorder has its own."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple, torch.Tensor] = {}
+        self._offsets: tuple[tuple, torch.Tensor] | None = None
+
+    #: Consecutive entries are counted in this many separate histograms (summed after):
+    #: bincount then rarely adds to the count it added to just before, which stalls.
+    LANES = 4
+
+    def take(self, n: int, dtype: torch.dtype, device: torch.device, slot: str) -> torch.Tensor:
+        """A flat tensor of ``n`` elements (uninitialised), valid until ``slot`` is taken again."""
+        key = (slot, dtype, device)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.numel() < n:
+            buffer = torch.empty(n, dtype=dtype, device=device)
+            self._buffers[key] = buffer
+        return buffer[:n]
+
+    def bin_offsets(self, sizes: list[int], device: torch.device) -> torch.Tensor:
+        """(sum(sizes),) int32 to add to the bin indices of tensors of ``sizes`` laid end to
+        end, so that one bincount of length LANES * len(sizes) * BINS gives every tensor's
+        histogram: t * BINS for an entry of the t-th tensor, plus (its position modulo
+        LANES) * len(sizes) * BINS."""
+        key = (tuple(sizes), device)
+        if self._offsets is None or self._offsets[0] != key:
+            starts = torch.arange(len(sizes), dtype=torch.int32) * L.BINS
+            offsets = torch.repeat_interleave(starts, torch.tensor(sizes))
+            lane = torch.arange(len(offsets), dtype=torch.int32) % self.LANES
+            offsets += lane * (len(sizes) * L.BINS)
+            self._offsets = (key, offsets.to(device))
+        return self._offsets[1]
+
+
+def histogram_bins(values: torch.Tensor, workspace: Workspace | None = None) -> torch.Tensor:
     """Bin index (int32, flat) of each entry of ``values`` in the layout's fixed bins.
 
     With k = floor(log10|g|) - LOWEST_DECADE + 1 (1 .. DECADES for finite non-zero values,
     DECADES + 1 for an infinity, 0 for zero, whose log10 is -Inf), the bin is
     ZERO_BIN + k with the sign of g: zero lands on ZERO_BIN, NaN on NAN_BIN, the
     infinities one past the outermost finite bins (NEG_INF_BIN, POS_INF_BIN). A handful of
-    in-place passes, no boolean selection (slow on the CPU).
+    in-place passes, no boolean selection (slow on the CPU). With a ``workspace`` the
+    result is one of its buffers (valid until the next call with it).
     """
     flat = values.detach().reshape(-1)
     if flat.dtype != torch.float64:
         flat = flat.to(torch.float32)
-        decade = torch.log10(flat.abs())  # float32 tops out at 3.4e38: only Inf reaches 39
+        if workspace is not None:
+            decade = workspace.take(flat.numel(), torch.float32, flat.device, "decade")
+            torch.abs(flat, out=decade).log10_()
+        else:
+            decade = torch.log10(flat.abs())
+        # float32 tops out at 3.4e38: only Inf reaches decade 39.
     else:
         decade = torch.log10(flat.abs().clamp_max_(10.0 ** (L.HIGHEST_DECADE - 1)))
         decade += torch.isinf(flat)  # float64 can exceed 1e39 and stay finite
+    return _bins_from_log10(decade, flat, workspace)
+
+
+def _bins_from_log10(
+    decade: torch.Tensor, flat: torch.Tensor, workspace: Workspace | None
+) -> torch.Tensor:
+    """``histogram_bins`` from log10|g| (``decade``, overwritten) and g (``flat``)."""
     # Subnormal float32 reaches 1e-45 (k = 1): only an exact zero falls below, to k = 0.
     decade.floor_().clamp_(L.LOWEST_DECADE - 1, L.HIGHEST_DECADE)
     decade -= L.LOWEST_DECADE - 1
     decade.copysign_(flat)
     decade += L.ZERO_BIN
-    return decade.nan_to_num_(float(L.NAN_BIN)).to(torch.int32)
+    decade.nan_to_num_(float(L.NAN_BIN))
+    if workspace is None:
+        return decade.to(torch.int32)
+    bins = workspace.take(decade.numel(), torch.int32, decade.device, "bins")
+    return bins.copy_(decade)  # whole numbers: the cast is exact
 
 
 def gradient_rows(
     grads: list[torch.Tensor | None],
     params: list[torch.Tensor | None],
     device: torch.device,
+    finite: list[bool] | None = None,
+    workspace: Workspace | None = None,
 ) -> torch.Tensor:
     """(T, ROW_WIDTH) float64 on ``device``: per tensor the STAT_COLUMNS and the histogram.
 
@@ -53,34 +113,134 @@ def gradient_rows(
     ``params[t]`` None (a bare tensor whose value is not tracked) gives a NaN parameter norm.
     The update column is left NaN here (the recorder fills it in from the next step). The
     first-bad-index column holds the flat index of the first non-finite entry, or 0 when
-    there is none (the histogram's NaN and Inf counts say which).
+    there is none (the histogram's NaN and Inf counts say which). ``finite[t]`` True says
+    the caller already knows gradient t has no NaN or Inf (its search is then skipped).
+
+    Per tensor a few passes: one copy without the non-finite entries, its L2 norm, its
+    minimum and maximum (the largest |g|), the histogram's bin indices and one bincount.
+    The numbers of all tensors are assembled on the device and written into ``rows`` at once.
     """
+    if workspace is not None and _fusable(grads, device):
+        return _fused_rows(grads, params, device, finite, workspace)
+    workspace = None  # big tensors: temporaries, freed tensor by tensor
+    width = len(L.STAT_COLUMNS)
     rows = torch.full((len(grads), L.ROW_WIDTH), math.nan, dtype=torch.float64, device=device)
-    rows[:, len(L.STAT_COLUMNS) :] = 0  # a missing gradient: an empty histogram
+    rows[:, width:] = 0  # a missing gradient: an empty histogram
+    nan = torch.full((), math.nan, dtype=torch.float64, device=device)
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    stat_rows, hist_rows, hist_index = [], [], []
     for t, (g, p) in enumerate(zip(grads, params)):
-        if p is not None:
-            rows[t, 2] = vector_norm(p.detach().to(device))
+        param_norm = nan if p is None else vector_norm(p.detach().to(device))
         if g is None:
+            stat_rows.append(torch.stack([nan, nan, param_norm, nan, nan]))
             continue
         g = g.detach().to(device).reshape(-1)
         if g.numel():
-            clean = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
-            rows[t, 0] = vector_norm(clean)
-            rows[t, 1] = vector_norm(clean, math.inf)
-            # NaN != 0 and Inf != 0: the entries nan_to_num changed are the bad ones.
-            rows[t, 4] = clean.ne(g).view(torch.uint8).argmax()  # the first maximum
+            clean = (
+                workspace.take(g.numel(), g.dtype, g.device, "clean")
+                if workspace is not None
+                else None
+            )
+            clean = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0, out=clean)
+            low, high = torch.aminmax(clean)  # the largest |g|, exactly, in one pass
+            max_abs = torch.maximum(high, -low).to(torch.float64)
+            if finite is not None and finite[t]:
+                first_bad = zero
+            else:  # NaN != 0 and Inf != 0: the entries nan_to_num changed are the bad ones.
+                first_bad = clean.ne(g).view(torch.uint8).argmax().to(torch.float64)
+            stat_rows.append(torch.stack([vector_norm(clean), max_abs, param_norm, nan, first_bad]))
         else:
-            rows[t, 0] = rows[t, 1] = rows[t, 4] = 0.0
-        rows[t, len(L.STAT_COLUMNS) :] = _count(histogram_bins(g))
+            stat_rows.append(torch.stack([zero, zero, param_norm, nan, zero]))
+        hist_rows.append(_count(histogram_bins(g, workspace)))
+        hist_index.append(t)
+    rows[:, :width] = torch.stack(stat_rows)
+    if hist_rows:
+        counts = torch.stack(hist_rows).to(torch.float64)
+        if len(hist_index) == len(grads):
+            rows[:, width:] = counts
+        else:
+            rows[torch.tensor(hist_index, device=device), width:] = counts
     return rows
 
 
-def _count(bins: torch.Tensor) -> torch.Tensor:
-    """(BINS,) counts of bin indices. bincount on the CPU (one pass); elsewhere index_add_,
-    because CUDA's bincount reads the largest index back to the host (a sync)."""
+def _fusable(grads: list[torch.Tensor | None], device: torch.device) -> bool:
+    """Whether the gradients can be laid end to end in one buffer: all present, non-empty,
+    of one floating dtype, on ``device`` and not too many entries in all."""
+    if not grads or any(g is None or g.numel() == 0 for g in grads):
+        return False
+    if sum(g.numel() for g in grads) > FUSED_ENTRIES_LIMIT:
+        return False
+    dtype = grads[0].dtype
+    return dtype.is_floating_point and all(g.dtype == dtype and g.device == device for g in grads)
+
+
+def _fused_rows(
+    grads: list[torch.Tensor],
+    params: list[torch.Tensor | None],
+    device: torch.device,
+    finite: list[bool] | None,
+    workspace: Workspace,
+) -> torch.Tensor:
+    """``gradient_rows`` for gradients laid end to end in one workspace buffer: the
+    histograms of all tensors in one pass and one bincount, the norms and largest |g| in
+    one multi-tensor call each, whatever the number of tensors."""
+    sizes = [g.numel() for g in grads]
+    n, dtype = sum(sizes), grads[0].dtype
+    flat = workspace.take(n, dtype, device, "flat")
+    torch.cat([g.detach().reshape(-1) for g in grads], out=flat)
+    known_finite = finite is not None and all(finite)
+    if known_finite:
+        clean = flat  # no NaN or Inf to take out
+    else:
+        clean = workspace.take(n, dtype, device, "clean")
+        torch.nan_to_num(flat, nan=0.0, posinf=0.0, neginf=0.0, out=clean)
+    pieces = clean.split(sizes)
+    grad_norm = norms(pieces)
+    if known_finite and dtype == torch.float32:
+        # |g| once: its largest entries, then in place its log10 for the histogram.
+        decade = torch.abs(flat, out=workspace.take(n, dtype, device, "decade"))
+        max_abs = torch.stack(torch._foreach_max(decade.split(sizes))).to(torch.float64)
+        bins = _bins_from_log10(decade.log10_(), flat, workspace)
+    else:
+        magnitude = torch.abs(clean, out=workspace.take(n, dtype, device, "magnitude"))
+        max_abs = torch.stack(torch._foreach_max(magnitude.split(sizes))).to(torch.float64)
+        bins = histogram_bins(flat, workspace)
+    first_bad = torch.zeros(len(grads), dtype=torch.float64, device=device)
+    if not known_finite:
+        for t, (c, g) in enumerate(zip(pieces, flat.split(sizes))):
+            if finite is None or not finite[t]:
+                # NaN != 0 and Inf != 0: the entries nan_to_num changed are the bad ones.
+                first_bad[t] = c.ne(g).view(torch.uint8).argmax()  # the first maximum
+    param_norm = torch.full((len(grads),), math.nan, dtype=torch.float64, device=device)
+    tracked = [t for t, p in enumerate(params) if p is not None]
+    if tracked:
+        values = norms([params[t].detach().to(device) for t in tracked])
+        if len(tracked) == len(params):
+            param_norm = values
+        else:
+            param_norm[torch.tensor(tracked, device=device)] = values
+    bins += workspace.bin_offsets(sizes, device)
+    lanes = _count(bins, Workspace.LANES * len(sizes) * L.BINS)
+    counts = lanes.reshape(Workspace.LANES, len(sizes), L.BINS).sum(0)
+    update = torch.full_like(param_norm, math.nan)  # filled in by the recorder
+    columns = torch.stack([grad_norm, max_abs, param_norm, update, first_bad], dim=1)
+    return torch.cat([columns, counts.to(torch.float64)], dim=1)
+
+
+def norms(tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """(len(tensors),) float64: each tensor's L2 norm, in its own dtype like
+    ``vector_norm``; one multi-tensor call where they share a dtype and device."""
+    if len({(t.dtype, t.device) for t in tensors}) == 1:
+        return torch.stack(torch._foreach_norm(list(tensors))).to(torch.float64)
+    return torch.stack([vector_norm(t) for t in tensors])
+
+
+def _count(bins: torch.Tensor, length: int = L.BINS) -> torch.Tensor:
+    """(length,) counts of bin indices. bincount on the CPU (one pass); elsewhere
+    index_add_, because CUDA's bincount reads the largest index back to the host (a sync)."""
     if bins.device.type == "cpu":
-        return torch.bincount(bins, minlength=L.BINS)
-    counts = torch.zeros(L.BINS, dtype=torch.int64, device=bins.device)
+        return torch.bincount(bins, minlength=length)
+    counts = torch.zeros(length, dtype=torch.int64, device=bins.device)
     return counts.index_add_(0, bins.long(), torch.ones_like(bins, dtype=torch.int64))
 
 

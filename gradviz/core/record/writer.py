@@ -10,12 +10,15 @@ child group ``rank<r>``, so ranks never touch each other's files. Per rank:
   cols]: per-entry pictures (health codes of a watched matrix, a fit's distance matrices),
   downsampled, padded where a later matrix is smaller than the first.
 
-Arrays have one chunk per step, so a written chunk is never written again; they grow by
-doubling their capacity (a metadata write). The group's attribute ``gradviz`` holds the
-metadata, and its ``steps`` count is written after the data of those steps: a reader trusts
-only the first ``steps`` rows, so it never sees a step whose data is missing. zarr's local
-store writes each file atomically (a temporary file, then a rename), so a writer killed at
-any moment leaves a recording that opens up to its last complete step.
+``index`` and ``stats`` hold ``STEP_CHUNK`` steps a chunk (a chunk is written again, whole,
+from the writer's copy, while it fills: the rows already in it never change), images one
+step a chunk. Arrays grow by doubling their capacity (a metadata write). Steps are written
+in batches (the steps handed over since the last write, see ``BackgroundWriter``), one write
+per array and chunk and one metadata write per batch. The group's attribute ``gradviz``
+holds the metadata, and its ``steps`` count is written after the data of those steps: a
+reader trusts only the first ``steps`` rows, so it never sees a step whose data is missing.
+zarr's local store writes each file atomically (a temporary file, then a rename), so a
+writer killed at any moment leaves a recording that opens up to its last complete step.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 
 _INITIAL_CAPACITY = 64
+#: Steps per chunk of ``index`` and ``stats``: a batch of steps is one file write per array.
+STEP_CHUNK = 16
 
 
 class RankWriter:
@@ -91,6 +96,7 @@ class RankWriter:
         self.steps = 0
         self.bytes_written = 0
         self._index = self._stats = None
+        self._tail: tuple[np.ndarray, np.ndarray] | None = None  # the last chunk's rows
         self._images: dict[str, tuple[zarr.Array, zarr.Array]] = {}
         self._publish()
 
@@ -105,22 +111,46 @@ class RankWriter:
     ) -> None:
         """Write one recorded step: ``rows`` (T, ROW_WIDTH) float64, optional ``images``
         (name -> 2-D array) and, once, the run's first non-finite gradient."""
+        self.append_many([(step, loss, rows, images, first_nonfinite)])
+
+    def append_many(self, items: list[tuple]) -> None:
+        """Write recorded steps, each ``(step, loss, rows, images, first_nonfinite)`` as
+        ``append`` takes them, with one write per array and one metadata update."""
+        if not items:
+            return
         if self._stats is None:
             self._create_step_arrays()
-        i = self.steps
-        self._grow(self._index, i)
-        self._grow(self._stats, i)
-        self._index[i] = np.array([step, loss], dtype=np.float64)
-        self._stats[i] = np.asarray(rows, dtype=np.float64)
-        self.bytes_written += 16 + rows.size * 8
-        for name, image in (images or {}).items():
-            self._append_image(name, step, np.asarray(image))
-        self.steps = i + 1
+        i, n = self.steps, len(items)
+        self._grow(self._index, i + n - 1)  # capacities stay multiples of STEP_CHUNK
+        self._grow(self._stats, i + n - 1)
+        for k, (step, loss, rows, *_) in enumerate(items):
+            at = (i + k) % STEP_CHUNK
+            if at == 0:  # a new chunk: the arrays' fill value where no step is yet
+                self._tail = (
+                    np.full((STEP_CHUNK, 2), math.nan),
+                    np.full((STEP_CHUNK, *self._stats.shape[1:]), math.nan),
+                )
+            self._tail[0][at] = step, loss
+            self._tail[1][at] = rows
+            if at == STEP_CHUNK - 1 or k == n - 1:  # the chunk is full, or the batch ends
+                self._write_tail(i + k - at)
+        for step, _, rows, images, first_nonfinite in items:
+            self.bytes_written += 16 + rows.size * 8
+            for name, image in (images or {}).items():
+                self._append_image(name, step, np.asarray(image))
+            if first_nonfinite is not None and self.meta["first_nonfinite"] is None:
+                self.meta["first_nonfinite"] = first_nonfinite
+        self.steps = i + n
         self.meta["steps"] = self.steps
-        self.meta["last_step"] = int(step)
-        if first_nonfinite is not None and self.meta["first_nonfinite"] is None:
-            self.meta["first_nonfinite"] = first_nonfinite
+        self.meta["last_step"] = int(items[-1][0])
         self._publish()  # last: the data of every counted step is already on disk
+
+    def _write_tail(self, start: int) -> None:
+        """Write the chunk of ``index`` and ``stats`` that begins at row ``start`` whole
+        (zarr then writes it without reading it back)."""
+        index, stats = self._tail
+        self._index[start : start + STEP_CHUNK] = index
+        self._stats[start : start + STEP_CHUNK] = stats
 
     def set_tensors(self, names: list[str]) -> None:
         """Name the rows of ``stats``; only before the first step is written."""
@@ -140,25 +170,27 @@ class RankWriter:
 
     def _create_step_arrays(self) -> None:
         width = (len(self.tensors), L.ROW_WIDTH)
-        self._index = self._array(self.group, "index", (2,), np.float64, math.nan)
-        self._stats = self._array(self.group, "stats", width, np.float64, math.nan)
+        self._index = self._array(self.group, "index", (2,), np.float64, math.nan, STEP_CHUNK)
+        self._stats = self._array(self.group, "stats", width, np.float64, math.nan, STEP_CHUNK)
 
     @staticmethod
-    def _array(group, name: str, row_shape: tuple, dtype, fill) -> zarr.Array:
+    def _array(group, name: str, row_shape: tuple, dtype, fill, steps: int = 1) -> zarr.Array:
         return group.create_array(
             name,
             shape=(_INITIAL_CAPACITY, *row_shape),
-            chunks=(1, *row_shape),
+            chunks=(steps, *row_shape),
             dtype=dtype,
             fill_value=fill,
         )
 
     @staticmethod
     def _grow(array: zarr.Array, row: int) -> None:
-        """Double the capacity when ``row`` does not fit (rewrites metadata only)."""
-        capacity = array.shape[0]
+        """Double the capacity when ``row`` does not fit (rewrites metadata only); it stays
+        a multiple of the chunk length."""
+        capacity, chunk = array.shape[0], array.chunks[0]
         if row >= capacity:
-            array.resize((max(row + 1, 2 * capacity), *array.shape[1:]))
+            needed = -(-(row + 1) // chunk) * chunk
+            array.resize((max(needed, 2 * capacity), *array.shape[1:]))
 
     def _append_image(self, name: str, step: int, image: np.ndarray) -> None:
         info = self.meta["images"].get(name)
@@ -217,6 +249,11 @@ class BackgroundWriter:
     """A RankWriter fed through a queue by a daemon thread, so that the file writes of a
     recorded step overlap the training loop instead of stalling it.
 
+    The thread writes at most once per ``FLUSH_S``: a step handed over sooner after the
+    last write waits for the steps that follow it until then, and they are written
+    together (each zarr write costs about half a millisecond of CPU time whatever its
+    size). A step that comes after a quiet spell is written at once.
+
     ``bytes_written`` counts what was handed over (the budget's view); ``close()`` waits
     for every queued step, then marks the stream complete. An error in the thread is raised
     by the next ``append`` or by ``close``.
@@ -224,6 +261,10 @@ class BackgroundWriter:
 
     #: Steps that may wait in the queue before ``append`` blocks (back-pressure).
     QUEUE_STEPS = 32
+    #: Least time between two writes (s); a reader sees a step at most about this late.
+    FLUSH_S = 0.25
+    #: Most steps written together (held in memory meanwhile, like the queue's).
+    BATCH_STEPS = QUEUE_STEPS
 
     def __init__(self, writer: RankWriter) -> None:
         self.writer = writer
@@ -250,12 +291,25 @@ class BackgroundWriter:
         self.writer.close()
 
     def _drain(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if self._error is None:
+        last_write = -math.inf
+        while True:
+            batch = [self._queue.get()]
+            due = last_write + self.FLUSH_S
+            while batch[-1] is not None and len(batch) < self.BATCH_STEPS:
                 try:
-                    self.writer.append(*item)
+                    batch.append(self._queue.get(timeout=max(0.0, due - time.monotonic())))
+                except queue.Empty:
+                    break
+            done = batch[-1] is None
+            items = batch[:-1] if done else batch
+            if items and self._error is None:
+                try:
+                    self.writer.append_many(items)
                 except BaseException as exc:  # handed to the training thread
                     self._error = exc
+            last_write = time.monotonic()
+            if done:
+                return
 
     def _raise_error(self) -> None:
         if self._error is not None:
