@@ -199,11 +199,11 @@ def _fused_rows(
     if known_finite and dtype == torch.float32:
         # |g| once: its largest entries, then in place its log10 for the histogram.
         decade = torch.abs(flat, out=workspace.take(n, dtype, device, "decade"))
-        max_abs = torch.stack(torch._foreach_max(decade.split(sizes))).to(torch.float64)
+        max_abs = _each_max(decade.split(sizes)).to(torch.float64)
         bins = _bins_from_log10(decade.log10_(), flat, workspace)
     else:
         magnitude = torch.abs(clean, out=workspace.take(n, dtype, device, "magnitude"))
-        max_abs = torch.stack(torch._foreach_max(magnitude.split(sizes))).to(torch.float64)
+        max_abs = _each_max(magnitude.split(sizes)).to(torch.float64)
         bins = histogram_bins(flat, workspace)
     first_bad = torch.zeros(len(grads), dtype=torch.float64, device=device)
     if not known_finite:
@@ -230,9 +230,17 @@ def _fused_rows(
 def norms(tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:
     """(len(tensors),) float64: each tensor's L2 norm, in its own dtype like
     ``vector_norm``; one multi-tensor call where they share a dtype and device."""
-    if len({(t.dtype, t.device) for t in tensors}) == 1:
+    if len({(t.dtype, t.device) for t in tensors}) == 1 and hasattr(torch, "_foreach_norm"):
         return torch.stack(torch._foreach_norm(list(tensors))).to(torch.float64)
     return torch.stack([vector_norm(t) for t in tensors])
+
+
+def _each_max(pieces: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """(len(pieces),) the largest entry of each piece: one multi-tensor call where torch
+    has it (``_foreach_max`` is torch's own but private: if it goes, one call per piece)."""
+    if hasattr(torch, "_foreach_max"):
+        return torch.stack(torch._foreach_max(list(pieces)))
+    return torch.stack([piece.max() for piece in pieces])
 
 
 def _count(bins: torch.Tensor, length: int = L.BINS) -> torch.Tensor:
