@@ -22,11 +22,12 @@ came from (freed when the next step starts): the target, distances, squared dist
 host two Snapshots (one shown while the next is built), each four float32 matrices and a
 uint8 one of ``side x side`` entries, ``side = min(N, max_display)``. Its peak is the
 larger of a step and what it holds between steps, plus the Snapshots (alive through both)
-and the capture's workspace: classifying each entry's gradient builds byte-per-entry masks
-whose freed pages the C allocator keeps in its heap (measured at N = 3000: 1 to 2 float32
-matrices above the rest, counted as CAPTURE_WORKSPACE_BYTES_PER_ENTRY). Per point come the
-coordinates, their gradient and Adam's two moments (N x D each), and with a network its
-features, the activations kept for backward and the Jacobians (N x (widths + D x F)).
+and the capture's workspace: classifying each entry's gradient builds byte-per-entry masks,
+and the C allocator keeps the freed pages of those small enough for its heap (measured at
+N = 3000: 1 to 2 float32 matrices above the rest; CAPTURE_WORKSPACE_BYTES_PER_ENTRY, for
+masks up to HEAP_MASK_BYTES, as larger ones are mapped on their own and returned). Per point
+come the coordinates, their gradient and Adam's two moments (N x D each), and with a network
+its features, the activations kept for backward and the Jacobians (N x (widths + D x F)).
 
 The estimate leaves out the fixed cost of the Python process and the torch runtime (a few
 hundred MB that a running process has already paid). Available memory is the smallest of
@@ -77,8 +78,11 @@ CAPTURE_MATRICES: dict[str, float] = {
 #: Host bytes per display entry: two Snapshots of four float32 matrices and a uint8 one.
 SNAPSHOT_BYTES_PER_ENTRY = 2 * (4 * 4 + 1)
 
-#: Bytes per (N, N) entry of a capturing step's Health masks that the allocator keeps.
+#: Bytes per (N, N) entry of a capturing step's Health masks that the allocator keeps, for
+#: masks of up to HEAP_MASK_BYTES: glibc maps larger blocks on their own and returns them
+#: when freed (its largest mmap threshold is 32 MiB on 64-bit systems).
 CAPTURE_WORKSPACE_BYTES_PER_ENTRY = 8
+HEAP_MASK_BYTES = 32 * 1024**2
 
 ENV_LIMIT = "GRADVIZ_MEMORY_LIMIT"
 
@@ -117,7 +121,7 @@ def estimate(
     if snapshot_side is not None:
         held = int(CAPTURE_MATRICES[config.method] * entries * item + entries)
         snapshots = SNAPSHOT_BYTES_PER_ENTRY * snapshot_side * snapshot_side
-        workspace = CAPTURE_WORKSPACE_BYTES_PER_ENTRY * entries
+        workspace = CAPTURE_WORKSPACE_BYTES_PER_ENTRY * min(entries, HEAP_MASK_BYTES)
     return MemoryEstimate(step, held, snapshots, workspace, _per_point(config, n, item))
 
 
