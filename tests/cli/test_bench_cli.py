@@ -72,14 +72,15 @@ def test_all_suites_skips_the_unavailable_ones_with_a_note(monkeypatch, capsys):
     calls = []
     fake = types.ModuleType("gradviz.bench.distances")
     fake.run = lambda repeats, quick, emit: calls.append((repeats, quick)) or {"ok": True}
-    _without_suites(monkeypatch, {"jacobians", "gui", "watch"}, {"distances": fake})
+    # Every other suite is unavailable (the real memory suite alone takes 20 s).
+    _without_suites(monkeypatch, {"jacobians", "gui", "watch", "memory"}, {"distances": fake})
     assert main(["bench", "--quick", "--repeats", "2", "--json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])
     assert calls == [(2, True)]
     assert summary["suites"]["distances"] == {"ok": True}
     assert "skipped" in summary["suites"]["jacobians"]
-    assert "gui: skipped" in captured.err
+    assert "gui: skipped" in captured.err and "memory: skipped" in captured.err
 
 
 @pytest.mark.parametrize("repeats", ["0", "-1"])

@@ -21,9 +21,8 @@ class CoordGradsView(QWidget):
         self.values = HeatmapView(
             "dLoss/dx", x_label="d (dimension)", diverging=True, lock_aspect=False
         )
-        self.health = HealthMapView(
-            "dLoss/dx", x_label="d (dimension)", lock_aspect=False, legend_columns=2
-        )
+        # The values beside it name the axis in full; in this narrower panel it would be cut.
+        self.health = HealthMapView("dLoss/dx", x_label="d", lock_aspect=False, legend_columns=2)
         for panel in (self.values, self.health):
             panel.index_names = ("i", "d")
         self._link = RangeLink([self.values, self.health], self)
