@@ -26,6 +26,7 @@ from gradviz.gui.lab.views import VIEWS, DockArea
 from gradviz.gui.models.model_panel import ModelPanel
 from gradviz.gui.pages import WorkspacePages
 from gradviz.gui.settings import fill_recent_menu
+from gradviz.gui.widgets.panel import ElidedLabel
 
 DEFAULT_SIZE = (1440, 900)
 #: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
@@ -225,10 +226,12 @@ class MainWindow(QMainWindow):
             ("device", 120),
             ("nan", 220),
         ):
-            label = QLabel("")
+            # The last one (first non-finite steps) takes the room left and ends in "…"
+            # with the whole text as its tooltip where even that is too little.
+            label = ElidedLabel("") if name == "nan" else QLabel("")
             label.setMinimumWidth(width)
             label.setObjectName(f"status-{name}")
-            bar.addPermanentWidget(label)
+            bar.addPermanentWidget(label, 1 if name == "nan" else 0)
             self.status_labels[name] = label
 
     # ---- docks -----------------------------------------------------------------------------

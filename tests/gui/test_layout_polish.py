@@ -156,3 +156,20 @@ def test_the_explorer_page_fits_with_a_readable_model_panel(qtbot, make_lab, siz
     assert explorer.width() >= explorer.minimumSizeHint().width()
     assert panel.width() >= 220
     assert explorer.geometry().right() < panel.geometry().left()
+
+
+def test_a_long_first_non_finite_status_ends_in_an_ellipsis_with_the_whole_text_as_tip(
+    qtbot, make_lab
+):
+    lab = make_lab(small("naive"), wait_ready=False)
+    window = lab.window
+    window.resize(1024, 700)
+    qtbot.waitExposed(window)
+    label = window.status_labels["nan"]
+    long = "NaN/Inf gradient first at step 0 · non-finite loss first at step 1 " * 3
+    label.setText(long)
+    qtbot.waitUntil(lambda: QLabel.text(label) != long)
+    assert label.text() == long  # what the status says, whole
+    assert QLabel.text(label).endswith("…")  # what fits, visibly cut
+    assert long in label.toolTip()
+    assert label.geometry().right() <= window.statusBar().width()

@@ -17,7 +17,7 @@ from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.core.record import layout as L
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
 from gradviz.gui.widgets.palette import OKABE_ITO, health_lut
-from gradviz.gui.widgets.panel import format_value, status_label
+from gradviz.gui.widgets.panel import ElidedLabel, format_value
 
 #: Brightness of the weakest and strongest finite gradient norm of the page (dark = small).
 DIM, BRIGHT = 0.3, 1.0
@@ -81,7 +81,7 @@ class HealthOverTime(QWidget):
         self.plot.addItem(self.image)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
         self.plot.addItem(self.cursor)
-        self.readout = status_label("hover a cell for its numbers; click it for its histogram")
+        self.readout = ElidedLabel("hover a cell for its numbers; click it for its histogram")
         self.readout.setObjectName("health-readout")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -199,7 +199,7 @@ class TensorHistogram(QWidget):
         self.plot.getAxis("bottom").setTicks([bin_ticks()])
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.9, brushes=[])
         self.plot.addItem(self.bars)
-        self.title = status_label("click a cell of the health map")
+        self.title = ElidedLabel("click a cell of the health map")
         self.title.setObjectName("histogram-counts")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -29,7 +29,7 @@ _MIN_PIXELS = 128
 
 
 def status_label(text: str = "") -> QLabel:
-    """A one-line label whose text may be cut short but never widens the panel."""
+    """A rich-text label that never widens the panel (plain text: ``ElidedLabel``)."""
     label = QLabel(text)
     label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
     label.setMinimumWidth(0)

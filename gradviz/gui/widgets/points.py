@@ -8,7 +8,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
 from gradviz.gui.widgets import axes, geometry
-from gradviz.gui.widgets.panel import status_label
+from gradviz.gui.widgets.panel import ElidedLabel
 
 _TARGET_COLOUR = "#E69F00"
 _PRED_COLOUR = "#56B4E9"
@@ -88,7 +88,7 @@ class PointsView(QWidget):
         for label in self.pick_labels:
             label.setZValue(11)
             self.plot.addItem(label, ignoreBounds=True)
-        self.info = status_label()
+        self.info = ElidedLabel()  # ends in … where the dock is too narrow
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
