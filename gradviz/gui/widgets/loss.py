@@ -205,11 +205,12 @@ class LossView(QWidget):
             first = int(np.argmin(finite))
             text = f"{bad:,} non-finite losses (first at step {first})"
             parts.append(_phrase(text, palette.ALARM_TEXT))
-        # A narrow dock wraps the summary onto more lines rather than cutting it off.
+        # A narrow dock wraps the summary between its parts rather than cutting it off.
         return " | ".join(parts)
 
 
 def _phrase(text: str, colour: str | None = None) -> str:
-    """``text`` as rich text, in ``colour`` if given."""
-    escaped = html.escape(text)
+    """``text`` as rich text, in ``colour`` if given, that a narrow panel wraps only after
+    an "=" ("classical MDS" stays together; a long number may go to the next line)."""
+    escaped = html.escape(text).replace(" ", "&nbsp;").replace("=&nbsp;", "= ")
     return escaped if colour is None else f'<span style="color:{colour}">{escaped}</span>'
