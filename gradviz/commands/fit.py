@@ -24,13 +24,16 @@ def run(args) -> int:
     out = _checked_out_path(args.out)
 
     from gradviz.core.fit import DistanceFitRun  # torch loads here, after the cheap checks
+    from gradviz.core.record.stats import MAX_IMAGE_SIDE
 
-    fit = DistanceFitRun(config)
+    recorded = getattr(args, "record", None) is not None
+    # A recorded run's snapshots are reduced on its device to the recording's image size.
+    fit = DistanceFitRun(config, max_display=MAX_IMAGE_SIDE if recorded else None)
     progress = _Progress(sys.stderr, config.steps) if sys.stderr.isatty() else None
-    recording = _start_recording(fit, args)
-    fit.run(callback=_callbacks(progress.update if progress else None, recording))
-    if recording is not None:
-        recording.close()
+    if recorded:
+        _run_recorded(fit, args.record, progress)
+    else:
+        fit.run(callback=progress.update if progress else None)
     if progress:
         progress.finish(fit)
 
@@ -55,27 +58,16 @@ def run(args) -> int:
     return 0
 
 
-def _start_recording(fit, args):
-    """A FitRecording when ``--record`` is given, else None."""
-    path = getattr(args, "record", None)
-    if path is None:
-        return None
+def _run_recorded(fit, path: str, progress) -> None:
+    """Step ``fit`` to the end through a FitRecording at ``path`` (``--record``)."""
     from gradviz.core.record.fit_recording import FitRecording
 
-    return FitRecording(fit, path)
-
-
-def _callbacks(progress, recording):
-    """One per-step callback from the progress bar's and the recording's (either may be None)."""
-    if recording is None:
-        return progress
-
-    def after_step(fit) -> None:
-        recording.after_step(fit)
+    recording = FitRecording(fit, path)
+    while not fit.done:
+        recording.step(fit)
         if progress is not None:
-            progress(fit)
-
-    return after_step
+            progress.update(fit)
+    recording.close()
 
 
 def _checked_out_path(out: str | None) -> Path | None:

@@ -43,6 +43,38 @@ def test_a_recorded_naive_fit_inspects_as_a_recording_with_its_first_nan(tmp_pat
     assert np.all(np.diagonal(health) == Health.NAN)
 
 
+def test_a_fit_stopped_on_nan_records_the_step_that_stopped_it(tmp_path, capsys):
+    run = tmp_path / "RUN"
+    args = ["fit", "--method", "naive", "--steps", "12", "--n", "8", "--stop-on-nan"]
+    assert main([*args, "--record", str(run), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert cli["first_nonfinite_grad_step"] == 0 and cli["steps"] == 0
+    # That step never reached the optimizer, yet it is what the recording is for.
+    summary = inspect_json(capsys, run)
+    assert summary["first_nonfinite"]["step"] == 0 and summary["steps"] == 1
+    step, health = Reader(run).rank(0).image("entry_health", 0)
+    assert step == 0 and np.all(np.diagonal(health) == Health.NAN)
+
+
+def test_recorded_pictures_are_those_of_their_own_step_without_a_second_pass(tmp_path):
+    from gradviz.core.config import FitConfig
+    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.record.fit_recording import FitRecording
+
+    run = DistanceFitRun(FitConfig(n=10, steps=6, method="safe", seed=3), max_display=2048)
+    recording = FitRecording(run, tmp_path / "RUN")
+    distances = []
+    while not run.done:
+        recording.step(run)
+        distances.append(run.snapshot().distances)  # what the app would show of the step
+    recording.close()
+    assert run.max_display == 2048  # the app's live matrices keep their size
+    assert run._attempts == 6  # one forward and backward per step, none for the pictures
+    stream = Reader(tmp_path / "RUN").rank(0)
+    for step in stream.image_steps("distances"):
+        np.testing.assert_allclose(stream.image("distances", step)[1], distances[step])
+
+
 def test_a_long_fit_records_a_bounded_number_of_snapshots(tmp_path, capsys):
     run = tmp_path / "RUN"
     assert main(["fit", "--steps", "450", "--n", "6", "--record", str(run)]) == 0

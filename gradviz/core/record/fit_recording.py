@@ -23,11 +23,13 @@ MAX_SNAPSHOTS = 200
 
 
 class FitRecording:
-    """Records a DistanceFitRun; call ``after_step(run)`` after each step, then ``close()``."""
+    """Records a DistanceFitRun stepped through ``step(run)``; then ``close()``.
+
+    For snapshots reduced on the run's device, build the run with ``max_display`` at most
+    ``stats.MAX_IMAGE_SIDE`` (the CLI does); a larger one (the app's) is reduced here.
+    """
 
     def __init__(self, run, path: str | os.PathLike, budget_bytes: int = DEFAULT_BUDGET_BYTES):
-        # Snapshots reduced on the run's device: no full (N, N) host copies per recorded step.
-        run.max_display = stats.MAX_IMAGE_SIDE
         steps = max(1, run.config.steps)
         self.every = max(1, math.ceil(steps / MAX_SNAPSHOTS))
         self.recorder = Recorder(
@@ -40,22 +42,23 @@ class FitRecording:
             meta={"config": asdict(run.config)},
         )
 
-    def after_step(self, run) -> None:
-        """Add the loss, and on snapshot steps the matrices, to the step just taken."""
-        step = run.completed_steps - 1
-        if step < 0:
-            return
-        self.recorder.log(loss=float(run.loss_history[-1]))
-        if step % self.every == 0:
-            snap = run.snapshot()
-            self.recorder.add_images(
-                step,
-                {
-                    "distances": _small(snap.distances),
-                    "error": _small(snap.error),
-                    "entry_health": _small(snap.entry_health),
-                },
-            )
+    def step(self, run, capture: bool = False) -> float:
+        """One step of ``run``, recorded: its gradients (from the optimizer's step), its
+        loss, and on snapshot steps the matrices this very step captured."""
+        index = run.completed_steps
+        pictures = index % self.every == 0
+        loss = run.step(capture=capture or pictures)
+        if run.stopped_on_nan:
+            # The step that stopped the run never reached the optimizer (and its hook).
+            self.recorder.record(loss=loss)
+        else:
+            self.recorder.log(loss=loss)
+        if pictures:
+            snap = run.snapshot()  # this step's capture, not a fresh forward and backward
+            images = {"distances": snap.distances, "error": snap.error}
+            images["entry_health"] = snap.entry_health
+            self.recorder.add_images(index, {k: _small(v) for k, v in images.items()})
+        return loss
 
     def close(self) -> None:
         self.recorder.close()

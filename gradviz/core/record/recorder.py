@@ -126,6 +126,12 @@ class Recorder:
             return
         self._on_step(loss, step)
 
+    def record(self, loss: torch.Tensor | float | None = None) -> None:
+        """Record this step now, also where the optimizer's step records the others: for a
+        step that never reached ``optimizer.step()`` (e.g. one stopped on NaN)."""
+        self._check_open()
+        self._on_step(loss, None)
+
     def tensor(self, name: str, t: torch.Tensor) -> torch.Tensor:
         """Also record ``t``'s gradient (an intermediate such as a distance matrix) with its
         per-entry health picture. Call it in the forward pass of every step; returns ``t``.

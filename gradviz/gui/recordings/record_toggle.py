@@ -36,9 +36,7 @@ class RecordedFitRun:
         self.closed = False
 
     def step(self, capture: bool = False) -> float:
-        loss = self._run.step(capture=capture)
-        self.recording.after_step(self._run)
-        return loss
+        return self.recording.step(self._run, capture)
 
     def snapshot(self, generation: int | None = None):
         if generation is not None:
