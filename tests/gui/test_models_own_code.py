@@ -317,3 +317,25 @@ def test_a_whole_residual_module_listed_by_the_panel_runs_in_its_own_class(
     np.testing.assert_allclose(
         result.jacobians, live_jacobians(live, result.inputs), rtol=1e-4, atol=1e-6
     )
+
+
+def test_weights_named_by_a_class_of_their_own_run_once_their_order_is_confirmed(
+    qtbot, opener, tmp_path
+):
+    torch.manual_seed(0)
+    live = torch.nn.Sequential()
+    live.add_module("fc1", torch.nn.Linear(3, 5))
+    live.add_module("fc2", torch.nn.Linear(5, 2))
+    torch.save(live.state_dict(), tmp_path / "weights.pt")  # fc1.weight, fc2.weight: no order
+    opener.open_path(str(tmp_path / "weights.pt"))
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    panel, explorer = opener.panel, opener.explorer
+    # The app offers the order to confirm (the CLI's --assume-sequential), not a dead end.
+    assert panel.order.isVisibleTo(panel)
+    assert panel.order.order.text() == "fc1 (Linear) → fc2 (Linear)"
+    qtbot.mouseClick(panel.order.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    result = wait_result(qtbot, explorer, "weights.pt")
+    np.testing.assert_allclose(
+        result.jacobians, live_jacobians(live, result.inputs), rtol=1e-4, atol=1e-6
+    )

@@ -182,13 +182,21 @@ def open_tensors(
     except (NotAChain, GradvizError) as exc:  # not a chain, or a broken one: say which
         return Opened(replace(info, runnable=False, not_runnable_reason=bounded(str(exc))))
     prefixes = [item.name for item in linears]
-    if len(linears) > 1 and not assume_sequential and not _sequential_names(prefixes):
+    sequential = _sequential_names(prefixes)
+    if len(linears) > 1 and not assume_sequential and not sequential:
+        refusal = bounded(_names_refusal(prefixes))
+        # The app offers the listed order to confirm, as for a module of a class of its own.
         return Opened(
-            replace(info, runnable=False, not_runnable_reason=bounded(_names_refusal(prefixes)))
+            replace(
+                info,
+                runnable=False,
+                not_runnable_reason=refusal,
+                order_to_confirm=tuple(f"{p} (Linear)" for p in prefixes),
+            )
         )
     notes = list(notes)
     if len(linears) > 1:
-        if not _sequential_names(prefixes):
+        if not sequential:
             notes.append(ORDER_ASSUMED)
         notes.append(
             "The layer order was taken from the tensor names (safetensors does not keep the "
