@@ -17,7 +17,6 @@ this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobian
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 
@@ -109,11 +108,6 @@ def _input_tensor(args, points, in_shape, in_dim, source, dtype):
             raise GradvizError(
                 f"{source} does not declare its input shape; give it with --input-shape "
                 "(e.g. 3,32,32), --in-dim N, or give the inputs with --inputs file:PATH."
-            )
-        if args.batch * math.prod(shape) * 8 > (1 << 30):
-            raise GradvizError(
-                f"A random batch of {args.batch} inputs of shape {shape} would need over 1 GiB; "
-                "use a smaller --batch."
             )
         # The explorer's batch for this seed (one construction, in core).
         return torch.as_tensor(random_batch(args.batch, shape, args.seed), dtype=dtype)

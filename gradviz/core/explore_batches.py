@@ -8,6 +8,7 @@ the explorer's editors and the CLI both enforce.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,9 +58,14 @@ class InputSettings:
 def random_batch(batch: int, shape: int | tuple[int, ...], seed: int) -> np.ndarray:
     """``batch`` standard-normal samples of ``shape`` (an input width or a full sample shape)
     from numpy's default_rng(``seed``): (B, *shape) float64. GradvizError for a batch size
-    outside 1..MAX_BATCH or a bad seed."""
+    outside 1..MAX_BATCH, over MAX_INPUT_BYTES of samples or a bad seed."""
     check_batch_size(batch)
     sample = (shape,) if isinstance(shape, int) else tuple(shape)
+    if batch * math.prod(sample) * 8 > MAX_INPUT_BYTES:
+        raise GradvizError(
+            f"A random batch of {batch} inputs of shape {sample} would need over 1 GiB; "
+            "use a smaller batch."
+        )
     return np.random.default_rng(check_seed(seed)).standard_normal((batch, *sample))
 
 

@@ -52,3 +52,12 @@ def test_grid_inputs_span_the_ranges_and_hold_the_others_at_the_base():
     assert sorted(set(grid[:, 2])) == [-1.0, -0.5, 0.0, 0.5, 1.0]
     assert sorted(set(grid[:, 0])) == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert set(grid[:, 1]) == {7.0}
+
+
+def test_a_random_batch_over_a_gib_is_refused_in_a_sentence_for_the_app_and_the_cli():
+    from gradviz.core.explore_batches import random_batch
+
+    # 100,000 images of 3 x 224 x 224 would be about 120 GB of float64.
+    with pytest.raises(GradvizError, match="would need over 1 GiB; use a smaller batch"):
+        random_batch(100_000, (3, 224, 224), 0)
+    assert random_batch(4, (3, 8, 8), 0).shape == (4, 3, 8, 8)
