@@ -44,16 +44,8 @@ BINS = POS_INF_BIN + 1
 
 ROW_WIDTH = len(STAT_COLUMNS) + BINS
 
-#: Counts a reader derives from the histogram, in this order.
-COUNT_NAMES: tuple[str, ...] = ("finite", "zero", "nan", "pos_inf", "neg_inf")
-
 #: Fill code of health-image pixels outside the recorded matrix (a smaller one than the first).
 NO_ENTRY = 255
-
-
-def decade_edges() -> np.ndarray:
-    """(DECADES + 1,) float64 magnitude edges 1e-45 ... 1e39 of the finite bins of one sign."""
-    return 10.0 ** np.arange(LOWEST_DECADE, HIGHEST_DECADE + 1, dtype=np.float64)
 
 
 def counts_from_histogram(hist: np.ndarray) -> np.ndarray:

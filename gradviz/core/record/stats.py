@@ -122,7 +122,7 @@ def gradient_rows(
     """
     if workspace is not None and _fusable(grads, device):
         return _fused_rows(grads, params, device, finite, workspace)
-    workspace = None  # big tensors: temporaries, freed tensor by tensor
+    # Big tensors (or mixed dtypes): temporaries, freed tensor by tensor.
     width = len(L.STAT_COLUMNS)
     rows = torch.full((len(grads), L.ROW_WIDTH), math.nan, dtype=torch.float64, device=device)
     rows[:, width:] = 0  # a missing gradient: an empty histogram
@@ -136,12 +136,7 @@ def gradient_rows(
             continue
         g = g.detach().to(device).reshape(-1)
         if g.numel():
-            clean = (
-                workspace.take(g.numel(), g.dtype, g.device, "clean")
-                if workspace is not None
-                else None
-            )
-            clean = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0, out=clean)
+            clean = torch.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
             low, high = torch.aminmax(clean)  # the largest |g|, exactly, in one pass
             max_abs = torch.maximum(high, -low).to(torch.float64)
             if finite is not None and finite[t]:
@@ -151,7 +146,7 @@ def gradient_rows(
             stat_rows.append(torch.stack([vector_norm(clean), max_abs, param_norm, nan, first_bad]))
         else:
             stat_rows.append(torch.stack([zero, zero, param_norm, nan, zero]))
-        hist_rows.append(_count(histogram_bins(g, workspace)))
+        hist_rows.append(_count(histogram_bins(g)))
         hist_index.append(t)
     rows[:, :width] = torch.stack(stat_rows)
     if hist_rows:

@@ -94,7 +94,6 @@ class RankWriter:
             **(meta or {}),
         }
         self.steps = 0
-        self.bytes_written = 0
         self._index = self._stats = None
         self._tail: tuple[np.ndarray, np.ndarray] | None = None  # the last chunk's rows
         self._images: dict[str, tuple[zarr.Array, zarr.Array]] = {}
@@ -134,8 +133,7 @@ class RankWriter:
             self._tail[1][at] = rows
             if at == STEP_CHUNK - 1 or k == n - 1:  # the chunk is full, or the batch ends
                 self._write_tail(i + k - at)
-        for step, _, rows, images, first_nonfinite in items:
-            self.bytes_written += 16 + rows.size * 8
+        for step, _, _rows, images, first_nonfinite in items:
             for name, image in (images or {}).items():
                 self._append_image(name, step, np.asarray(image))
             if first_nonfinite is not None and self.meta["first_nonfinite"] is None:
@@ -212,7 +210,6 @@ class RankWriter:
         self._grow(index, i)
         data[i] = canvas
         index[i] = np.array([step, rows, cols], dtype=np.int64)
-        self.bytes_written += canvas.nbytes + 24
         info["count"] = i + 1
 
 
