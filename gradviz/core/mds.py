@@ -24,15 +24,55 @@ def classical_mds(squared_distances: np.ndarray, dim: int) -> np.ndarray:
     """
     sq = np.asarray(squared_distances, dtype=np.float64)
     n = sq.shape[0]
-    b = -0.5 * sq
-    b -= b.mean(axis=0, keepdims=True)
-    b -= b.mean(axis=1, keepdims=True)
+    b = _double_centred(sq)
     values, vectors = np.linalg.eigh((b + b.T) / 2)  # ascending order
     top = np.argsort(values)[::-1][:dim]
     scale = np.sqrt(np.clip(values[top], 0.0, None))
     coords = np.zeros((n, dim))
     coords[:, : len(top)] = vectors[:, top] * scale
     return coords
+
+
+#: Subspace iterations of ``classical_mds_of_distances`` (each a (N, N) x (N, dim) product).
+MDS_ITERATIONS = 60
+
+
+def classical_mds_of_distances(distances: np.ndarray, dim: int) -> np.ndarray:
+    """(N, N) distances -> (N, dim) float32 points whose distances approximate them (NaN
+    and infinite distances count as zero): ``classical_mds`` for a picture on screen.
+
+    The top ``dim`` eigenvectors of B are found by subspace iteration from a fixed start
+    (a few ms at N = 500, where a full eigendecomposition takes a quarter of a second: a
+    recording's timeline redraws within 100 ms).
+    """
+    d = np.nan_to_num(np.asarray(distances, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    n = d.shape[0]
+    if n == 0:
+        return np.zeros((0, dim), np.float32)
+    gram = _double_centred(d**2)
+    k = min(dim, n)
+    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((n, k)))[0]
+    for _ in range(MDS_ITERATIONS):
+        basis = np.linalg.qr(_times(gram, basis))[0]
+    values, vectors = np.linalg.eigh(basis.T @ _times(gram, basis))  # Rayleigh-Ritz
+    order = np.argsort(values)[::-1]
+    coords = np.zeros((n, dim))
+    coords[:, :k] = (basis @ vectors[:, order]) * np.sqrt(np.clip(values[order], 0, None))
+    return coords.astype(np.float32)
+
+
+def _double_centred(squared: np.ndarray) -> np.ndarray:
+    """B = -1/2 J D^2 J (a new array)."""
+    b = -0.5 * squared
+    b -= b.mean(axis=0, keepdims=True)
+    b -= b.mean(axis=1, keepdims=True)
+    return b
+
+
+def _times(matrix: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``matrix @ columns`` one column at a time: a multi-threaded BLAS product of a tall
+    thin matrix can take 50 times longer on a busy machine than these single products."""
+    return np.stack([matrix @ columns[:, i] for i in range(columns.shape[1])], axis=1)
 
 
 def classical_mds_from_points(points: np.ndarray, dim: int) -> np.ndarray:

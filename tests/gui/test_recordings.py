@@ -357,7 +357,7 @@ def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qt
 def test_recorded_points_are_placed_with_the_recorded_distances():
     """Classical MDS by subspace iteration against the exact distances of 3-D points
     (float64 reference: the pairwise distances of the points it was given)."""
-    from gradviz.gui.recordings.recorded_run import classical_mds
+    from gradviz.core.mds import classical_mds_of_distances as classical_mds
 
     points = np.random.default_rng(3).standard_normal((120, 3)) * [3.0, 2.0, 1.0]
     distances = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
@@ -463,3 +463,30 @@ def test_a_damaged_recording_is_named_in_one_sentence(qtbot, lab, watch_recordin
     qtbot.waitUntil(lambda: bool(failures), timeout=WAIT_MS)
     assert "could not read the recording" in failures[0] and "damaged" in failures[0]
     assert lab.error_dialog.sentence == failures[0]
+
+
+def test_another_recording_is_another_run_and_its_target_is_placed_once(
+    qtbot, fit_recording, monkeypatch
+):
+    import dataclasses
+
+    from gradviz.core.record.reader import Reader
+    from gradviz.gui.recordings import recorded_run
+    from gradviz.gui.recordings.data import read_recording
+
+    data = read_recording(Reader(fit_recording))
+    run = recorded_run.RecordedRun()
+    placed = []
+    real = recorded_run.target_of
+    monkeypatch.setattr(recorded_run, "target_of", lambda *a: placed.append(1) or real(*a))
+    run.set_data(data)
+    run.show_index(0)
+    first = run.shown
+    run.set_data(read_recording(Reader(fit_recording)))  # followed: the same recording again
+    run.show_index(1)
+    assert run.shown.generation == first.generation
+    assert run.shown.target_coords is first.target_coords and len(placed) == 1
+    run.set_data(dataclasses.replace(data, path=data.path + "-other"))
+    run.show_index(0)
+    assert run.shown.generation != first.generation  # the views start afresh
+    assert len(placed) == 2

@@ -14,6 +14,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.health import Health
+from gradviz.core.mds import classical_mds_of_distances
 from gradviz.core.record import layout as L
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.recordings.data import RecordingData
@@ -22,48 +23,17 @@ from gradviz.gui.recordings.data import RecordingData
 FIRST_RECORDED_GENERATION = -1_000_000
 
 
-#: Subspace iterations of ``classical_mds`` (each one a (N, N) x (N, dim) product).
-MDS_ITERATIONS = 60
-
-
-def classical_mds(distances: np.ndarray, dim: int) -> np.ndarray:
-    """(N, N) distances -> (N, dim) float32 points whose distances approximate them (NaN
-    and infinite distances count as zero).
-
-    The top ``dim`` eigenvectors of the double-centred Gram matrix are found by subspace
-    iteration from a fixed start (a few ms at N = 500, where a full eigendecomposition
-    takes a quarter of a second: the timeline redraws within 100 ms).
-    """
-    d = np.nan_to_num(np.asarray(distances, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    n = d.shape[0]
-    if n == 0:
-        return np.zeros((0, dim), np.float32)
-    sq = d**2
-    gram = -0.5 * (sq - sq.mean(axis=0)[None, :] - sq.mean(axis=1)[:, None] + sq.mean())
-    k = min(dim, n)
-    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((n, k)))[0]
-    for _ in range(MDS_ITERATIONS):
-        basis = np.linalg.qr(_times(gram, basis))[0]
-    values, vectors = np.linalg.eigh(basis.T @ _times(gram, basis))  # Rayleigh-Ritz
-    order = np.argsort(values)[::-1]
-    coords = np.zeros((n, dim))
-    coords[:, :k] = (basis @ vectors[:, order]) * np.sqrt(np.clip(values[order], 0, None))
-    return coords.astype(np.float32)
-
-
-def _times(matrix: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """``matrix @ columns`` one column at a time: a multi-threaded BLAS product of a tall
-    thin matrix can take 50 times longer on a busy machine than these single products."""
-    return np.stack([matrix @ columns[:, i] for i in range(columns.shape[1])], axis=1)
-
-
 def matrix_steps(data: RecordingData) -> np.ndarray:
     """(K,) the steps at which the recording holds the run's matrices."""
     return data.images.get("distances", (np.zeros(0, np.int64), []))[0]
 
 
-def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
-    """The Snapshot of the k-th recorded matrix step of a fit recording."""
+def snapshot_at(
+    data: RecordingData, k: int, generation: int, target: tuple | None = None
+) -> Snapshot:
+    """The Snapshot of the k-th recorded matrix step of a fit recording. ``target``:
+    the recording's target distances and their points, where already known (they are the
+    same at every step)."""
     steps, distances = data.images["distances"]
     step = int(steps[k])
     d = np.asarray(distances[k], dtype=np.float32)
@@ -72,7 +42,7 @@ def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
     health[health == L.NO_ENTRY] = Health.BLOCKED  # outside a smaller recorded matrix
     config = data.meta.get("config", {})
     dim = int(config.get("dim", 2))
-    target = d - error
+    target_distances, target_coords = target or target_of(d, error, dim)
     n = d.shape[0]
     history = loss_history(data, step)
     loss = float(history[-1]) if len(history) else float("nan")
@@ -83,10 +53,10 @@ def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
         loss=loss,
         loss_history=history.astype(np.float64),
         reference_loss=None,
-        coords=classical_mds(d, dim),
-        target_coords=classical_mds(target, dim),
+        coords=classical_mds_of_distances(d, dim),
+        target_coords=target_coords,
         distances=d,
-        target_distances=target,
+        target_distances=target_distances,
         error=error,
         squared=None,
         entry_grads=np.zeros_like(d),
@@ -102,6 +72,12 @@ def snapshot_at(data: RecordingData, k: int, generation: int) -> Snapshot:
         method=str(config.get("method", "")),
         done=data.complete and k == len(steps) - 1,
     )
+
+
+def target_of(d: np.ndarray, error: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The target distances (recorded as the error ``d - target``) and their points."""
+    target = d - error
+    return target, classical_mds_of_distances(target, dim)
 
 
 def loss_history(data: RecordingData, step: int) -> np.ndarray:
@@ -131,12 +107,19 @@ class RecordedRun(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        RecordedRun._next_generation -= 1
         self.generation = RecordedRun._next_generation
         self.data: RecordingData | None = None
         self.shown: Snapshot | None = None
+        self._target: tuple | None = None
 
     def set_data(self, data: RecordingData) -> None:
+        """Show ``data`` from now on: a re-read of the same recording (followed while it
+        grows) keeps the generation; another recording, or rank, is another run (a new
+        generation, so the views start afresh)."""
+        if self.data is None or (data.path, data.rank) != (self.data.path, self.data.rank):
+            RecordedRun._next_generation -= 1
+            self.generation = RecordedRun._next_generation
+            self._target = None
         self.data = data
 
     @Slot(int)
@@ -145,5 +128,6 @@ class RecordedRun(QObject):
         data = self.data
         if data is None or not 0 <= k < len(matrix_steps(data)):
             return
-        self.shown = snapshot_at(data, k, self.generation)
+        self.shown = snapshot_at(data, k, self.generation, self._target)
+        self._target = (self.shown.target_distances, self.shown.target_coords)
         self.snapshotShown.emit(self.shown)
