@@ -76,7 +76,6 @@ class RunSession(QObject):
     failed = Signal(str, str)  # plain sentence, details
     networkReady = Signal(object)  # NetworkCopy of the current run's coordinate network
     cellValuesReady = Signal(object)  # worker.CellValues of the current run, on request
-    networkCopied = Signal(int, object, object)  # generation, NetworkSpec, {name: tensor}
 
     def __init__(
         self,
@@ -294,7 +293,6 @@ class RunSession(QObject):
         workers.runEnded.connect(self._on_run_ended)
         workers.networkReady.connect(self.networkReady)
         workers.cellValuesReady.connect(self.cellValuesReady)
-        workers.networkCopied.connect(self.networkCopied)
 
     def _launch(self, config: FitConfig, paused: bool) -> None:
         self._config = config

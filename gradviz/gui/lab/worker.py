@@ -105,13 +105,6 @@ def copy_network(run: Any, generation: int) -> NetworkCopy | None:
     return NetworkCopy(generation, int(run.completed_steps), spec.to_json(), state)
 
 
-def _tensors(state: dict[str, Any]) -> dict[str, Any]:
-    """CPU tensors over copies of ``state``'s numpy arrays (the receiver owns them)."""
-    import torch  # loaded already: the run uses it
-
-    return {name: torch.from_numpy(array.copy()) for name, array in state.items()}
-
-
 class FitWorker(QObject):
     """One run of one generation. Create, move to a QThread, connect, start the thread.
 
@@ -124,8 +117,6 @@ class FitWorker(QObject):
     finished = Signal(int)  # generation
     networkReady = Signal(object)  # NetworkCopy, on request and as the run ends
     cellValuesReady = Signal(object)  # CellValues, on request
-    #: The same copy as (generation, NetworkSpec, {name: CPU tensor}) for Save network
-    networkCopied = Signal(int, object, object)
 
     def __init__(
         self,
@@ -191,7 +182,7 @@ class FitWorker(QObject):
 
     def request_network(self) -> None:
         """Ask for a copy of the coordinate network, sent between two steps
-        (``networkReady`` and ``networkCopied``; nothing for free coordinates)."""
+        (``networkReady``; nothing for free coordinates)."""
         self._network_request.set()
         self._wake.set()
 
@@ -248,7 +239,6 @@ class FitWorker(QObject):
             return
         if network is not None:
             self.networkReady.emit(network)
-            self.networkCopied.emit(network.generation, self._run.spec, _tensors(network.state))
 
     def _wait_for_earlier_runs(self) -> bool:
         """Wait until earlier runs have dropped their tensors, then hand the freed memory

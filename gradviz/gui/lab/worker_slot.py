@@ -31,7 +31,6 @@ class WorkerSlot(QObject):
     runEnded = Signal()  # the current worker reported finished; the slot is empty
     networkReady = Signal(object)  # worker.NetworkCopy
     cellValuesReady = Signal(object)  # worker.CellValues
-    networkCopied = Signal(int, object, object)  # generation, NetworkSpec, {name: tensor}
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -83,7 +82,6 @@ class WorkerSlot(QObject):
         worker.finished.connect(self._on_worker_finished)
         worker.networkReady.connect(self._on_network_ready)
         worker.cellValuesReady.connect(self._on_cell_values)
-        worker.networkCopied.connect(self._on_network_copied)
 
     def retire(self) -> None:
         """Ask the current worker to stop; its thread is joined when it reports finished."""
@@ -141,8 +139,3 @@ class WorkerSlot(QObject):
     def _on_cell_values(self, values: Any) -> None:
         if values.generation == self._generation:
             self.cellValuesReady.emit(values)
-
-    @Slot(int, object, object)
-    def _on_network_copied(self, generation: int, spec: Any, state: Any) -> None:
-        if generation == self._generation:
-            self.networkCopied.emit(generation, spec, state)

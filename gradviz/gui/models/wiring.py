@@ -60,7 +60,7 @@ class ModelActions(QObject):
         self.opener.modelShown.connect(self._on_model_shown)
         self.opener.recentChanged.connect(window.set_recent_models)
         session.stateChanged.connect(self.update_actions)
-        session.networkCopied.connect(self._on_network_copied)
+        session.networkReady.connect(self._on_network_for_save)
         window.pages.bar.currentChanged.connect(self.update_actions)
         self.explorer.networkChanged.connect(self._on_explored_network_changed)
 
@@ -155,15 +155,18 @@ class ModelActions(QObject):
             return False
         return self._write(path, *current)
 
-    @Slot(int, object, object)
-    def _on_network_copied(self, generation: int, spec: Any, state: dict) -> None:
+    @Slot(object)
+    def _on_network_for_save(self, network: Any) -> None:
+        """The run's network arrived (``NetworkCopy``): save it if Save network asked."""
+        from gradviz.core.networks import NetworkSpec
+        from gradviz.gui.run_network import build_module
+
         pending, self._pending_save = self._pending_save, None
-        if pending is None or pending[0] != generation:
+        if pending is None or pending[0] != network.generation:
             return
+        spec = NetworkSpec.from_json(network.spec_json)
         try:
-            dtype = next(iter(state.values())).dtype
-            module = spec.build(seed=0, dtype=dtype)
-            module.load_state_dict(state)
+            module = build_module(spec, network.state)
         except Exception as exc:  # noqa: BLE001 - shown, never raised into Qt
             self.show_error(f"The network could not be copied: {exc}", "")
             return
