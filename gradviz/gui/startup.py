@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, QTimer, Slot
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -41,7 +41,8 @@ class StartupWatch(QObject):
         self.seen: list[str] = []
         self._loading = False
         QApplication.instance().installEventFilter(self)
-        session.snapshotShown.connect(self._on_first_frame)
+        # Only the first frame is of interest: not a slot call per frame for the app's life.
+        session.snapshotShown.connect(self._on_first_frame, Qt.ConnectionType.SingleShotConnection)
         start.changed.connect(self._on_start_changed)
         QTimer.singleShot(_LOAD_ANYWAY_MS, self._load)
 
@@ -83,6 +84,3 @@ class StartupWatch(QObject):
             print(moment, flush=True)
             if len(self.seen) == 3:
                 QApplication.instance().quit()
-
-    def uninstall(self) -> None:
-        QApplication.instance().removeEventFilter(self)

@@ -19,6 +19,7 @@ from gradviz.gui.lab.status import (
     failure_text,
     first_nonfinite_text,
     loss_text,
+    set_style,
 )
 from gradviz.gui.lab.views import HealthView, LossCurveView, MatrixView
 
@@ -98,10 +99,10 @@ class CompareSide(QWidget):
         s, state = self.session.latest, self.session.state
         if s is None:
             self.verdict.setText("waiting for the first step…" if state.going else "")
-            self.verdict.setStyleSheet("")
+            set_style(self.verdict, "")
             self.numbers.setText("")
             return
         nonfinite = failure_text(self.session) or first_nonfinite_text(self.session)
         self.verdict.setText(f"✖ {nonfinite}" if nonfinite else "✔ gradients finite")
-        self.verdict.setStyleSheet(NAN_STYLE if nonfinite else FINITE_STYLE)
+        set_style(self.verdict, NAN_STYLE if nonfinite else FINITE_STYLE)
         self.numbers.setText(f"step {s.step:,} · loss {loss_text(s.loss)} · {state.label}")

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QSettings, Signal, Slot
+from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
@@ -90,7 +90,9 @@ class LabController(QObject):
         )
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
-        self.session.snapshotShown.connect(self.loader.first_frame_shown)
+        self.session.snapshotShown.connect(  # step 0's frame, once
+            self.loader.first_frame_shown, Qt.ConnectionType.SingleShotConnection
+        )
         self.loader.failed.connect(self._on_torch_failed)
 
     def start_loading(self) -> None:

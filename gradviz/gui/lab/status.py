@@ -129,7 +129,7 @@ class RunStatus(QObject):
         if snap is None:
             for name in ("step", "loss", "speed", "device", "nan"):
                 labels[name].setText("")
-            labels["nan"].setStyleSheet("")
+            set_style(labels["nan"], "")
             return
         labels["step"].setText(f"{snap.step:,} steps done")
         labels["loss"].setText(loss_label(snap))
@@ -137,4 +137,11 @@ class RunStatus(QObject):
         labels["device"].setText(f"{snap.device} · {snap.method}")
         nonfinite = failure_text(s) or first_nonfinite_text(s)
         labels["nan"].setText(nonfinite or "gradients finite")
-        labels["nan"].setStyleSheet(NAN_STYLE if nonfinite else FINITE_STYLE)
+        set_style(labels["nan"], NAN_STYLE if nonfinite else FINITE_STYLE)
+
+
+def set_style(label: QLabel, style: str) -> None:
+    """Restyle only on a change: setStyleSheet repolishes the widget even for the same
+    sheet, and the status is updated every frame."""
+    if label.styleSheet() != style:
+        label.setStyleSheet(style)
