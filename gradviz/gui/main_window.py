@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
 
     def _make_menus(self) -> None:
         bar = self.menuBar()
-        file_menu = bar.addMenu("&File")
+        self.file_menu = file_menu = bar.addMenu("&File")
         file_menu.addAction(self.actions["open"])
         self.recent_menu = file_menu.addMenu("Open &recent")
         file_menu.addAction(self.actions["save"])
@@ -166,7 +166,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.actions["quit"])
         edit_menu = bar.addMenu("&Edit")
         edit_menu.addAction(self.actions["copy_command"])
-        run_menu = bar.addMenu("&Run")
+        self.run_menu = run_menu = bar.addMenu("&Run")
         for name, *_ in _RUN_ACTIONS:
             run_menu.addAction(self.actions[name])
         run_menu.addSeparator()

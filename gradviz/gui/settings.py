@@ -49,7 +49,6 @@ def fill_recent_menu(menu: QMenu, paths: list[str], open_path: Callable[[str], N
     menu.clear()
     for path in paths:
         action = menu.addAction(path)
-        action.setData(path)
         action.triggered.connect(lambda _checked=False, chosen=path: open_path(chosen))
     menu.setEnabled(bool(paths))
 

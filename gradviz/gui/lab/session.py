@@ -76,6 +76,7 @@ class RunSession(QObject):
     failed = Signal(str, str)  # plain sentence, details
     networkReady = Signal(object)  # NetworkCopy of the current run's coordinate network
     cellValuesReady = Signal(object)  # worker.CellValues of the current run, on request
+    workerRetired = Signal(int)  # a worker, current or stopped, has ended (its generation)
 
     def __init__(
         self,
@@ -293,6 +294,7 @@ class RunSession(QObject):
         workers.runEnded.connect(self._on_run_ended)
         workers.networkReady.connect(self.networkReady)
         workers.cellValuesReady.connect(self.cellValuesReady)
+        workers.workerRetired.connect(self.workerRetired)
 
     def _launch(self, config: FitConfig, paused: bool) -> None:
         self._config = config

@@ -29,6 +29,7 @@ class WorkerSlot(QObject):
     firstNanPinned = Signal(object)  # Snapshot of the exact first non-finite step
     failed = Signal(str, str)  # plain sentence, details
     runEnded = Signal()  # the current worker reported finished; the slot is empty
+    workerRetired = Signal(int)  # any worker's thread was let go (its generation)
     networkReady = Signal(object)  # worker.NetworkCopy
     cellValuesReady = Signal(object)  # worker.CellValues
 
@@ -129,6 +130,7 @@ class WorkerSlot(QObject):
         if handle is not None and handle.worker is self._current:
             self._current = None
             self.runEnded.emit()
+        self.workerRetired.emit(generation)
 
     @Slot(object)
     def _on_network_ready(self, network: Any) -> None:

@@ -114,8 +114,8 @@ class Recordings(QObject):
         self.open_action.setToolTip("Open a recording (gradviz.watch or gradviz fit --record)")
         self.open_action.triggered.connect(self._on_open_triggered)
         self.window.addAction(self.open_action)
-        file_menu = self.window.menuBar().actions()[0].menu()
-        first = file_menu.actions()[0]
+        file_menu = self.window.file_menu
+        first = self.window.actions["open"]
         file_menu.insertAction(first, self.open_action)
         self.recent_menu = file_menu.addMenu("Recent recor&dings")
         file_menu.insertMenu(first, self.recent_menu)
@@ -126,7 +126,7 @@ class Recordings(QObject):
         self.export_data_action.triggered.connect(self._on_export_data)
         self.save_image_action = QAction("Save window &image…", self.window)
         self.save_image_action.triggered.connect(self._on_save_image)
-        quit_action = file_menu.actions()[-1]
+        quit_action = self.window.actions["quit"]
         file_menu.insertAction(quit_action, self.export_data_action)
         file_menu.insertAction(quit_action, self.save_image_action)
         file_menu.insertSeparator(quit_action)

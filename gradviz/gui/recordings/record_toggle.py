@@ -19,7 +19,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gradviz.core.config import FitConfig
-from gradviz.gui.lab.session import RunSession, RunState
+from gradviz.gui.lab.session import RunSession
 from gradviz.gui.lab.worker import default_run_factory
 
 
@@ -67,15 +67,14 @@ class RecordToggle(QObject):
         self._lock = threading.Lock()
         self._runs: list[RecordedFitRun] = []
         self._count = 0
-        self._watched: set[int] = set()
         self.action = QAction("&Record runs…", window)
         self.action.setCheckable(True)
         self.action.setToolTip("Write each run started from now on as a recording")
         self.action.toggled.connect(self._on_toggled)
-        run_menu = window.menuBar().actions()[2].menu()
+        run_menu = window.run_menu
         run_menu.addSeparator()
         run_menu.addAction(self.action)
-        session.stateChanged.connect(self._on_state)
+        session.workerRetired.connect(self._on_worker_retired)
 
     @Slot(bool)
     def _on_toggled(self, on: bool) -> None:
@@ -98,21 +97,10 @@ class RecordToggle(QObject):
             self.made.append(recorded.path)
         return recorded
 
-    @Slot(object)
-    def _on_state(self, _state: RunState) -> None:
-        worker = self.session.worker
-        if worker is not None and id(worker) not in self._watched:
-            self._watched.add(id(worker))
-            worker.finished.connect(self._on_worker_finished)
-        self._close_finished()
-
     @Slot(int)
-    def _on_worker_finished(self, _generation: int) -> None:
-        self._close_finished()
-
-    def _close_finished(self) -> None:
+    def _on_worker_retired(self, _generation: int) -> None:
         """Close the recordings of runs whose worker has finished (the session no longer
-        holds its thread; it retires the thread before this hears of the finish)."""
+        holds its thread)."""
         going = {w.generation for w in self.session.workers()}
         with self._lock:
             done = [r for r in self._runs if r.generation is not None and r.generation not in going]
