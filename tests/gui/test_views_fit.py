@@ -235,3 +235,10 @@ def test_loss_range_covers_the_curve_and_grows_only_in_steps(fit_views, make_sna
     assert loss.plot.getViewBox().viewRange()[0] == [x0, x1]
     fit_views.show(make_snapshot(n=10, step=400))
     assert loss.plot.getViewBox().viewRange()[0][1] >= 400
+
+
+def test_the_loss_summary_writes_steps_as_the_status_bar_does(fit_views, make_snapshot):
+    history = np.linspace(1.0, 0.5, 1500)
+    fit_views.show(dataclasses.replace(make_snapshot(n=10), loss_history=history))
+    summary = _plain(fit_views.widgets["loss"].summary.text())
+    assert "loss of step 1,499 = 0.5" in summary  # "1,499 steps done" beside it

@@ -195,7 +195,7 @@ class LossView(QWidget):
     def _summary_text(history: np.ndarray, finite: np.ndarray, reference: float | None) -> str:
         parts = []
         if len(history):
-            parts.append(_phrase(f"loss of step {len(history) - 1} = {history[-1]:.4g}"))
+            parts.append(_phrase(f"loss of step {len(history) - 1:,} = {history[-1]:.4g}"))
         else:
             parts.append(_phrase("no step taken"))
         if reference is not None:
@@ -203,7 +203,7 @@ class LossView(QWidget):
         bad = int(len(history) - np.count_nonzero(finite))
         if bad:
             first = int(np.argmin(finite))
-            text = f"{bad:,} non-finite losses (first at step {first})"
+            text = f"{bad:,} non-finite losses (first at step {first:,})"
             parts.append(_phrase(text, palette.ALARM_TEXT))
         # A narrow dock wraps the summary between its parts rather than cutting it off.
         return " | ".join(parts)
