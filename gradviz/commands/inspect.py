@@ -70,6 +70,7 @@ def _inspect_recording(args) -> int:
     print(f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}")
     print(f"  ranks: {', '.join(map(str, summary['ranks']))}")
     print(f"  tensors: {', '.join(summary['tensors'])}")
+    print(f"  scalars: {', '.join(summary['scalars']) or 'none'}")
     if first is None:
         print("  first non-finite gradient: none")
     else:

@@ -48,6 +48,16 @@ class TensorSeries:
     histogram: np.ndarray
 
 
+@dataclass(frozen=True)
+class ScalarSeries:
+    """One logged scalar: ``steps`` (K,) int64 and ``values`` (K,) float64, NaN and Inf
+    kept as logged."""
+
+    name: str
+    steps: np.ndarray
+    values: np.ndarray
+
+
 class RankStream:
     """The recorded steps of one rank. Read ``meta`` for what the writer said."""
 
@@ -104,6 +114,24 @@ class RankStream:
             counts=L.counts_from_histogram(hist),
             histogram=hist,
         )
+
+    def scalar_names(self) -> list[str]:
+        """The names logged with ``rec.log`` (a recording made before scalars were
+        recorded at every step has only its recorded steps' ``loss``)."""
+        if "scalars" in self.meta:
+            return list(self.meta["scalars"])
+        return ["loss"] if self.steps and not np.isnan(self.losses()).all() else []
+
+    def scalar(self, name: str) -> ScalarSeries:
+        """A logged scalar at every step it was logged."""
+        info = self.meta.get("scalars", {}).get(name)
+        if info is None:
+            if name == "loss" and "scalars" not in self.meta:  # an older recording
+                return ScalarSeries(name, self.step_numbers(), self.losses())
+            names = ", ".join(self.scalar_names()) or "none"
+            raise GradvizError(f"No scalar {name!r} in this recording; it holds: {names}.")
+        rows = self._group[f"scalars/{info['key']}"][: info["count"]]
+        return ScalarSeries(name, rows[:, 0].astype(np.int64), rows[:, 1].copy())
 
     def image_names(self) -> list[str]:
         return list(self.meta["images"])
@@ -199,6 +227,9 @@ class Reader:
         for s in streams:
             tensors += [t for t in s.tensors if t not in tensors]
         last = [s.meta["last_step"] for s in streams if s.meta["last_step"] is not None]
+        scalars: list[str] = []
+        for s in streams:
+            scalars += [n for n in s.scalar_names() if n not in scalars]
         first = self.first_nonfinite()
         return {
             "kind": "recording",
@@ -210,6 +241,7 @@ class Reader:
             "ranks": self.ranks,
             "tensors": tensors,
             "images": sorted({n for s in streams for n in s.image_names()}),
+            "scalars": scalars,
             "first_nonfinite": None
             if first is None
             else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank")},

@@ -35,6 +35,10 @@ UPDATE_COPY_LIMIT_BYTES = 1 << 29
 #: Up to this size the copies are kept from one recorded step to the next and refilled
 #: (no allocation per step); above it each recorded step makes and drops its own.
 KEEP_COPIES_LIMIT_BYTES = 1 << 26
+#: Logged scalars wait in memory for this many logged steps (on an accelerator: each flush
+#: copies them to the host at once) or the next recorded step, then go to the writer.
+SCALAR_FLUSH_STEPS = {"cpu": 16}
+SCALAR_FLUSH_STEPS_DEVICE = 256
 
 
 @dataclass
@@ -91,6 +95,7 @@ class Recorder:
         self._copies: list[torch.Tensor | None] = []  # parameter copies, reused per step
         self._finite: list[bool] | None = None  # this step's tensors known finite (CPU)
         self._last_step: int | None = None
+        self._scalar_buffer: list[tuple[int, dict[str, torch.Tensor | float]]] = []
         first = next(iter(self._named.values()), None)
         self.device = first.device if first is not None else torch.device("cpu")
         self._first_bad = torch.tensor([-1.0, -1.0, 0.0], dtype=torch.float64, device=self.device)
@@ -112,24 +117,36 @@ class Recorder:
         register(_close_at_exit, weakref.ref(self))
 
     # ---- the user's calls --------------------------------------------------------------------
-    def log(self, loss: torch.Tensor | float | None = None, step: int | None = None) -> None:
+    def log(
+        self,
+        loss: torch.Tensor | float | None = None,
+        step: int | None = None,
+        **scalars: torch.Tensor | float,
+    ) -> None:
         """Record this step (call after ``backward()``): gradients, and ``loss`` if given.
 
         With ``optimizer=`` the step is recorded by the optimizer's step; ``log`` then only
         adds the loss to the step just taken. ``step`` numbers the step (default: the count
-        of steps logged so far, from 0).
+        of steps logged so far, from 0). Any other keyword (``lr=``, ``accuracy=``) is a named
+        number (a float or a 0-d tensor) recorded at every logged step, as is ``loss``, NaN
+        and Inf kept as they are; read them back with ``Reader(...).rank(0).scalar(name)``.
         """
         self._check_open()
+        values = _scalar_values(loss, scalars)
         if self._optimizer_hook is not None:
+            number = self._last_step if step is None else int(step)
+            self._add_scalars(self._count if number is None else number, values)
             if self._pending is not None and self._pending.step == self._last_step:
                 self._pending.loss = _as_loss(loss, self.device)
             return
+        self._add_scalars(self._count if step is None else int(step), values)
         self._on_step(loss, step)
 
     def record(self, loss: torch.Tensor | float | None = None) -> None:
         """Record this step now, also where the optimizer's step records the others: for a
         step that never reached ``optimizer.step()`` (e.g. one stopped on NaN)."""
         self._check_open()
+        self._add_scalars(self._count, _scalar_values(loss, {}))
         self._on_step(loss, None)
 
     def tensor(self, name: str, t: torch.Tensor) -> torch.Tensor:
@@ -158,6 +175,7 @@ class Recorder:
         if self.closed:
             return
         self._finish_pending()
+        self._flush_scalars()
         self._writer.close()
         for handle in self._hooks:
             handle.remove()
@@ -269,6 +287,7 @@ class Recorder:
             loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
         parts = [rows.reshape(-1), loss.reshape(1).to(rows), pending.first_bad.to(rows)]
         parts += [image.reshape(-1).to(rows) for image in pending.images.values()]
+        self._flush_scalars()  # the copy below synchronises anyway
         host = torch.cat(parts).cpu().numpy()  # the one synchronisation of a recorded step
         n_rows = rows.numel()
         host_rows = host[:n_rows].reshape(rows.shape)
@@ -334,6 +353,36 @@ class Recorder:
             self._level += 1
             if self._level > 60:
                 break
+
+    # ---- logged scalars ----------------------------------------------------------------------
+    def _add_scalars(self, number: int, values: dict[str, torch.Tensor | float]) -> None:
+        if not values:
+            return
+        self._scalar_buffer.append((number, values))
+        limit = SCALAR_FLUSH_STEPS.get(self.device.type, SCALAR_FLUSH_STEPS_DEVICE)
+        if len(self._scalar_buffer) >= limit:
+            self._flush_scalars()
+
+    def _flush_scalars(self) -> None:
+        """Hand the buffered scalars to the writer: one host copy per device."""
+        buffer, self._scalar_buffer = self._scalar_buffer, []
+        if not buffer:
+            return
+        by_device: dict[torch.device, list[torch.Tensor]] = {}
+        for _, values in buffer:
+            for value in values.values():
+                if isinstance(value, torch.Tensor):
+                    by_device.setdefault(value.device, []).append(value)
+        host = {device: iter(torch.stack(ts).cpu().tolist()) for device, ts in by_device.items()}
+        rows: dict[str, list[tuple[float, float]]] = {}
+        for number, values in buffer:
+            for name, value in values.items():
+                if isinstance(value, torch.Tensor):
+                    value = next(host[value.device])
+                rows.setdefault(name, []).append((float(number), value))
+        self._writer.append_scalars(
+            {name: np.array(r, dtype=np.float64) for name, r in rows.items()}
+        )
 
     # ---- helpers -----------------------------------------------------------------------------
     def _create_writer(self, names: list[str]) -> None:
@@ -411,6 +460,30 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _scalar_values(loss, scalars: dict) -> dict[str, torch.Tensor | float]:
+    """Named numbers of one logged step: 0-d float64 tensors (left on their device, read in
+    a batch later) or floats; ``loss`` first when given."""
+    named = {"loss": loss, **scalars} if loss is not None else dict(scalars)
+    values: dict[str, torch.Tensor | float] = {}
+    for name, value in named.items():
+        if value is None:
+            continue
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise GradvizError(
+                    f"rec.log({name}=...) takes a number or a 0-d tensor, not a tensor of "
+                    f"shape {tuple(value.shape)}."
+                )
+            values[name] = value.detach().reshape(()).to(torch.float64)
+        elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            values[name] = float(value)
+        else:
+            raise GradvizError(
+                f"rec.log({name}=...) takes a number or a 0-d tensor, not {type(value).__name__}."
+            )
+    return values
 
 
 def _close_at_exit(recorder: weakref.ref) -> None:
