@@ -71,6 +71,13 @@ def _inspect_recording(args) -> int:
     print(f"  ranks: {', '.join(map(str, summary['ranks']))}")
     print(f"  tensors: {', '.join(summary['tensors'])}")
     print(f"  scalars: {', '.join(summary['scalars']) or 'none'}")
+    skipped = summary["skipped_steps"]
+    if skipped:
+        more = ", ..." if len(skipped) > 10 else ""
+        print(
+            f"  skipped by GradScaler (scaled gradients overflowed, scale lowered): "
+            f"{len(skipped)} step(s): {', '.join(map(str, skipped[:10]))}{more}"
+        )
     if first is None:
         print("  first non-finite gradient: none")
     else:

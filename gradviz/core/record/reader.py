@@ -115,6 +115,12 @@ class RankStream:
             histogram=hist,
         )
 
+    @property
+    def skipped(self) -> list[dict]:
+        """Steps GradScaler skipped, each {"step", "scale", "new_scale"} (not failures: the
+        scaled gradients overflowed and the scaler lowered its scale)."""
+        return [dict(entry) for entry in self.meta.get("skipped", [])]
+
     def scalar_names(self) -> list[str]:
         """The names logged with ``rec.log`` (a recording made before scalars were
         recorded at every step has only its recorded steps' ``loss``)."""
@@ -242,6 +248,7 @@ class Reader:
             "tensors": tensors,
             "images": sorted({n for s in streams for n in s.image_names()}),
             "scalars": scalars,
+            "skipped_steps": sorted({e["step"] for s in streams for e in s.skipped}),
             "first_nonfinite": None
             if first is None
             else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank")},

@@ -24,6 +24,7 @@ from torch import nn
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record import stats
+from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
@@ -39,6 +40,8 @@ KEEP_COPIES_LIMIT_BYTES = 1 << 26
 #: copies them to the host at once) or the next recorded step, then go to the writer.
 SCALAR_FLUSH_STEPS = {"cpu": 16}
 SCALAR_FLUSH_STEPS_DEVICE = 256
+#: Optimizer steps at whose start the recorder looks for a GradScaler calling them.
+_SCALER_SEARCHES = 3
 
 
 @dataclass
@@ -69,9 +72,14 @@ class Recorder:
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         source: str = "watch",
         meta: dict | None = None,
+        scaler: torch.amp.GradScaler | None = None,
     ) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise GradvizError(f"every must be a whole number >= 1, got {every!r}.")
+        if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+            raise GradvizError(
+                f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
+            )
         self._module = target if isinstance(target, nn.Module) else None
         self._named = _named_tensors(target)
         self._captured: dict[str, torch.Tensor] = {}
@@ -105,10 +113,14 @@ class Recorder:
         self.path = path
         self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
         self._optimizer_hook = (
-            optimizer.register_step_pre_hook(lambda *_: self._on_step(None, None))
+            optimizer.register_step_pre_hook(lambda *_: self._on_optimizer_step())
             if optimizer is not None
             else None
         )
+        self._amp: ScalerWatch | None = None
+        self._scaler_searches = 0 if scaler is None else _SCALER_SEARCHES
+        if scaler is not None:
+            self._follow_scaler(scaler)
         self.closed = False
         # A script that ends without close() still gets its queued steps written. zarr's
         # file writes go through a thread pool that stops at the threading module's exit
@@ -177,6 +189,8 @@ class Recorder:
         self._finish_pending()
         self._flush_scalars()
         self._writer.close()
+        if self._amp is not None:
+            self._amp.release()
         for handle in self._hooks:
             handle.remove()
         if self._optimizer_hook is not None:
@@ -200,9 +214,46 @@ class Recorder:
         self._finish_pending()
         names = list(self._named)
         grads = [self._gradient(name) for name in names]
+        scale = 1.0
+        if self._amp is not None and self._optimizer_hook is None:
+            skip = self._amp.skip_of_logged_step(_any_nonfinite(grads, self.device))
+            if skip is not None and not _nonfinite_loss(loss):
+                self._record_skip(number, skip)
+                return
+            scale = self._amp.gradient_scale()
         bad_now = self._check_finite(grads, number)
         if self._wants(bad_now):
+            if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
+                grads = [None if g is None else g.detach() / scale for g in grads]
             self._pending = self._gather(number, loss, names, grads)
+        self._captured.clear()
+        self._last_step = number
+        self._count += 1
+
+    def _on_optimizer_step(self) -> None:
+        if self._amp is None and self._scaler_searches < _SCALER_SEARCHES:
+            self._scaler_searches += 1
+            scaler = find_calling_scaler()
+            if scaler is not None:
+                self._follow_scaler(scaler)
+        self._on_step(None, None)
+
+    # ---- mixed precision -----------------------------------------------------------------------
+    def _follow_scaler(self, scaler) -> None:
+        on_update = self._on_scaler_update if self._optimizer_hook is not None else None
+        self._amp = ScalerWatch(scaler, on_update)
+        self._writer.meta["grad_scaler"] = True
+
+    def _on_scaler_update(self, before: float, after: float) -> None:
+        """Where the optimizer's step records the steps: a drop of the scale in
+        ``update`` is a step GradScaler skipped (it never reached the optimizer)."""
+        if after < before and not self.closed:
+            self._finish_pending()
+            self._record_skip(self._count, Skip(before, after))
+
+    def _record_skip(self, number: int, skip: Skip) -> None:
+        """A step GradScaler skipped: noted as such, not as a non-finite gradient."""
+        self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
         self._captured.clear()
         self._last_step = number
         self._count += 1
@@ -419,6 +470,7 @@ def watch(
     optimizer: torch.optim.Optimizer | None = None,
     probe: torch.Tensor | None = None,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> Recorder:
     """Record the gradients of ``target`` into a new recording directory at ``path``.
 
@@ -431,6 +483,12 @@ def watch(
     model's per-input Jacobians at each recorded step. Under ``torch.distributed`` every
     rank writes its own stream into the same recording.
 
+    Mixed precision: pass ``scaler=`` (a ``torch.amp.GradScaler``; with ``optimizer=`` it is
+    also found on the optimizer's step). The steps it skips (their scaled gradients
+    overflowed) are recorded as skipped, not as non-finite gradients, and the statistics are
+    of the unscaled gradients, whether ``rec.log`` is called after ``scaler.update()`` or
+    between ``backward()`` and ``scaler.step``.
+
     >>> with gradviz.watch(model, "run1") as rec:
     ...     for x, y in data:
     ...         loss = F.mse_loss(model(x), y)
@@ -439,7 +497,13 @@ def watch(
     ...         opt.step()
     """
     return Recorder(
-        target, path, every=every, optimizer=optimizer, probe=probe, budget_bytes=budget_bytes
+        target,
+        path,
+        every=every,
+        optimizer=optimizer,
+        probe=probe,
+        budget_bytes=budget_bytes,
+        scaler=scaler,
     )
 
 
@@ -460,6 +524,21 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _any_nonfinite(grads: list, device: torch.device) -> bool:
+    """Whether any gradient holds a NaN or Inf (a host read: one synchronisation)."""
+    if not any(g is not None for g in grads):
+        return False
+    return not bool(torch.isfinite(stats.finiteness_sums(grads, device)).all())
+
+
+def _nonfinite_loss(loss) -> bool:
+    """A NaN or Inf loss is the model's failure, not an overflow the scaler can skip."""
+    if loss is None:
+        return False
+    value = float(loss.detach().float().sum()) if isinstance(loss, torch.Tensor) else float(loss)
+    return not math.isfinite(value)
 
 
 def _scalar_values(loss, scalars: dict) -> dict[str, torch.Tensor | float]:

@@ -97,6 +97,7 @@ class RankWriter:
             "first_nonfinite": None,
             "images": {},
             "scalars": {},
+            "skipped": [],
             **(meta or {}),
         }
         self.steps = 0
@@ -165,6 +166,12 @@ class RankWriter:
             array.extend(np.asarray(rows, dtype=np.float64).reshape(-1, 2))
             self.meta["scalars"][name]["count"] = array.count
         if publish and values:
+            self._publish()
+
+    def add_skip(self, entry: dict, publish: bool = True) -> None:
+        """Note a step GradScaler skipped: {"step", "scale", "new_scale"}."""
+        self.meta.setdefault("skipped", []).append(entry)
+        if publish:
             self._publish()
 
     def publish(self) -> None:
@@ -342,6 +349,12 @@ class BackgroundWriter:
         self.bytes_written += sum(rows.size * 8 for rows in values.values())
         self._queue.put(_Scalars(values))
 
+    def append_skip(self, entry: dict) -> None:
+        """Hand over a step GradScaler skipped (see ``RankWriter.add_skip``)."""
+        self._raise_error()
+        self.bytes_written += 64
+        self._queue.put(_Skipped(entry))
+
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
@@ -371,16 +384,21 @@ class BackgroundWriter:
 
     def _write(self, items: list) -> None:
         """Scalars first, then the steps, whose metadata write then counts both."""
-        steps = [item for item in items if not isinstance(item, _Scalars)]
+        steps = [item for item in items if isinstance(item, tuple)]
         scalars: dict[str, list[np.ndarray]] = {}
         for item in items:
             if isinstance(item, _Scalars):
                 for name, rows in item.values.items():
                     scalars.setdefault(name, []).append(rows)
+            elif isinstance(item, _Skipped):
+                self.writer.add_skip(item.entry, publish=False)
         if scalars:
             merged = {name: np.concatenate(parts) for name, parts in scalars.items()}
-            self.writer.append_scalars(merged, publish=not steps)
-        self.writer.append_many(steps)
+            self.writer.append_scalars(merged, publish=False)
+        if steps:
+            self.writer.append_many(steps)
+        else:
+            self.writer.publish()
 
     def _raise_error(self) -> None:
         if self._error is not None:
@@ -397,3 +415,12 @@ class _Scalars:
 
     def __init__(self, values: dict[str, np.ndarray]) -> None:
         self.values = values
+
+
+class _Skipped:
+    """A queue item: a step GradScaler skipped."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: dict) -> None:
+        self.entry = entry
