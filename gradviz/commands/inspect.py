@@ -83,8 +83,14 @@ def _inspect_recording(args) -> int:
     else:
         print(
             f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
-            f" (rank {first['rank']}), {first['kind']} at flat index {first['index']}"
+            f" ({_ranks_text(first['ranks'])}), {first['kind']} at flat index {first['index']}"
         )
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return f"ranks {', '.join(map(str, ranks))}"

@@ -218,13 +218,41 @@ class Reader:
             ) from None
 
     def first_nonfinite(self) -> dict | None:
-        """The earliest first non-finite gradient over all ranks (with its ``rank``)."""
+        """The earliest first non-finite gradient over all ranks, with its ``rank`` and
+        ``ranks`` (every rank non-finite at that step).
+
+        Under DDP with gradviz's communication hook each rank also recorded when its own
+        gradients, before the all-reduce, first went non-finite: then ``rank`` is the first
+        rank whose local gradients did (lowest step, then lowest rank) and ``ranks`` those
+        whose local gradients were non-finite at that step, where the reduced gradients
+        of every rank are. Without it (or for a recording from before), the reduced ones."""
+        local = {
+            r: s.meta["local_first_nonfinite"]
+            for r, s in self._streams.items()
+            if s.meta.get("local_first_nonfinite") is not None
+        }
+        if local:
+            step = min(f["step"] for f in local.values())
+            ranks = sorted(r for r, f in local.items() if f["step"] == step)
+            own = local[ranks[0]]
+            reduced = self._streams[ranks[0]].first_nonfinite or {}
+            first = {
+                "step": step,
+                "tensor": own.get("tensor") or reduced.get("tensor"),
+                "index": own.get("index") if own.get("tensor") else None,
+                "kind": own.get("kind") or reduced.get("kind"),
+            }
+            return {**first, "rank": ranks[0], "ranks": ranks, "before_reduction": True}
         found = [
             {**s.first_nonfinite, "rank": r}
             for r, s in self._streams.items()
             if s.first_nonfinite is not None
         ]
-        return min(found, key=lambda f: (f["step"], f["rank"])) if found else None
+        if not found:
+            return None
+        first = min(found, key=lambda f: (f["step"], f["rank"]))
+        ranks = sorted(f["rank"] for f in found if f["step"] == first["step"])
+        return {**first, "ranks": ranks, "before_reduction": False}
 
     def describe(self) -> dict:
         """The summary ``gradviz inspect --json`` prints."""
@@ -251,7 +279,7 @@ class Reader:
             "skipped_steps": sorted({e["step"] for s in streams for e in s.skipped}),
             "first_nonfinite": None
             if first is None
-            else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank")},
+            else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank", "ranks")},
             "bytes": _size_on_disk(self.path),
         }
 

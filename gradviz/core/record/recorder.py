@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.record import ddp, stats
 from gradviz.core.record import layout as L
-from gradviz.core.record import stats
 from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
@@ -117,6 +117,10 @@ class Recorder:
             if optimizer is not None
             else None
         )
+        self._local: ddp.LocalChecks | None = None
+        self._local_sent = False
+        if ddp.is_ddp(target):
+            self._listen_to_buckets(target)
         self._amp: ScalerWatch | None = None
         self._scaler_searches = 0 if scaler is None else _SCALER_SEARCHES
         if scaler is not None:
@@ -191,6 +195,7 @@ class Recorder:
         self._writer.close()
         if self._amp is not None:
             self._amp.release()
+        ddp.uninstall(self)
         for handle in self._hooks:
             handle.remove()
         if self._optimizer_hook is not None:
@@ -212,6 +217,8 @@ class Recorder:
     def _on_step(self, loss, step: int | None) -> None:
         number = self._count if step is None else int(step)
         self._finish_pending()
+        if self._local is not None:
+            self._take_local_checks(number)
         names = list(self._named)
         grads = [self._gradient(name) for name in names]
         scale = 1.0
@@ -237,6 +244,35 @@ class Recorder:
             if scaler is not None:
                 self._follow_scaler(scaler)
         self._on_step(None, None)
+
+    # ---- DDP: each rank's own gradients --------------------------------------------------------
+    def _listen_to_buckets(self, module: nn.Module) -> None:
+        names = {id(p): (i, name) for i, (name, p) in enumerate(self._named.items())}
+        self._local = ddp.LocalChecks(names, self.device)
+        how = ddp.install(module, self)
+        self._writer.meta["comm_hook"] = how
+        self._writer.meta["local_first_nonfinite"] = None
+        if how == "user":
+            import warnings
+
+            warnings.warn(
+                "gradviz: this DDP model has its own communication hook, so each rank's "
+                "gradients are read after the all-reduce and every rank shares the first "
+                "non-finite step; register gradviz.wrap_comm_hook(your_hook) instead to "
+                "see which rank went bad first.",
+                stacklevel=3,
+            )
+
+    def on_bucket(self, bucket) -> None:
+        """A bucket of this rank's local gradients, before the all-reduce (from the hook)."""
+        if self._local is not None and not self.closed and self._local.owns(bucket):
+            self._local.on_bucket(bucket)
+
+    def _take_local_checks(self, number: int) -> None:
+        self._local.take(number)
+        if self._local.first is not None and not self._local_sent:
+            self._local_sent = True
+            self._writer.set_meta_once("local_first_nonfinite", self._local.first)
 
     # ---- mixed precision -----------------------------------------------------------------------
     def _follow_scaler(self, scaler) -> None:
@@ -337,6 +373,8 @@ class Recorder:
         if loss is None:  # a fill on the device, not a copy from the host
             loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
         parts = [rows.reshape(-1), loss.reshape(1).to(rows), pending.first_bad.to(rows)]
+        if self._local is not None:  # the device's record of the first local non-finite step
+            parts.append(self._local.device_first_step().to(rows))
         parts += [image.reshape(-1).to(rows) for image in pending.images.values()]
         self._flush_scalars()  # the copy below synchronises anyway
         host = torch.cat(parts).cpu().numpy()  # the one synchronisation of a recorded step
@@ -344,6 +382,9 @@ class Recorder:
         host_rows = host[:n_rows].reshape(rows.shape)
         loss_value, first_bad = float(host[n_rows]), host[n_rows + 1 : n_rows + 4]
         images, offset = {}, n_rows + 4
+        if self._local is not None:
+            self._note_device_local_first(float(host[offset]))
+            offset += 1
         for name, image in pending.images.items():
             flat = host[offset : offset + image.numel()]
             offset += image.numel()
@@ -354,6 +395,13 @@ class Recorder:
         first = self._first_nonfinite(pending.step, names, host_rows, first_bad)
         self._writer.append(pending.step, loss_value, host_rows, images, first)
         self._adjust_interval()
+
+    def _note_device_local_first(self, step: float) -> None:
+        """On an accelerator only the step of the first local non-finite bucket is known."""
+        if step >= 0 and not self._local_sent:
+            self._local_sent = True
+            first = {"step": int(step), "tensor": None, "index": None, "kind": None}
+            self._writer.set_meta_once("local_first_nonfinite", first)
 
     def _copy_parameters(self, params: list) -> list[torch.Tensor | None]:
         """The parameters' values now, copied (for a small model into buffers kept from the

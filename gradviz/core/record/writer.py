@@ -349,6 +349,11 @@ class BackgroundWriter:
         self.bytes_written += sum(rows.size * 8 for rows in values.values())
         self._queue.put(_Scalars(values))
 
+    def set_meta_once(self, key: str, value) -> None:
+        """Hand over a metadata entry that is written once (later ones are ignored)."""
+        self._raise_error()
+        self._queue.put(_SetMeta(key, value))
+
     def append_skip(self, entry: dict) -> None:
         """Hand over a step GradScaler skipped (see ``RankWriter.add_skip``)."""
         self._raise_error()
@@ -392,6 +397,8 @@ class BackgroundWriter:
                     scalars.setdefault(name, []).append(rows)
             elif isinstance(item, _Skipped):
                 self.writer.add_skip(item.entry, publish=False)
+            elif isinstance(item, _SetMeta) and self.writer.meta.get(item.key) is None:
+                self.writer.meta[item.key] = item.value
         if scalars:
             merged = {name: np.concatenate(parts) for name, parts in scalars.items()}
             self.writer.append_scalars(merged, publish=False)
@@ -424,3 +431,12 @@ class _Skipped:
 
     def __init__(self, entry: dict) -> None:
         self.entry = entry
+
+
+class _SetMeta:
+    """A queue item: a metadata entry written once."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: str, value) -> None:
+        self.key, self.value = key, value
