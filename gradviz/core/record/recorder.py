@@ -80,6 +80,7 @@ class Recorder:
             raise GradvizError(
                 f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
             )
+        target = _uncompiled(target)
         self._module = target if isinstance(target, nn.Module) else None
         self._named = _named_tensors(target)
         self._captured: dict[str, torch.Tensor] = {}
@@ -553,6 +554,13 @@ def watch(
         budget_bytes=budget_bytes,
         scaler=scaler,
     )
+
+
+def _uncompiled(target):
+    """The module a ``torch.compile``d one wraps (its parameters are the same tensors, and
+    their names then match the uncompiled model's, without ``_orig_mod.``)."""
+    inner = getattr(target, "_orig_mod", None)
+    return inner if isinstance(target, nn.Module) and isinstance(inner, nn.Module) else target
 
 
 def _named_tensors(target) -> dict[str, torch.Tensor]:
