@@ -73,6 +73,7 @@ class Recorder:
         source: str = "watch",
         meta: dict | None = None,
         scaler: torch.amp.GradScaler | None = None,
+        ddp_model: nn.Module | None = None,
     ) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise GradvizError(f"every must be a whole number >= 1, got {every!r}.")
@@ -120,8 +121,8 @@ class Recorder:
         )
         self._local: ddp.LocalChecks | None = None
         self._local_sent = False
-        if ddp.is_ddp(target):
-            self._listen_to_buckets(target)
+        if ddp_model is not None or ddp.is_ddp(target):  # a trainer's wrapper, or the target
+            self._listen_to_buckets(ddp_model if ddp_model is not None else target)
         self._amp: ScalerWatch | None = None
         self._scaler_searches = 0 if scaler is None else _SCALER_SEARCHES
         if scaler is not None:
@@ -158,6 +159,19 @@ class Recorder:
             return
         self._add_scalars(self._count if step is None else int(step), values)
         self._on_step(loss, step)
+
+    def add_scalars(self, step: int | None = None, **scalars: torch.Tensor | float) -> None:
+        """Record named numbers at ``step`` (default: the step last logged) without
+        recording gradients: for a trainer that knows its loss only after the optimizer's
+        step. A ``loss`` also becomes the loss of that step's gradient record."""
+        self._check_open()
+        number = self._last_step if step is None else int(step)
+        number = self._count if number is None else number
+        values = _scalar_values(None, scalars)
+        self._add_scalars(number, values)
+        pending = self._pending
+        if "loss" in scalars and pending is not None and pending.step == number:
+            pending.loss = _as_loss(scalars["loss"], self.device)
 
     def record(self, loss: torch.Tensor | float | None = None) -> None:
         """Record this step now, also where the optimizer's step records the others: for a
