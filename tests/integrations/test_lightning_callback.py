@@ -98,3 +98,18 @@ def test_the_step_record_carries_the_training_steps_loss(tmp_path):
     recorded = stream.step_numbers()
     loss = stream.scalar("loss")
     np.testing.assert_array_equal(stream.losses(), loss.values[recorded])
+
+
+def test_the_lightning_example_records_a_run(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "resources" / "examples" / "lightning_callback.py"
+    spec = importlib.util.spec_from_file_location("lightning_callback", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.train(tmp_path / "run", steps=12, every=5)
+    summary = Reader(tmp_path / "run").describe()
+    assert summary["complete"] and summary["first_nonfinite"] is None
+    assert {"loss", "lr", "train_loss"} <= set(summary["scalars"])
+    assert Reader(tmp_path / "run").rank(0).scalar("loss").steps.tolist() == list(range(12))
