@@ -1,7 +1,8 @@
 """gradviz: see gradients of distance matrices and per-input Jacobians, live.
 
 The library face: ``pairwise_distances``, ``stop_gradient``, ``per_input_jacobians`` and
-``watch`` (a recorder for your own training loop). They are imported on first use, so
+``watch`` (a recorder for your own training loop, with ``wrap_comm_hook`` for DDP models
+that have their own communication hook). They are imported on first use, so
 ``import gradviz`` stays light (no torch until one is used, never Qt).
 """
 
@@ -15,6 +16,7 @@ _LAZY = {
     "watch": "gradviz.core.record.recorder",
     "Recorder": "gradviz.core.record.recorder",
     "Reader": "gradviz.core.record.reader",
+    "wrap_comm_hook": "gradviz.core.record.ddp",
 }
 
 __all__ = ["__version__", *_LAZY]

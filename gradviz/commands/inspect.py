@@ -70,13 +70,27 @@ def _inspect_recording(args) -> int:
     print(f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}")
     print(f"  ranks: {', '.join(map(str, summary['ranks']))}")
     print(f"  tensors: {', '.join(summary['tensors'])}")
+    print(f"  scalars: {', '.join(summary['scalars']) or 'none'}")
+    skipped = summary["skipped_steps"]
+    if skipped:
+        more = ", ..." if len(skipped) > 10 else ""
+        print(
+            f"  skipped by GradScaler (scaled gradients overflowed, scale lowered): "
+            f"{len(skipped)} step(s): {', '.join(map(str, skipped[:10]))}{more}"
+        )
     if first is None:
         print("  first non-finite gradient: none")
     else:
         print(
             f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
-            f" (rank {first['rank']}), {first['kind']} at flat index {first['index']}"
+            f" ({_ranks_text(first['ranks'])}), {first['kind']} at flat index {first['index']}"
         )
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return f"ranks {', '.join(map(str, ranks))}"

@@ -173,7 +173,8 @@ def _vmapped(
         raise GradvizError(
             f"The {name} method could not run this model one sample at a time "
             f"({_first_line(exc)}); models that mix samples (e.g. BatchNorm in training mode) "
-            "need the auto or loop method."
+            "or use layers that torch.func cannot batch (e.g. LSTMs) need the auto or loop "
+            "method."
         ) from None
     return jac.detach(), out.detach()
 

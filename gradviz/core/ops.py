@@ -70,14 +70,34 @@ def stop_gradient(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def per_input_jacobians(model: nn.Module, x: torch.Tensor, method: str = "auto") -> torch.Tensor:
-    """Per-input Jacobians J (B, m, n), ``J[b] = d model(x)[b] / d x[b]``, for ``x`` (B, n).
+    """Per-input Jacobians J (B, m, *in_shape), ``J[b] = d model(x)[b] / d x[b]``, for ``x``
+    of shape (B, *in_shape): (B, n) rows, images (B, C, H, W), sequences (B, T, F), ...
 
-    The engine behind ``gradviz jacobian``: ``auto`` takes one backward pass per output
-    coordinate when samples cannot interact, else the diagonal blocks of the batch Jacobian.
-    The model is left as it was found (mode, ``.grad``, buffers); ``x`` needs no
-    ``requires_grad``. ``method`` is one of ``auto``, ``loop``, ``batchsum``, ``jacrev``,
-    ``jacfwd``.
+    The model's output per sample is flattened to its m entries (a transformer layer's
+    (B, T, d) output has m = T * d). The engine behind ``gradviz jacobian``: ``auto`` takes
+    one backward pass of the batch per output coordinate when samples do not interact (by
+    construction, or on a probe of the batch), else the diagonal blocks of the batch Jacobian
+    from batched vector-Jacobian products; exact either way. The model is left as it was
+    found (mode, ``.grad``, buffers); ``x`` needs no ``requires_grad``. ``method`` is one of
+    ``auto``, ``loop``, ``batchsum``, ``jacrev``, ``jacfwd`` (the last two are torch.func's
+    vmap, which cannot run every layer: LSTMs and CPU attention need ``auto`` or ``loop``).
 
-    >>> J = gradviz.per_input_jacobians(net, torch.randn(64, 2))   # (64, 4, 2)
+    >>> J = gradviz.per_input_jacobians(net, torch.randn(64, 2))          # (64, 4, 2)
+    >>> J = gradviz.per_input_jacobians(cnn, torch.randn(8, 3, 32, 32))   # (8, 10, 3, 32, 32)
     """
-    return compute_jacobians(model, x, method=method).jacobians
+    if not isinstance(x, torch.Tensor):
+        raise GradvizError(
+            f"Inputs must be a torch tensor of shape (B, *in_shape), not {type(x).__name__}."
+        )
+    if x.ndim < 2 or 0 in x.shape:
+        raise GradvizError(
+            "Inputs must have shape (B, *in_shape) with B >= 1 and no empty dimension "
+            f"(a batch of samples, e.g. (B, n) or (B, C, H, W)), not {tuple(x.shape)}."
+        )
+    if x.ndim == 2:
+        return compute_jacobians(model, x, method=method).jacobians
+    from gradviz.core.input_gradients import flattened
+
+    in_shape = tuple(int(s) for s in x.shape[1:])
+    jac = compute_jacobians(flattened(model, in_shape), x.reshape(len(x), -1), method).jacobians
+    return jac.reshape(len(x), jac.shape[1], *in_shape)

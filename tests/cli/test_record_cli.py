@@ -34,6 +34,7 @@ def test_a_recorded_naive_fit_inspects_as_a_recording_with_its_first_nan(tmp_pat
         "index": 0,
         "kind": "nan",
         "rank": 0,
+        "ranks": [0],
     }
     assert summary["bytes"] > 0
     stream = Reader(run).rank(0)

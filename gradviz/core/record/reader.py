@@ -48,6 +48,16 @@ class TensorSeries:
     histogram: np.ndarray
 
 
+@dataclass(frozen=True)
+class ScalarSeries:
+    """One logged scalar: ``steps`` (K,) int64 and ``values`` (K,) float64, NaN and Inf
+    kept as logged."""
+
+    name: str
+    steps: np.ndarray
+    values: np.ndarray
+
+
 class RankStream:
     """The recorded steps of one rank. Read ``meta`` for what the writer said."""
 
@@ -104,6 +114,30 @@ class RankStream:
             counts=L.counts_from_histogram(hist),
             histogram=hist,
         )
+
+    @property
+    def skipped(self) -> list[dict]:
+        """Steps GradScaler skipped, each {"step", "scale", "new_scale"} (not failures: the
+        scaled gradients overflowed and the scaler lowered its scale)."""
+        return [dict(entry) for entry in self.meta.get("skipped", [])]
+
+    def scalar_names(self) -> list[str]:
+        """The names logged with ``rec.log`` (a recording made before scalars were
+        recorded at every step has only its recorded steps' ``loss``)."""
+        if "scalars" in self.meta:
+            return list(self.meta["scalars"])
+        return ["loss"] if self.steps and not np.isnan(self.losses()).all() else []
+
+    def scalar(self, name: str) -> ScalarSeries:
+        """A logged scalar at every step it was logged."""
+        info = self.meta.get("scalars", {}).get(name)
+        if info is None:
+            if name == "loss" and "scalars" not in self.meta:  # an older recording
+                return ScalarSeries(name, self.step_numbers(), self.losses())
+            names = ", ".join(self.scalar_names()) or "none"
+            raise GradvizError(f"No scalar {name!r} in this recording; it holds: {names}.")
+        rows = self._group[f"scalars/{info['key']}"][: info["count"]]
+        return ScalarSeries(name, rows[:, 0].astype(np.int64), rows[:, 1].copy())
 
     def image_names(self) -> list[str]:
         return list(self.meta["images"])
@@ -184,13 +218,41 @@ class Reader:
             ) from None
 
     def first_nonfinite(self) -> dict | None:
-        """The earliest first non-finite gradient over all ranks (with its ``rank``)."""
+        """The earliest first non-finite gradient over all ranks, with its ``rank`` and
+        ``ranks`` (every rank non-finite at that step).
+
+        Under DDP with gradviz's communication hook each rank also recorded when its own
+        gradients, before the all-reduce, first went non-finite: then ``rank`` is the first
+        rank whose local gradients did (lowest step, then lowest rank) and ``ranks`` those
+        whose local gradients were non-finite at that step, where the reduced gradients
+        of every rank are. Without it (or for a recording from before), the reduced ones."""
+        local = {
+            r: s.meta["local_first_nonfinite"]
+            for r, s in self._streams.items()
+            if s.meta.get("local_first_nonfinite") is not None
+        }
+        if local:
+            step = min(f["step"] for f in local.values())
+            ranks = sorted(r for r, f in local.items() if f["step"] == step)
+            own = local[ranks[0]]
+            reduced = self._streams[ranks[0]].first_nonfinite or {}
+            first = {
+                "step": step,
+                "tensor": own.get("tensor") or reduced.get("tensor"),
+                "index": own.get("index") if own.get("tensor") else None,
+                "kind": own.get("kind") or reduced.get("kind"),
+            }
+            return {**first, "rank": ranks[0], "ranks": ranks, "before_reduction": True}
         found = [
             {**s.first_nonfinite, "rank": r}
             for r, s in self._streams.items()
             if s.first_nonfinite is not None
         ]
-        return min(found, key=lambda f: (f["step"], f["rank"])) if found else None
+        if not found:
+            return None
+        first = min(found, key=lambda f: (f["step"], f["rank"]))
+        ranks = sorted(f["rank"] for f in found if f["step"] == first["step"])
+        return {**first, "ranks": ranks, "before_reduction": False}
 
     def describe(self) -> dict:
         """The summary ``gradviz inspect --json`` prints."""
@@ -199,6 +261,9 @@ class Reader:
         for s in streams:
             tensors += [t for t in s.tensors if t not in tensors]
         last = [s.meta["last_step"] for s in streams if s.meta["last_step"] is not None]
+        scalars: list[str] = []
+        for s in streams:
+            scalars += [n for n in s.scalar_names() if n not in scalars]
         first = self.first_nonfinite()
         return {
             "kind": "recording",
@@ -210,9 +275,11 @@ class Reader:
             "ranks": self.ranks,
             "tensors": tensors,
             "images": sorted({n for s in streams for n in s.image_names()}),
+            "scalars": scalars,
+            "skipped_steps": sorted({e["step"] for s in streams for e in s.skipped}),
             "first_nonfinite": None
             if first is None
-            else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank")},
+            else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank", "ranks")},
             "bytes": _size_on_disk(self.path),
         }
 

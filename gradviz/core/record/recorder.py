@@ -22,8 +22,9 @@ import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.record import ddp, stats
 from gradviz.core.record import layout as L
-from gradviz.core.record import stats
+from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
@@ -35,6 +36,12 @@ UPDATE_COPY_LIMIT_BYTES = 1 << 29
 #: Up to this size the copies are kept from one recorded step to the next and refilled
 #: (no allocation per step); above it each recorded step makes and drops its own.
 KEEP_COPIES_LIMIT_BYTES = 1 << 26
+#: Logged scalars wait in memory for this many logged steps (on an accelerator: each flush
+#: copies them to the host at once) or the next recorded step, then go to the writer.
+SCALAR_FLUSH_STEPS = {"cpu": 16}
+SCALAR_FLUSH_STEPS_DEVICE = 256
+#: Optimizer steps at whose start the recorder looks for a GradScaler calling them.
+_SCALER_SEARCHES = 3
 
 
 @dataclass
@@ -65,9 +72,16 @@ class Recorder:
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         source: str = "watch",
         meta: dict | None = None,
+        scaler: torch.amp.GradScaler | None = None,
+        ddp_model: nn.Module | None = None,
     ) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise GradvizError(f"every must be a whole number >= 1, got {every!r}.")
+        if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+            raise GradvizError(
+                f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
+            )
+        target = _uncompiled(target)
         self._module = target if isinstance(target, nn.Module) else None
         self._named = _named_tensors(target)
         self._captured: dict[str, torch.Tensor] = {}
@@ -91,6 +105,7 @@ class Recorder:
         self._copies: list[torch.Tensor | None] = []  # parameter copies, reused per step
         self._finite: list[bool] | None = None  # this step's tensors known finite (CPU)
         self._last_step: int | None = None
+        self._scalar_buffer: list[tuple[int, dict[str, torch.Tensor | float]]] = []
         first = next(iter(self._named.values()), None)
         self.device = first.device if first is not None else torch.device("cpu")
         self._first_bad = torch.tensor([-1.0, -1.0, 0.0], dtype=torch.float64, device=self.device)
@@ -100,10 +115,18 @@ class Recorder:
         self.path = path
         self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
         self._optimizer_hook = (
-            optimizer.register_step_pre_hook(lambda *_: self._on_step(None, None))
+            optimizer.register_step_pre_hook(lambda *_: self._on_optimizer_step())
             if optimizer is not None
             else None
         )
+        self._local: ddp.LocalChecks | None = None
+        self._local_sent = False
+        if ddp_model is not None or ddp.is_ddp(target):  # a trainer's wrapper, or the target
+            self._listen_to_buckets(ddp_model if ddp_model is not None else target)
+        self._amp: ScalerWatch | None = None
+        self._scaler_searches = 0 if scaler is None else _SCALER_SEARCHES
+        if scaler is not None:
+            self._follow_scaler(scaler)
         self.closed = False
         # A script that ends without close() still gets its queued steps written. zarr's
         # file writes go through a thread pool that stops at the threading module's exit
@@ -112,24 +135,49 @@ class Recorder:
         register(_close_at_exit, weakref.ref(self))
 
     # ---- the user's calls --------------------------------------------------------------------
-    def log(self, loss: torch.Tensor | float | None = None, step: int | None = None) -> None:
+    def log(
+        self,
+        loss: torch.Tensor | float | None = None,
+        step: int | None = None,
+        **scalars: torch.Tensor | float,
+    ) -> None:
         """Record this step (call after ``backward()``): gradients, and ``loss`` if given.
 
         With ``optimizer=`` the step is recorded by the optimizer's step; ``log`` then only
         adds the loss to the step just taken. ``step`` numbers the step (default: the count
-        of steps logged so far, from 0).
+        of steps logged so far, from 0). Any other keyword (``lr=``, ``accuracy=``) is a named
+        number (a float or a 0-d tensor) recorded at every logged step, as is ``loss``, NaN
+        and Inf kept as they are; read them back with ``Reader(...).rank(0).scalar(name)``.
         """
         self._check_open()
+        values = _scalar_values(loss, scalars)
         if self._optimizer_hook is not None:
+            number = self._last_step if step is None else int(step)
+            self._add_scalars(self._count if number is None else number, values)
             if self._pending is not None and self._pending.step == self._last_step:
                 self._pending.loss = _as_loss(loss, self.device)
             return
+        self._add_scalars(self._count if step is None else int(step), values)
         self._on_step(loss, step)
+
+    def add_scalars(self, step: int | None = None, **scalars: torch.Tensor | float) -> None:
+        """Record named numbers at ``step`` (default: the step last logged) without
+        recording gradients: for a trainer that knows its loss only after the optimizer's
+        step. A ``loss`` also becomes the loss of that step's gradient record."""
+        self._check_open()
+        number = self._last_step if step is None else int(step)
+        number = self._count if number is None else number
+        values = _scalar_values(None, scalars)
+        self._add_scalars(number, values)
+        pending = self._pending
+        if "loss" in scalars and pending is not None and pending.step == number:
+            pending.loss = _as_loss(scalars["loss"], self.device)
 
     def record(self, loss: torch.Tensor | float | None = None) -> None:
         """Record this step now, also where the optimizer's step records the others: for a
         step that never reached ``optimizer.step()`` (e.g. one stopped on NaN)."""
         self._check_open()
+        self._add_scalars(self._count, _scalar_values(loss, {}))
         self._on_step(loss, None)
 
     def tensor(self, name: str, t: torch.Tensor) -> torch.Tensor:
@@ -158,7 +206,11 @@ class Recorder:
         if self.closed:
             return
         self._finish_pending()
+        self._flush_scalars()
         self._writer.close()
+        if self._amp is not None:
+            self._amp.release()
+        ddp.uninstall(self)
         for handle in self._hooks:
             handle.remove()
         if self._optimizer_hook is not None:
@@ -180,11 +232,79 @@ class Recorder:
     def _on_step(self, loss, step: int | None) -> None:
         number = self._count if step is None else int(step)
         self._finish_pending()
+        if self._local is not None:
+            self._take_local_checks(number)
         names = list(self._named)
         grads = [self._gradient(name) for name in names]
+        scale = 1.0
+        if self._amp is not None and self._optimizer_hook is None:
+            skip = self._amp.skip_of_logged_step(_any_nonfinite(grads, self.device))
+            if skip is not None and not _nonfinite_loss(loss):
+                self._record_skip(number, skip)
+                return
+            scale = self._amp.gradient_scale()
         bad_now = self._check_finite(grads, number)
         if self._wants(bad_now):
+            if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
+                grads = [None if g is None else g.detach() / scale for g in grads]
             self._pending = self._gather(number, loss, names, grads)
+        self._captured.clear()
+        self._last_step = number
+        self._count += 1
+
+    def _on_optimizer_step(self) -> None:
+        if self._amp is None and self._scaler_searches < _SCALER_SEARCHES:
+            self._scaler_searches += 1
+            scaler = find_calling_scaler()
+            if scaler is not None:
+                self._follow_scaler(scaler)
+        self._on_step(None, None)
+
+    # ---- DDP: each rank's own gradients --------------------------------------------------------
+    def _listen_to_buckets(self, module: nn.Module) -> None:
+        names = {id(p): (i, name) for i, (name, p) in enumerate(self._named.items())}
+        self._local = ddp.LocalChecks(names, self.device)
+        how = ddp.install(module, self)
+        self._writer.meta["comm_hook"] = how
+        self._writer.meta["local_first_nonfinite"] = None
+        if how == "user":
+            import warnings
+
+            warnings.warn(
+                "gradviz: this DDP model has its own communication hook, so each rank's "
+                "gradients are read after the all-reduce and every rank shares the first "
+                "non-finite step; register gradviz.wrap_comm_hook(your_hook) instead to "
+                "see which rank went bad first.",
+                stacklevel=3,
+            )
+
+    def on_bucket(self, bucket) -> None:
+        """A bucket of this rank's local gradients, before the all-reduce (from the hook)."""
+        if self._local is not None and not self.closed and self._local.owns(bucket):
+            self._local.on_bucket(bucket)
+
+    def _take_local_checks(self, number: int) -> None:
+        self._local.take(number)
+        if self._local.first is not None and not self._local_sent:
+            self._local_sent = True
+            self._writer.set_meta_once("local_first_nonfinite", self._local.first)
+
+    # ---- mixed precision -----------------------------------------------------------------------
+    def _follow_scaler(self, scaler) -> None:
+        on_update = self._on_scaler_update if self._optimizer_hook is not None else None
+        self._amp = ScalerWatch(scaler, on_update)
+        self._writer.meta["grad_scaler"] = True
+
+    def _on_scaler_update(self, before: float, after: float) -> None:
+        """Where the optimizer's step records the steps: a drop of the scale in
+        ``update`` is a step GradScaler skipped (it never reached the optimizer)."""
+        if after < before and not self.closed:
+            self._finish_pending()
+            self._record_skip(self._count, Skip(before, after))
+
+    def _record_skip(self, number: int, skip: Skip) -> None:
+        """A step GradScaler skipped: noted as such, not as a non-finite gradient."""
+        self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
         self._captured.clear()
         self._last_step = number
         self._count += 1
@@ -268,12 +388,18 @@ class Recorder:
         if loss is None:  # a fill on the device, not a copy from the host
             loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
         parts = [rows.reshape(-1), loss.reshape(1).to(rows), pending.first_bad.to(rows)]
+        if self._local is not None:  # the device's record of the first local non-finite step
+            parts.append(self._local.device_first_step().to(rows))
         parts += [image.reshape(-1).to(rows) for image in pending.images.values()]
+        self._flush_scalars()  # the copy below synchronises anyway
         host = torch.cat(parts).cpu().numpy()  # the one synchronisation of a recorded step
         n_rows = rows.numel()
         host_rows = host[:n_rows].reshape(rows.shape)
         loss_value, first_bad = float(host[n_rows]), host[n_rows + 1 : n_rows + 4]
         images, offset = {}, n_rows + 4
+        if self._local is not None:
+            self._note_device_local_first(float(host[offset]))
+            offset += 1
         for name, image in pending.images.items():
             flat = host[offset : offset + image.numel()]
             offset += image.numel()
@@ -284,6 +410,13 @@ class Recorder:
         first = self._first_nonfinite(pending.step, names, host_rows, first_bad)
         self._writer.append(pending.step, loss_value, host_rows, images, first)
         self._adjust_interval()
+
+    def _note_device_local_first(self, step: float) -> None:
+        """On an accelerator only the step of the first local non-finite bucket is known."""
+        if step >= 0 and not self._local_sent:
+            self._local_sent = True
+            first = {"step": int(step), "tensor": None, "index": None, "kind": None}
+            self._writer.set_meta_once("local_first_nonfinite", first)
 
     def _copy_parameters(self, params: list) -> list[torch.Tensor | None]:
         """The parameters' values now, copied (for a small model into buffers kept from the
@@ -335,6 +468,36 @@ class Recorder:
             if self._level > 60:
                 break
 
+    # ---- logged scalars ----------------------------------------------------------------------
+    def _add_scalars(self, number: int, values: dict[str, torch.Tensor | float]) -> None:
+        if not values:
+            return
+        self._scalar_buffer.append((number, values))
+        limit = SCALAR_FLUSH_STEPS.get(self.device.type, SCALAR_FLUSH_STEPS_DEVICE)
+        if len(self._scalar_buffer) >= limit:
+            self._flush_scalars()
+
+    def _flush_scalars(self) -> None:
+        """Hand the buffered scalars to the writer: one host copy per device."""
+        buffer, self._scalar_buffer = self._scalar_buffer, []
+        if not buffer:
+            return
+        by_device: dict[torch.device, list[torch.Tensor]] = {}
+        for _, values in buffer:
+            for value in values.values():
+                if isinstance(value, torch.Tensor):
+                    by_device.setdefault(value.device, []).append(value)
+        host = {device: iter(torch.stack(ts).cpu().tolist()) for device, ts in by_device.items()}
+        rows: dict[str, list[tuple[float, float]]] = {}
+        for number, values in buffer:
+            for name, value in values.items():
+                if isinstance(value, torch.Tensor):
+                    value = next(host[value.device])
+                rows.setdefault(name, []).append((float(number), value))
+        self._writer.append_scalars(
+            {name: np.array(r, dtype=np.float64) for name, r in rows.items()}
+        )
+
     # ---- helpers -----------------------------------------------------------------------------
     def _create_writer(self, names: list[str]) -> None:
         self._writer = BackgroundWriter(RankWriter(self.path, tensors=names, **self._writer_args))
@@ -370,6 +533,7 @@ def watch(
     optimizer: torch.optim.Optimizer | None = None,
     probe: torch.Tensor | None = None,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> Recorder:
     """Record the gradients of ``target`` into a new recording directory at ``path``.
 
@@ -382,6 +546,12 @@ def watch(
     model's per-input Jacobians at each recorded step. Under ``torch.distributed`` every
     rank writes its own stream into the same recording.
 
+    Mixed precision: pass ``scaler=`` (a ``torch.amp.GradScaler``; with ``optimizer=`` it is
+    also found on the optimizer's step). The steps it skips (their scaled gradients
+    overflowed) are recorded as skipped, not as non-finite gradients, and the statistics are
+    of the unscaled gradients, whether ``rec.log`` is called after ``scaler.update()`` or
+    between ``backward()`` and ``scaler.step``.
+
     >>> with gradviz.watch(model, "run1") as rec:
     ...     for x, y in data:
     ...         loss = F.mse_loss(model(x), y)
@@ -390,8 +560,21 @@ def watch(
     ...         opt.step()
     """
     return Recorder(
-        target, path, every=every, optimizer=optimizer, probe=probe, budget_bytes=budget_bytes
+        target,
+        path,
+        every=every,
+        optimizer=optimizer,
+        probe=probe,
+        budget_bytes=budget_bytes,
+        scaler=scaler,
     )
+
+
+def _uncompiled(target):
+    """The module a ``torch.compile``d one wraps (its parameters are the same tensors, and
+    their names then match the uncompiled model's, without ``_orig_mod.``)."""
+    inner = getattr(target, "_orig_mod", None)
+    return inner if isinstance(target, nn.Module) and isinstance(inner, nn.Module) else target
 
 
 def _named_tensors(target) -> dict[str, torch.Tensor]:
@@ -411,6 +594,45 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _any_nonfinite(grads: list, device: torch.device) -> bool:
+    """Whether any gradient holds a NaN or Inf (a host read: one synchronisation)."""
+    if not any(g is not None for g in grads):
+        return False
+    return not bool(torch.isfinite(stats.finiteness_sums(grads, device)).all())
+
+
+def _nonfinite_loss(loss) -> bool:
+    """A NaN or Inf loss is the model's failure, not an overflow the scaler can skip."""
+    if loss is None:
+        return False
+    value = float(loss.detach().float().sum()) if isinstance(loss, torch.Tensor) else float(loss)
+    return not math.isfinite(value)
+
+
+def _scalar_values(loss, scalars: dict) -> dict[str, torch.Tensor | float]:
+    """Named numbers of one logged step: 0-d float64 tensors (left on their device, read in
+    a batch later) or floats; ``loss`` first when given."""
+    named = {"loss": loss, **scalars} if loss is not None else dict(scalars)
+    values: dict[str, torch.Tensor | float] = {}
+    for name, value in named.items():
+        if value is None:
+            continue
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise GradvizError(
+                    f"rec.log({name}=...) takes a number or a 0-d tensor, not a tensor of "
+                    f"shape {tuple(value.shape)}."
+                )
+            values[name] = value.detach().reshape(()).to(torch.float64)
+        elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            values[name] = float(value)
+        else:
+            raise GradvizError(
+                f"rec.log({name}=...) takes a number or a 0-d tensor, not {type(value).__name__}."
+            )
+    return values
 
 
 def _close_at_exit(recorder: weakref.ref) -> None:

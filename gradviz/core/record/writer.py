@@ -8,7 +8,10 @@ child group ``rank<r>``, so ranks never touch each other's files. Per rank:
   histogram (see ``layout``);
 - ``images/<name>/data`` (S_i, H, W) and ``images/<name>/index`` (S_i, 3) int64 [step, rows,
   cols]: per-entry pictures (health codes of a watched matrix, a fit's distance matrices),
-  downsampled, padded where a later matrix is smaller than the first.
+  downsampled, padded where a later matrix is smaller than the first;
+- ``scalars/s<k>`` (S_k, 2) float64 [step, value]: named numbers logged at every step
+  (``rec.log(loss=..., lr=...)``), NaN and Inf kept; the metadata's ``scalars`` maps each
+  name to its array (any name: "train/loss" too) and its count.
 
 ``index`` and ``stats`` hold ``STEP_CHUNK`` steps a chunk (a chunk is written again, whole,
 from the writer's copy, while it fills: the rows already in it never change), images one
@@ -40,6 +43,8 @@ from gradviz.core.record import layout as L
 _INITIAL_CAPACITY = 64
 #: Steps per chunk of ``index`` and ``stats``: a batch of steps is one file write per array.
 STEP_CHUNK = 16
+#: Rows per chunk of a logged scalar's array (logged every step, so longer chunks).
+SCALAR_CHUNK = 256
 
 
 class RankWriter:
@@ -91,12 +96,15 @@ class RankWriter:
             "complete": False,
             "first_nonfinite": None,
             "images": {},
+            "scalars": {},
+            "skipped": [],
             **(meta or {}),
         }
         self.steps = 0
         self._index = self._stats = None
         self._tail: tuple[np.ndarray, np.ndarray] | None = None  # the last chunk's rows
         self._images: dict[str, tuple[zarr.Array, zarr.Array]] = {}
+        self._scalars: dict[str, _TailedArray] = {}
         self._publish()
 
     # ---- appending -----------------------------------------------------------------------------
@@ -142,6 +150,33 @@ class RankWriter:
         self.meta["steps"] = self.steps
         self.meta["last_step"] = int(items[-1][0])
         self._publish()  # last: the data of every counted step is already on disk
+
+    def append_scalars(self, values: dict[str, np.ndarray], publish: bool = True) -> None:
+        """Write logged scalars: name -> (k, 2) float64 rows [step, value], in step order."""
+        for name, rows in values.items():
+            array = self._scalars.get(name)
+            if array is None:
+                key = f"s{len(self._scalars)}"
+                group = self.group.require_group("scalars")
+                array = _TailedArray(
+                    self._array(group, key, (2,), np.float64, math.nan, SCALAR_CHUNK)
+                )
+                self._scalars[name] = array
+                self.meta["scalars"][name] = {"key": key, "count": 0}
+            array.extend(np.asarray(rows, dtype=np.float64).reshape(-1, 2))
+            self.meta["scalars"][name]["count"] = array.count
+        if publish and values:
+            self._publish()
+
+    def add_skip(self, entry: dict, publish: bool = True) -> None:
+        """Note a step GradScaler skipped: {"step", "scale", "new_scale"}."""
+        self.meta.setdefault("skipped", []).append(entry)
+        if publish:
+            self._publish()
+
+    def publish(self) -> None:
+        """Write the metadata (after the data it counts)."""
+        self._publish()
 
     def _write_tail(self, start: int) -> None:
         """Write the chunk of ``index`` and ``stats`` that begins at row ``start`` whole
@@ -213,6 +248,33 @@ class RankWriter:
         info["count"] = i + 1
 
 
+class _TailedArray:
+    """An append-only (capacity, *row) zarr array whose last, filling chunk is kept in memory
+    and written whole (zarr then writes it without reading it back)."""
+
+    def __init__(self, array: zarr.Array) -> None:
+        self.array = array
+        self.count = 0
+        self._tail = np.full(array.chunks, math.nan)
+
+    def extend(self, rows: np.ndarray) -> None:
+        chunk = self.array.chunks[0]
+        RankWriter._grow(self.array, self.count + len(rows) - 1)
+        for row in rows:
+            at = self.count % chunk
+            if at == 0:
+                self._tail = np.full(self.array.chunks, math.nan)
+            self._tail[at] = row
+            self.count += 1
+            if at == chunk - 1:
+                self._write(self.count - chunk)
+        if self.count % chunk:
+            self._write(self.count - self.count % chunk)
+
+    def _write(self, start: int) -> None:
+        self.array[start : start + self.array.chunks[0]] = self._tail
+
+
 def _open_root(path: Path, attempts: int = 20) -> zarr.Group:
     """The recording's root group, created if missing. Ranks starting together race to
     create it (zarr creates it exclusively, so the loser fails): open it again then."""
@@ -281,6 +343,23 @@ class BackgroundWriter:
         self.bytes_written += sum(image.nbytes + 24 for image in (images or {}).values())
         self._queue.put((step, loss, rows, images, first_nonfinite))
 
+    def append_scalars(self, values: dict[str, np.ndarray]) -> None:
+        """Hand over logged scalars (name -> (k, 2) rows [step, value]) to be written."""
+        self._raise_error()
+        self.bytes_written += sum(rows.size * 8 for rows in values.values())
+        self._queue.put(_Scalars(values))
+
+    def set_meta_once(self, key: str, value) -> None:
+        """Hand over a metadata entry that is written once (later ones are ignored)."""
+        self._raise_error()
+        self._queue.put(_SetMeta(key, value))
+
+    def append_skip(self, entry: dict) -> None:
+        """Hand over a step GradScaler skipped (see ``RankWriter.add_skip``)."""
+        self._raise_error()
+        self.bytes_written += 64
+        self._queue.put(_Skipped(entry))
+
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join()
@@ -301,12 +380,32 @@ class BackgroundWriter:
             items = batch[:-1] if done else batch
             if items and self._error is None:
                 try:
-                    self.writer.append_many(items)
+                    self._write(items)
                 except BaseException as exc:  # handed to the training thread
                     self._error = exc
             last_write = time.monotonic()
             if done:
                 return
+
+    def _write(self, items: list) -> None:
+        """Scalars first, then the steps, whose metadata write then counts both."""
+        steps = [item for item in items if isinstance(item, tuple)]
+        scalars: dict[str, list[np.ndarray]] = {}
+        for item in items:
+            if isinstance(item, _Scalars):
+                for name, rows in item.values.items():
+                    scalars.setdefault(name, []).append(rows)
+            elif isinstance(item, _Skipped):
+                self.writer.add_skip(item.entry, publish=False)
+            elif isinstance(item, _SetMeta) and self.writer.meta.get(item.key) is None:
+                self.writer.meta[item.key] = item.value
+        if scalars:
+            merged = {name: np.concatenate(parts) for name, parts in scalars.items()}
+            self.writer.append_scalars(merged, publish=False)
+        if steps:
+            self.writer.append_many(steps)
+        else:
+            self.writer.publish()
 
     def _raise_error(self) -> None:
         if self._error is not None:
@@ -314,3 +413,30 @@ class BackgroundWriter:
             if isinstance(error, OSError):
                 raise GradvizError(f"Cannot write the recording ({error}).") from None
             raise error
+
+
+class _Scalars:
+    """A queue item of logged scalars (steps are plain tuples)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, np.ndarray]) -> None:
+        self.values = values
+
+
+class _Skipped:
+    """A queue item: a step GradScaler skipped."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: dict) -> None:
+        self.entry = entry
+
+
+class _SetMeta:
+    """A queue item: a metadata entry written once."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: str, value) -> None:
+        self.key, self.value = key, value

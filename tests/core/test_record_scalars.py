@@ -1,0 +1,100 @@
+"""Named scalars logged at every step (``rec.log(loss=..., lr=..., accuracy=...)``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import gradviz
+from gradviz.cli import main
+from gradviz.core.errors import GradvizError
+from gradviz.core.record import layout as L
+from gradviz.core.record.reader import Reader
+from gradviz.core.record.writer import SCALAR_CHUNK, RankWriter
+
+
+def test_every_logged_step_keeps_its_scalars_with_nan_and_inf_as_logged(tmp_path):
+    w = torch.zeros(3, requires_grad=True)
+    steps = SCALAR_CHUNK + 45  # across a chunk boundary of the scalars' arrays
+    lrs = [0.1 * 0.99**s for s in range(steps)]
+    accuracies = [s / steps for s in range(steps)]
+    accuracies[7], accuracies[8], accuracies[9] = math.nan, math.inf, -math.inf
+    with gradviz.watch({"w": w}, tmp_path / "run", every=50) as rec:
+        for s in range(steps):
+            w.grad = torch.ones(3)
+            loss = torch.tensor(float(steps - s))  # a 0-d tensor, as a loss is
+            rec.log(loss=loss, lr=lrs[s], accuracy=torch.tensor(accuracies[s]))
+    stream = Reader(tmp_path / "run").rank(0)
+    # Gradients at every 50th step; the scalars at every step.
+    assert list(stream.step_numbers()) == list(range(0, steps, 50))
+    assert stream.scalar_names() == ["loss", "lr", "accuracy"]
+    lr = stream.scalar("lr")
+    np.testing.assert_array_equal(lr.steps, np.arange(steps))
+    np.testing.assert_array_equal(lr.values, lrs)
+    np.testing.assert_array_equal(stream.scalar("accuracy").values, np.float32(accuracies))
+    np.testing.assert_array_equal(stream.scalar("loss").values, np.arange(steps, 0, -1))
+
+
+def test_scalars_in_optimizer_mode_carry_the_optimizer_steps_numbers(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    with gradviz.watch(model, tmp_path / "run", optimizer=opt, every=3) as rec:
+        for _ in range(6):
+            opt.zero_grad()
+            loss = model(torch.ones(4, 2)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            rec.log(loss=loss, lr=sched.get_last_lr()[0])
+            sched.step()
+    stream = Reader(tmp_path / "run").rank(0)
+    lr = stream.scalar("lr")
+    assert list(lr.steps) == [0, 1, 2, 3, 4, 5]
+    np.testing.assert_allclose(lr.values, [0.1, 0.1, 0.05, 0.05, 0.025, 0.025])
+    # The recorded steps' loss is the loss logged at that step.
+    losses = stream.scalar("loss")
+    np.testing.assert_array_equal(stream.losses(), losses.values[stream.step_numbers()])
+
+
+def test_inspect_json_names_the_scalars(tmp_path, capsys):
+    w = torch.zeros(2, requires_grad=True)
+    with gradviz.watch({"w": w}, tmp_path / "run", every=1) as rec:
+        w.grad = torch.ones(2)
+        rec.log(loss=1.0, **{"train/accuracy": 0.5})
+    assert main(["inspect", str(tmp_path / "run"), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "scalars: loss, train/accuracy" in out
+    assert json.loads(out.strip().splitlines()[-1])["scalars"] == ["loss", "train/accuracy"]
+    assert Reader(tmp_path / "run").rank(0).scalar("train/accuracy").values.tolist() == [0.5]
+
+
+def test_a_recording_from_before_scalars_still_reads_its_loss(tmp_path):
+    """Recordings written before scalars had no ``scalars`` entry: their recorded losses
+    are their one scalar."""
+    writer = RankWriter(tmp_path / "old", source="watch", tensors=["w"])
+    rows = np.zeros((1, L.ROW_WIDTH))
+    writer.append_many([(0, 2.5, rows, None, None), (10, 1.5, rows, None, None)])
+    del writer.meta["scalars"]
+    writer.close()
+    reader = Reader(tmp_path / "old")
+    stream = reader.rank(0)
+    assert stream.scalar_names() == ["loss"] and reader.describe()["scalars"] == ["loss"]
+    loss = stream.scalar("loss")
+    assert loss.steps.tolist() == [0, 10] and loss.values.tolist() == [2.5, 1.5]
+    with pytest.raises(GradvizError, match="No scalar 'lr'.*holds: loss"):
+        stream.scalar("lr")
+
+
+def test_a_scalar_that_is_not_a_number_is_refused_in_one_sentence(tmp_path):
+    w = torch.zeros(2, requires_grad=True)
+    with gradviz.watch({"w": w}, tmp_path / "run") as rec:
+        w.grad = torch.ones(2)
+        with pytest.raises(GradvizError, match=r"rec.log\(acc=...\) takes a number.*\(3,\)"):
+            rec.log(acc=torch.ones(3))
+        with pytest.raises(GradvizError, match=r"rec.log\(tag=...\).*not str"):
+            rec.log(tag="x")

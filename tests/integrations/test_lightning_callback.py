@@ -1,0 +1,115 @@
+"""The Lightning callback against the real package: a tiny model, random data, a few steps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+pl = pytest.importorskip("lightning.pytorch")
+
+from gradviz.core.record.reader import Reader  # noqa: E402
+from gradviz.integrations.lightning import GradvizCallback  # noqa: E402
+
+NAN_STEP = 4
+STEPS = 7
+# Lightning's advice for real runs (more data-loader workers, a logger), not failures.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*does not have many workers:UserWarning",
+    "ignore:.*(smaller than the logging interval|LightningModule.log).*:UserWarning",
+    "ignore::DeprecationWarning",
+    # Lightning 2.6 on torch 2.13's pytree (theirs to change).
+    "ignore:.*LeafSpec.*:FutureWarning",
+)
+
+
+class TinyModule(pl.LightningModule):
+    def __init__(self, nan_at: int | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
+        )
+        self.nan_at = nan_at
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.net(x), y)
+        if self.global_step == self.nan_at:
+            loss = loss * float("nan")
+        self.log("train_mse", loss.detach())
+        return loss
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+def _data():
+    g = torch.Generator().manual_seed(0)
+    ds = torch.utils.data.TensorDataset(
+        torch.randn(64, 4, generator=g), torch.randn(64, 1, generator=g)
+    )
+    return torch.utils.data.DataLoader(ds, batch_size=8)
+
+
+def _fit(tmp_path, module, **trainer_args):
+    callback = GradvizCallback(tmp_path / "run", every=3)
+    trainer = pl.Trainer(
+        max_steps=STEPS,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[callback],
+        default_root_dir=tmp_path,
+        **trainer_args,
+    )
+    trainer.fit(module, _data())
+    return Reader(tmp_path / "run")
+
+
+def test_one_callback_records_gradients_loss_and_learning_rate(tmp_path):
+    reader = _fit(tmp_path, TinyModule(nan_at=NAN_STEP))
+    summary = reader.describe()
+    assert summary["complete"] and summary["source"] == "lightning"
+    assert summary["tensors"] == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"]
+    stream = reader.rank(0)
+    # Every 3rd step and the first non-finite one (and those after it: NaN weights).
+    assert list(stream.step_numbers())[:3] == [0, 3, NAN_STEP]
+    assert summary["first_nonfinite"]["step"] == NAN_STEP
+    assert summary["first_nonfinite"]["tensor"] == "net.0.weight"
+    loss = stream.scalar("loss")
+    assert list(loss.steps) == list(range(STEPS))
+    assert all(math.isfinite(v) for v in loss.values[:NAN_STEP]) and math.isnan(
+        loss.values[NAN_STEP]
+    )
+    lr = stream.scalar("lr")
+    np.testing.assert_allclose(lr.values, [0.1 * 0.5 ** (s // 2) for s in range(STEPS)])
+    assert "train_mse" in stream.scalar_names()
+
+
+def test_the_step_record_carries_the_training_steps_loss(tmp_path):
+    stream = _fit(tmp_path, TinyModule()).rank(0)
+    recorded = stream.step_numbers()
+    loss = stream.scalar("loss")
+    np.testing.assert_array_equal(stream.losses(), loss.values[recorded])
+
+
+def test_the_lightning_example_records_a_run(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "resources" / "examples" / "lightning_callback.py"
+    spec = importlib.util.spec_from_file_location("lightning_callback", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.train(tmp_path / "run", steps=12, every=5)
+    summary = Reader(tmp_path / "run").describe()
+    assert summary["complete"] and summary["first_nonfinite"] is None
+    assert {"loss", "lr", "train_loss"} <= set(summary["scalars"])
+    assert Reader(tmp_path / "run").rank(0).scalar("loss").steps.tolist() == list(range(12))

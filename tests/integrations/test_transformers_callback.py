@@ -1,0 +1,86 @@
+"""The Hugging Face Trainer callback against the real package: a tiny model, random data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+from gradviz.core.record.reader import Reader  # noqa: E402
+from gradviz.integrations.transformers import GradvizCallback  # noqa: E402
+
+STEPS = 6
+NAN_STEP = 3
+
+
+class TinyRegressor(torch.nn.Module):
+    """What the Trainer needs: forward(**batch) -> {"loss": ...}."""
+
+    def __init__(self, nan_at: int | None = None) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
+        )
+        self.nan_at = nan_at
+        self.calls = 0
+
+    def forward(self, x, labels=None):
+        out = self.net(x)
+        loss = torch.nn.functional.mse_loss(out, labels)
+        if self.calls == self.nan_at:
+            loss = loss * float("nan")
+        self.calls += 1
+        return {"loss": loss, "logits": out}
+
+
+def _dataset():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 4, generator=g), torch.randn(64, 1, generator=g)
+    return [{"x": x[i], "labels": y[i]} for i in range(64)]
+
+
+def _train(tmp_path, model, **extra) -> Reader:
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=STEPS,
+        per_device_train_batch_size=8,
+        learning_rate=0.1,
+        lr_scheduler_type="linear",
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        **extra,
+    )
+    callback = GradvizCallback(tmp_path / "run", every=2)
+    trainer = transformers.Trainer(
+        model=model, args=args, train_dataset=_dataset(), callbacks=[callback]
+    )
+    trainer.train()
+    return Reader(tmp_path / "run")
+
+
+def test_one_callback_records_gradients_learning_rate_and_the_logged_loss(tmp_path):
+    reader = _train(tmp_path, TinyRegressor(nan_at=NAN_STEP), max_grad_norm=0.0)
+    summary = reader.describe()
+    assert summary["complete"] and summary["source"] == "transformers"
+    assert summary["tensors"] == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"]
+    assert summary["first_nonfinite"]["step"] == NAN_STEP
+    assert summary["first_nonfinite"]["tensor"] == "net.0.weight"
+    stream = reader.rank(0)
+    assert list(stream.step_numbers())[:3] == [0, 2, NAN_STEP]
+    lr = stream.scalar("lr")
+    assert list(lr.steps) == list(range(STEPS))
+    # Linear decay from 0.1 to 0 over the run: the rate each step used.
+    np.testing.assert_allclose(lr.values, [0.1 * (1 - s / STEPS) for s in range(STEPS)])
+    loss = stream.scalar("loss")
+    assert list(loss.steps) == list(range(STEPS))
+    assert all(math.isfinite(v) for v in loss.values[:NAN_STEP])
+    assert {"loss", "lr", "grad_norm", "learning_rate"} <= set(stream.scalar_names())
