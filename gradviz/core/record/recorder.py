@@ -10,20 +10,16 @@ synchronisation): the first non-finite step is still named exactly, with its ten
 
 from __future__ import annotations
 
-import atexit
 import math
 import os
-import threading
-import weakref
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.record import layout as L
 from gradviz.core.record import stats
+from gradviz.core.record.sink import Pending, StepSink, watch_owner
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
@@ -35,20 +31,6 @@ UPDATE_COPY_LIMIT_BYTES = 1 << 29
 #: Up to this size the copies are kept from one recorded step to the next and refilled
 #: (no allocation per step); above it each recorded step makes and drops its own.
 KEEP_COPIES_LIMIT_BYTES = 1 << 26
-
-
-@dataclass
-class _Pending:
-    """A recorded step whose statistics are still on the device (written at the next step,
-    when the update the optimizer applied after it is known)."""
-
-    step: int
-    loss: torch.Tensor | None
-    rows: torch.Tensor  # (T, ROW_WIDTH) float64
-    images: dict[str, torch.Tensor]  # name -> (H, W)
-    before: list[torch.Tensor | None]  # parameter values at the step (for the update norm)
-    first_bad: torch.Tensor  # (3,) float64: step, tensor, sum of the first non-finite step
-    host_images: dict[str, np.ndarray] = field(default_factory=dict)  # added by add_images
 
 
 class Recorder:
@@ -86,7 +68,6 @@ class Recorder:
         self.budget_bytes = int(budget_bytes)
         self._level = 0
         self._count = 0
-        self._pending: _Pending | None = None
         self._workspace = stats.Workspace()  # scratch buffers of a recorded step, reused
         self._copies: list[torch.Tensor | None] = []  # parameter copies, reused per step
         self._finite: list[bool] | None = None  # this step's tensors known finite (CPU)
@@ -99,17 +80,16 @@ class Recorder:
         self._writer: BackgroundWriter | None = None
         self.path = path
         self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
+        # The sink writes every step this recorder is given, also if it is dropped without
+        # close(), at exit, after an exception or on SIGTERM (see sink).
+        self._sink = StepSink(self._writer)
+        watch_owner(self, self._sink)
         self._optimizer_hook = (
             optimizer.register_step_pre_hook(lambda *_: self._on_step(None, None))
             if optimizer is not None
             else None
         )
         self.closed = False
-        # A script that ends without close() still gets its queued steps written. zarr's
-        # file writes go through a thread pool that stops at the threading module's exit
-        # hooks, which run before atexit's: close from one of those, registered after it.
-        register = getattr(threading, "_register_atexit", atexit.register)
-        register(_close_at_exit, weakref.ref(self))
 
     # ---- the user's calls --------------------------------------------------------------------
     def log(self, loss: torch.Tensor | float | None = None, step: int | None = None) -> None:
@@ -121,8 +101,10 @@ class Recorder:
         """
         self._check_open()
         if self._optimizer_hook is not None:
-            if self._pending is not None and self._pending.step == self._last_step:
-                self._pending.loss = _as_loss(loss, self.device)
+            with self._sink.lock:
+                pending = self._sink.pending
+                if pending is not None and pending.step == self._last_step:
+                    pending.loss = _as_loss(loss, self.device)
             return
         self._on_step(loss, step)
 
@@ -148,17 +130,19 @@ class Recorder:
     def add_images(self, step: int, images: dict[str, np.ndarray]) -> bool:
         """Attach 2-D numpy ``images`` to recorded step ``step`` if it is the step just
         recorded (its row is still pending); returns whether they were attached."""
-        if self._pending is None or self._pending.step != step:
-            return False
-        self._pending.host_images.update(images)
-        return True
+        with self._sink.lock:
+            pending = self._sink.pending
+            if pending is None or pending.step != step:
+                return False
+            pending.host_images.update(images)
+            return True
 
     def close(self) -> None:
         """Write the last step and mark the recording complete."""
         if self.closed:
             return
-        self._finish_pending()
-        self._writer.close()
+        with self._sink.lock:
+            self._sink.close()
         for handle in self._hooks:
             handle.remove()
         if self._optimizer_hook is not None:
@@ -179,12 +163,17 @@ class Recorder:
     # ---- one step ------------------------------------------------------------------------------
     def _on_step(self, loss, step: int | None) -> None:
         number = self._count if step is None else int(step)
-        self._finish_pending()
-        names = list(self._named)
-        grads = [self._gradient(name) for name in names]
-        bad_now = self._check_finite(grads, number)
-        if self._wants(bad_now):
-            self._pending = self._gather(number, loss, names, grads)
+        with self._sink.lock:
+            if self._sink.closed:  # closed at exit or on a signal meanwhile
+                raise GradvizError("This recording was closed; start a new gradviz.watch.")
+            self._sink.write_pending()
+            self._sink.amend()  # the previous step, if written before this one came
+            self._adjust_interval()
+            names = list(self._named)
+            grads = [self._gradient(name) for name in names]
+            bad_now = self._check_finite(grads, number)
+            if self._wants(bad_now):
+                self._sink.hold(self._gather(number, loss, names, grads))
         self._captured.clear()
         self._last_step = number
         self._count += 1
@@ -227,7 +216,7 @@ class Recorder:
         self._first_bad = torch.where(newly, current, self._first_bad)
         return False
 
-    def _gather(self, number: int, loss, names: list[str], grads: list) -> _Pending:
+    def _gather(self, number: int, loss, names: list[str], grads: list) -> Pending:
         if not self._frozen:
             self._writer.set_tensors(names)
             self._frozen = True
@@ -245,45 +234,10 @@ class Recorder:
             images["probe_jacobians"] = jac.reshape(len(jac), -1)[:512, :512].float()
         before = self._copy_parameters(params)
         first_bad = self._first_bad.clone()
-        return _Pending(number, _as_loss(loss, self.device), rows, images, before, first_bad)
-
-    def _finish_pending(self) -> None:
-        """Complete the pending step with its update norms; one copy to the host; write it."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        names = list(self._named)[: len(pending.before)]
-        rows = pending.rows
-        moved, steps = [], []
-        for t, (name, before) in enumerate(zip(names, pending.before)):
-            now = self._parameter(name)
-            if before is not None and now is not None and now.shape == before.shape:
-                steps.append(before.sub_(now.detach()))  # our own copy: now the update
-                moved.append(t)
-        if len(moved) == len(rows):
-            rows[:, 3] = stats.norms(steps)
-        elif moved:
-            rows[torch.tensor(moved, device=rows.device), 3] = stats.norms(steps)
-        loss = pending.loss
-        if loss is None:  # a fill on the device, not a copy from the host
-            loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
-        parts = [rows.reshape(-1), loss.reshape(1).to(rows), pending.first_bad.to(rows)]
-        parts += [image.reshape(-1).to(rows) for image in pending.images.values()]
-        host = torch.cat(parts).cpu().numpy()  # the one synchronisation of a recorded step
-        n_rows = rows.numel()
-        host_rows = host[:n_rows].reshape(rows.shape)
-        loss_value, first_bad = float(host[n_rows]), host[n_rows + 1 : n_rows + 4]
-        images, offset = {}, n_rows + 4
-        for name, image in pending.images.items():
-            flat = host[offset : offset + image.numel()]
-            offset += image.numel()
-            images[name] = flat.reshape(image.shape).astype(
-                np.uint8 if image.dtype == torch.uint8 else np.float32
-            )
-        images.update(pending.host_images)
-        first = self._first_nonfinite(pending.step, names, host_rows, first_bad)
-        self._writer.append(pending.step, loss_value, host_rows, images, first)
-        self._adjust_interval()
+        sources = [self._named[name] if p is not None else None for name, p in zip(names, params)]
+        return Pending(
+            number, _as_loss(loss, self.device), rows, images, names, sources, before, first_bad
+        )
 
     def _copy_parameters(self, params: list) -> list[torch.Tensor | None]:
         """The parameters' values now, copied (for a small model into buffers kept from the
@@ -310,23 +264,6 @@ class Recorder:
             copies[t] = copy.copy_(p)
         self._copies = copies
         return list(copies)
-
-    def _first_nonfinite(self, step: int, names, rows: np.ndarray, first_bad) -> dict | None:
-        """The run's first non-finite gradient as far as this recorded step tells."""
-        if first_bad[0] < 0:
-            return None
-        tensor = names[int(first_bad[1])]
-        if int(first_bad[0]) == step:  # recorded in full: the exact entry and its kind
-            hist = rows[:, len(L.STAT_COLUMNS) :]
-            for t, name in enumerate(names):
-                _, _, nan, pos_inf, neg_inf = L.counts_from_histogram(hist[t])
-                kind = L.bad_kind(nan, pos_inf, neg_inf)
-                if kind is not None:
-                    index = int(rows[t, L.STAT_COLUMNS.index("first_bad_index")])
-                    return {"step": step, "tensor": name, "index": index, "kind": kind}
-        total = first_bad[2]
-        kind = "nan" if math.isnan(total) else ("+inf" if total > 0 else "-inf")
-        return {"step": int(first_bad[0]), "tensor": tensor, "index": None, "kind": kind}
 
     def _adjust_interval(self) -> None:
         """Double the interval each time the recording passes 1/2, 3/4, 7/8 ... of its budget."""
@@ -411,12 +348,6 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
-
-
-def _close_at_exit(recorder: weakref.ref) -> None:
-    alive = recorder()
-    if alive is not None and not alive.closed:
-        alive.close()
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:

@@ -11,7 +11,9 @@ child group ``rank<r>``, so ranks never touch each other's files. Per rank:
   downsampled, padded where a later matrix is smaller than the first.
 
 ``index`` and ``stats`` hold ``STEP_CHUNK`` steps a chunk (a chunk is written again, whole,
-from the writer's copy, while it fills: the rows already in it never change), images one
+from the writer's copy, while it fills: the rows already in it never change, except the
+last row's update norms, NaN until the next step measures them when the step was written
+before it came, see ``sink``), images one
 step a chunk. Arrays grow by doubling their capacity (a metadata write). Steps are written
 in batches (the steps handed over since the last write, see ``BackgroundWriter``), one write
 per array and chunk and one metadata write per batch. The group's attribute ``gradviz``
@@ -28,6 +30,7 @@ import os
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +92,7 @@ class RankWriter:
             "steps": 0,
             "last_step": None,
             "complete": False,
+            "ended": None,
             "first_nonfinite": None,
             "images": {},
             **(meta or {}),
@@ -157,9 +161,24 @@ class RankWriter:
         self.tensors = list(names)
         self.meta["tensors"] = self.tensors
 
-    def close(self) -> None:
-        """Mark the stream complete (a reader then knows no step is missing at the end)."""
+    def amend_update_norms(self, step: int, norms: np.ndarray) -> None:
+        """Fill in the update norms (T,) of the last written step, ``step``, written before
+        they were known (its chunk is written again, whole, from the writer's copy)."""
+        if self._tail is None or not self.steps:
+            return
+        last = self.steps - 1
+        at = last % STEP_CHUNK
+        if int(self._tail[0][at, 0]) != step:
+            return
+        self._tail[1][at, :, L.STAT_COLUMNS.index("update_norm")] = norms
+        self._write_tail(last - at)
+
+    def close(self, ended: str = "close") -> None:
+        """Mark the stream complete (a reader then knows no step is missing at the end);
+        ``ended`` says how: "close", "exit", "exception", "SIGTERM" or "collected" (the
+        recorder was dropped without close())."""
         self.meta["complete"] = True
+        self.meta["ended"] = ended
         self._publish()
 
     # ---- internals -----------------------------------------------------------------------------
@@ -242,6 +261,14 @@ def fit_into(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return block_mean(image, ky, kx).astype(image.dtype)
 
 
+@dataclass(frozen=True)
+class _Amend:
+    """The update norms (T,) of step ``step``, known after it was handed over."""
+
+    step: int
+    norms: np.ndarray
+
+
 class BackgroundWriter:
     """A RankWriter fed through a queue by a daemon thread, so that the file writes of a
     recorded step overlap the training loop instead of stalling it.
@@ -281,11 +308,16 @@ class BackgroundWriter:
         self.bytes_written += sum(image.nbytes + 24 for image in (images or {}).values())
         self._queue.put((step, loss, rows, images, first_nonfinite))
 
-    def close(self) -> None:
+    def amend_update_norms(self, step: int, norms: np.ndarray) -> None:
+        """Queued after the step it corrects (see ``RankWriter.amend_update_norms``)."""
+        self._raise_error()
+        self._queue.put(_Amend(step, norms))
+
+    def close(self, ended: str = "close") -> None:
         self._queue.put(None)
         self._thread.join()
         self._raise_error()
-        self.writer.close()
+        self.writer.close(ended)
 
     def _drain(self) -> None:
         last_write = -math.inf
@@ -301,12 +333,24 @@ class BackgroundWriter:
             items = batch[:-1] if done else batch
             if items and self._error is None:
                 try:
-                    self.writer.append_many(items)
+                    self._write(items)
                 except BaseException as exc:  # handed to the training thread
                     self._error = exc
             last_write = time.monotonic()
             if done:
                 return
+
+    def _write(self, items: list) -> None:
+        """Steps in batches, amendments in their place between them."""
+        steps: list[tuple] = []
+        for item in items:
+            if isinstance(item, _Amend):
+                self.writer.append_many(steps)
+                steps = []
+                self.writer.amend_update_norms(item.step, item.norms)
+            else:
+                steps.append(item)
+        self.writer.append_many(steps)
 
     def _raise_error(self) -> None:
         if self._error is not None:
