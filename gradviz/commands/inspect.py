@@ -1,14 +1,15 @@
 """``gradviz inspect PATH [--trust] [--activation NAME] [--json]``: describe a model file.
 
 Nothing from the file runs unless it is a TorchScript or .pt2 program and ``--trust`` is
-given. With ``--json`` the last line of stdout is one JSON object (see ModelInfo.to_dict).
+given. With ``--json`` stdout is one JSON object on one line (see ModelInfo.to_dict, and
+``Reader.describe`` for a recording) and nothing else.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from gradviz.commands.output import print_json
 from gradviz.core.modelio import ModelInfo, inspect_model
 
 
@@ -21,10 +22,10 @@ def run(args) -> int:
         activation=args.activation,
         assume_sequential=args.assume_sequential,
     )
-    for line in summary_lines(info, trusted=args.trust):
-        print(line)
     if args.json:
-        print(json.dumps(info.to_dict(), separators=(",", ":")))
+        print_json(info.to_dict())
+    else:
+        print("\n".join(summary_lines(info, trusted=args.trust)))
     return 0
 
 
@@ -64,19 +65,28 @@ def _inspect_recording(args) -> int:
     from gradviz.core.record.reader import Reader  # raises a one-sentence error if not one
 
     summary = Reader(args.path).describe()
-    first = summary["first_nonfinite"]
-    print(f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes")
-    print(f"  steps recorded: {summary['steps']}, last step: {summary['last_step']}")
-    print(f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}")
-    print(f"  ranks: {', '.join(map(str, summary['ranks']))}")
-    print(f"  tensors: {', '.join(summary['tensors'])}")
-    if first is None:
-        print("  first non-finite gradient: none")
+    if args.json:
+        print_json(summary)
     else:
-        print(
+        print("\n".join(recording_lines(summary)))
+    return 0
+
+
+def recording_lines(summary: dict) -> list[str]:
+    """A recording described for people, one fact per line (``Reader.describe``'s)."""
+    first = summary["first_nonfinite"]
+    lines = [
+        f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes",
+        f"  steps recorded: {summary['steps']}, last step: {summary['last_step']}",
+        f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}",
+        f"  ranks: {', '.join(map(str, summary['ranks']))}",
+        f"  tensors: {', '.join(summary['tensors'])}",
+    ]
+    if first is None:
+        lines.append("  first non-finite gradient: none")
+    else:
+        lines.append(
             f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
             f" (rank {first['rank']}), {first['kind']} at flat index {first['index']}"
         )
-    if args.json:
-        print(json.dumps(summary, separators=(",", ":")))
-    return 0
+    return lines
