@@ -62,31 +62,66 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
 
 
 def _inspect_recording(args) -> int:
+    from gradviz.core.errors import GradvizError
     from gradviz.core.record.reader import Reader  # raises a one-sentence error if not one
 
-    summary = Reader(args.path).describe()
+    reader = Reader(args.path)
+    summary = reader.describe()
+    if not summary["ranks"] and summary["damaged"]:
+        reason = summary["damaged"][0]["reason"]
+        raise GradvizError(f"{args.path!r} is a gradviz recording that cannot be read: {reason}")
     if args.json:
         print_json(summary)
     else:
         print("\n".join(recording_lines(summary)))
-    return 0
+    return EXIT_DAMAGED if summary["damaged"] else 0
+
+
+#: ``inspect`` of a recording that opens but has lost data (1; unreadable ones exit 2).
+EXIT_DAMAGED = 1
 
 
 def recording_lines(summary: dict) -> list[str]:
-    """A recording described for people, one fact per line (``Reader.describe``'s)."""
-    first = summary["first_nonfinite"]
+    """A recording described for people, one fact per line (``Reader.describe``'s); with
+    several ranks each rank's counts on a line of its own, never mixed."""
+    per_rank = summary["per_rank"]
     lines = [
-        f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes",
-        f"  steps recorded: {summary['steps']}, last step: {summary['last_step']}",
-        f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}",
+        f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes"
+    ]
+    if len(per_rank) == 1:
+        only = per_rank[0]
+        lines.append(f"  steps recorded: {only['steps']}, last step: {only['last_step']}")
+    if summary["damaged"]:
+        complete = "no (damaged: data is missing, see below)"
+    elif summary["complete"]:
+        complete = "yes"
+    else:
+        complete = "no (the writer was cut off)"
+    lines += [
+        f"  complete: {complete}",
         f"  ranks: {', '.join(map(str, summary['ranks']))}",
         f"  tensors: {', '.join(summary['tensors'])}",
+        f"  first non-finite gradient: {_first_words(summary['first_nonfinite'])}",
     ]
-    if first is None:
-        lines.append("  first non-finite gradient: none")
-    else:
-        lines.append(
-            f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
-            f" (rank {first['rank']}), {first['kind']} at flat index {first['index']}"
-        )
+    if len(per_rank) > 1:
+        for r in per_rank:
+            state = "complete" if r["complete"] else "not complete"
+            lines.append(
+                f"  rank {r['rank']}: {r['steps']} steps recorded, last step {r['last_step']}, "
+                f"{state}; first non-finite gradient: {_first_words(r['first_nonfinite'])}"
+            )
+    for d in summary["damaged"]:
+        steps = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in d["missing_steps"])
+        lost = f" steps {steps} lost;" if steps else ""
+        lines.append(f"  damaged: rank {d['rank']} {d['what']}:{lost} {d['reason']}")
     return lines
+
+
+def _first_words(first: dict | None) -> str:
+    if first is None:
+        return "none"
+    rank = f" (rank {first['rank']})" if "rank" in first else ""
+    return (
+        f"step {first['step']}, {first['tensor']}{rank}, {first['kind']} at flat index "
+        f"{first['index']}"
+    )

@@ -352,3 +352,18 @@ def test_a_step_written_before_the_next_one_gets_its_update_norm_from_it(tmp_pat
     for t, name in enumerate(["weight", "bias"]):
         np.testing.assert_allclose(stream.tensor(name).update_norm, [u[t] for u in updates])
     assert stream.meta["ended"] == "close"
+
+
+def test_a_loss_logged_after_the_step_was_written_by_itself_is_still_recorded(tmp_path):
+    w = torch.zeros(3, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    rec = gradviz.watch({"w": w}, tmp_path / "run", every=1, optimizer=opt)
+    w.grad = torch.ones(3)
+    opt.step()  # recorded here, from the optimizer's step
+    reader = Reader(tmp_path / "run")
+    while not reader.rank(0).steps:  # written by itself: no further step came
+        time.sleep(0.02)
+        reader.refresh()
+    rec.log(loss=2.5)  # a loss given late
+    rec.close()
+    assert list(Reader(tmp_path / "run").rank(0).losses()) == [2.5]

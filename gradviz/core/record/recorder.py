@@ -102,9 +102,7 @@ class Recorder:
         self._check_open()
         if self._optimizer_hook is not None:
             with self._sink.lock:
-                pending = self._sink.pending
-                if pending is not None and pending.step == self._last_step:
-                    pending.loss = _as_loss(loss, self.device)
+                self._sink.add_loss(self._last_step, _as_loss(loss, self.device))
             return
         self._on_step(loss, step)
 
@@ -131,11 +129,7 @@ class Recorder:
         """Attach 2-D numpy ``images`` to recorded step ``step`` if it is the step just
         recorded (its row is still pending); returns whether they were attached."""
         with self._sink.lock:
-            pending = self._sink.pending
-            if pending is None or pending.step != step:
-                return False
-            pending.host_images.update(images)
-            return True
+            return self._sink.add_images(step, images)
 
     def close(self) -> None:
         """Write the last step and mark the recording complete."""

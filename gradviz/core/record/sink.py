@@ -5,8 +5,9 @@ the optimizer applied after it). A ``StepSink`` owns that waiting step and the w
 outlives the Recorder that feeds it:
 
 - a step that no further ``log`` follows within ``IDLE_S`` is written by the sink's own
-  thread (its update size unknown until the next step amends it), so every logged step
-  is on disk within ``IDLE_S + BackgroundWriter.FLUSH_S`` (0.4 s);
+  thread, so every logged step is on disk within ``IDLE_S + BackgroundWriter.FLUSH_S``
+  (0.4 s); what comes later for it (its update size, measured at the next step; a loss
+  or pictures given after the optimizer's step recorded it) amends it;
 - the sinks still open are kept in a module registry (strong references: not garbage
   collection's luck): at interpreter exit, after an uncaught exception, on SIGTERM, or
   when the Recorder is collected without ``close()``, the sink writes what waits and
@@ -123,7 +124,25 @@ class StepSink:
         _fill_update_norms(filled, pending)
         norms = filled[:, 3].cpu().numpy()
         if not np.isnan(norms).all():
-            self.writer.amend_update_norms(pending.step, norms)
+            self.writer.amend(pending.step, norms=norms)
+
+    def add_loss(self, step: int, loss: torch.Tensor | None) -> None:
+        """The loss of ``step``, given after the step was recorded (``log`` after the
+        optimizer's step recorded it)."""
+        if self.pending is not None and self.pending.step == step:
+            self.pending.loss = loss
+        elif loss is not None and self.unamended is not None and self.unamended.step == step:
+            self.writer.amend(step, loss=float(loss))
+
+    def add_images(self, step: int, images: dict[str, np.ndarray]) -> bool:
+        """Attach ``images`` to ``step`` if it is the step just recorded."""
+        if self.pending is not None and self.pending.step == step:
+            self.pending.host_images.update(images)
+            return True
+        if self.unamended is not None and self.unamended.step == step:
+            self.writer.amend(step, images=dict(images))
+            return True
+        return False
 
     def close(self, ended: str = "close", update_known: bool = True) -> None:
         """Write what waits and mark the recording complete; ``ended`` says how it ended."""

@@ -161,17 +161,26 @@ class RankWriter:
         self.tensors = list(names)
         self.meta["tensors"] = self.tensors
 
-    def amend_update_norms(self, step: int, norms: np.ndarray) -> None:
-        """Fill in the update norms (T,) of the last written step, ``step``, written before
-        they were known (its chunk is written again, whole, from the writer's copy)."""
+    def amend(self, step: int, loss=None, norms=None, images=None) -> None:
+        """Complete the last written step, ``step``, written before all of it was known:
+        its ``loss``, its update norms (T,) (its chunks are written again, whole, from the
+        writer's copy) and its ``images``. None leaves a part as it is."""
         if self._tail is None or not self.steps:
             return
         last = self.steps - 1
         at = last % STEP_CHUNK
         if int(self._tail[0][at, 0]) != step:
             return
-        self._tail[1][at, :, L.STAT_COLUMNS.index("update_norm")] = norms
-        self._write_tail(last - at)
+        if loss is not None:
+            self._tail[0][at, 1] = loss
+        if norms is not None:
+            self._tail[1][at, :, L.STAT_COLUMNS.index("update_norm")] = norms
+        if loss is not None or norms is not None:
+            self._write_tail(last - at)
+        for name, image in (images or {}).items():
+            self._append_image(name, step, np.asarray(image))
+        if images:
+            self._publish()
 
     def close(self, ended: str = "close") -> None:
         """Mark the stream complete (a reader then knows no step is missing at the end);
@@ -263,10 +272,13 @@ def fit_into(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Amend:
-    """The update norms (T,) of step ``step``, known after it was handed over."""
+    """What became known of step ``step`` after it was handed over: its loss, its update
+    norms (T,), pictures attached to it."""
 
     step: int
-    norms: np.ndarray
+    loss: float | None = None
+    norms: np.ndarray | None = None
+    images: dict | None = None
 
 
 class BackgroundWriter:
@@ -308,10 +320,10 @@ class BackgroundWriter:
         self.bytes_written += sum(image.nbytes + 24 for image in (images or {}).values())
         self._queue.put((step, loss, rows, images, first_nonfinite))
 
-    def amend_update_norms(self, step: int, norms: np.ndarray) -> None:
-        """Queued after the step it corrects (see ``RankWriter.amend_update_norms``)."""
+    def amend(self, step: int, loss=None, norms=None, images=None) -> None:
+        """Queued after the step it completes (see ``RankWriter.amend``)."""
         self._raise_error()
-        self._queue.put(_Amend(step, norms))
+        self._queue.put(_Amend(step, loss, norms, images))
 
     def close(self, ended: str = "close") -> None:
         self._queue.put(None)
@@ -347,7 +359,7 @@ class BackgroundWriter:
             if isinstance(item, _Amend):
                 self.writer.append_many(steps)
                 steps = []
-                self.writer.amend_update_norms(item.step, item.norms)
+                self.writer.amend(item.step, item.loss, item.norms, item.images)
             else:
                 steps.append(item)
         self.writer.append_many(steps)
