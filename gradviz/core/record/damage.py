@@ -51,8 +51,10 @@ def read_rows(group: zarr.Group, name: str, count: int, row_shape: tuple) -> tup
         return out, []
     try:
         array = group[name]
-    except (KeyError, OSError, ValueError):
+    except KeyError:
         return out, [f"the array {name!r} is missing"]
+    except (OSError, ValueError):  # its zarr.json is not valid
+        return out, [f"the metadata of the array {name!r} cannot be read"]
     problems = []
     if tuple(array.shape[1:]) != tuple(row_shape):
         return out, [
