@@ -283,6 +283,10 @@ def test_gui_recording_screenshot_saves_the_model_health_page(tmp_path, watch_re
     proc = _gui(tmp_path, str(watch_recording), "--screenshot", str(shot),
                 "--window-size", "1024x700", "--run-for", "0.2")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # One line a script can read: the file, its size, the page shown and the status bar.
+    (line,) = [t for t in proc.stdout.splitlines() if t.startswith("saved ")]
+    assert line.startswith(f"saved {shot} (1024x700); ")
+    assert "; page Model health; status: " in line
     image = QImage(str(shot))
     assert (image.width(), image.height()) == (1024, 700)
     # The page's yellow NaN columns are on the picture (the heatmap was read and drawn).
