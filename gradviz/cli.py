@@ -112,7 +112,11 @@ def _add_jacobian(sub) -> None:
 
 def _add_inspect(sub) -> None:
     p = sub.add_parser(
-        "inspect", help="describe a saved model file without running it, or a recording"
+        "inspect",
+        help="describe a saved model file without running it, or a recording",
+        description="Describe a saved model file without running it, or a recording "
+        "directory. Exit status: 0, 1 for a recording that opens but has lost data (named "
+        "under 'damaged'), 2 for a file or recording that cannot be read.",
     )
     p.add_argument("path", metavar="PATH")
     p.add_argument(

@@ -6,11 +6,10 @@ Each suite is the module ``gradviz.bench.<suite>`` with ``run(repeats, quick, em
 from __future__ import annotations
 
 import importlib
-import json
-import math
 import sys
 from types import ModuleType
 
+from gradviz.commands.output import print_json
 from gradviz.core.errors import GradvizError
 
 SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory")
@@ -37,7 +36,7 @@ def run(args) -> int:
         emit("")
     if args.json:
         summary = {"repeats": args.repeats, "quick": args.quick, "suites": results}
-        print(json.dumps(_finite_or_null(summary)))
+        print_json(summary)
     return 0
 
 
@@ -55,14 +54,3 @@ def _load_suite(name: str, required: bool) -> ModuleType | None:
                 f"run 'gradviz bench --suite all' to measure the suites that are."
             ) from None
         return None
-
-
-def _finite_or_null(value):
-    """JSON has no NaN or Infinity: write them as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_null(v) for v in value]
-    return value

@@ -5,8 +5,6 @@ A run that ends in NaN is a result (exit 0); bad settings or files are errors (e
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import TextIO
 
 import numpy as np
 
+from gradviz.commands.output import print_json
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.core.settings_table import from_arguments
@@ -52,7 +51,7 @@ def run(args) -> int:
     if out is not None:
         _save_run(out, fit, coords, distances)
     if args.json:
-        print(json.dumps(_json_safe(summary), allow_nan=False))
+        print_json(summary)
     else:
         print(_describe(summary, fit.stopped_on_nan, out))
     return 0
@@ -98,14 +97,6 @@ def _save_run(path: Path, fit, coords: np.ndarray, distances: np.ndarray) -> Non
         )
     except OSError as exc:
         raise GradvizError(f"Cannot write {path} ({exc.strerror or exc}).") from None
-
-
-def _json_safe(summary: dict) -> dict:
-    """JSON has no NaN or Infinity: non-finite numbers become null."""
-    return {
-        key: None if isinstance(value, float) and not math.isfinite(value) else value
-        for key, value in summary.items()
-    }
 
 
 def _describe(summary: dict, stopped_on_nan: bool, out: Path | None) -> str:

@@ -1,14 +1,15 @@
 """``gradviz inspect PATH [--trust] [--activation NAME] [--json]``: describe a model file.
 
 Nothing from the file runs unless it is a TorchScript or .pt2 program and ``--trust`` is
-given. With ``--json`` the last line of stdout is one JSON object (see ModelInfo.to_dict).
+given. With ``--json`` stdout is one JSON object on one line (see ModelInfo.to_dict, and
+``Reader.describe`` for a recording) and nothing else.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from gradviz.commands.output import print_json
 from gradviz.core.modelio import ModelInfo, inspect_model
 
 
@@ -21,10 +22,10 @@ def run(args) -> int:
         activation=args.activation,
         assume_sequential=args.assume_sequential,
     )
-    for line in summary_lines(info, trusted=args.trust):
-        print(line)
     if args.json:
-        print(json.dumps(info.to_dict(), separators=(",", ":")))
+        print_json(info.to_dict())
+    else:
+        print("\n".join(summary_lines(info, trusted=args.trust)))
     return 0
 
 
@@ -61,33 +62,84 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
 
 
 def _inspect_recording(args) -> int:
+    from gradviz.core.errors import GradvizError
     from gradviz.core.record.reader import Reader  # raises a one-sentence error if not one
 
-    summary = Reader(args.path).describe()
-    first = summary["first_nonfinite"]
-    print(f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes")
-    print(f"  steps recorded: {summary['steps']}, last step: {summary['last_step']}")
-    print(f"  complete: {'yes' if summary['complete'] else 'no (the writer was cut off)'}")
-    print(f"  ranks: {', '.join(map(str, summary['ranks']))}")
-    print(f"  tensors: {', '.join(summary['tensors'])}")
-    print(f"  scalars: {', '.join(summary['scalars']) or 'none'}")
-    skipped = summary["skipped_steps"]
-    if skipped:
-        more = ", ..." if len(skipped) > 10 else ""
-        print(
-            f"  skipped by GradScaler (scaled gradients overflowed, scale lowered): "
-            f"{len(skipped)} step(s): {', '.join(map(str, skipped[:10]))}{more}"
-        )
-    if first is None:
-        print("  first non-finite gradient: none")
-    else:
-        print(
-            f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
-            f" ({_ranks_text(first['ranks'])}), {first['kind']} at flat index {first['index']}"
-        )
+    reader = Reader(args.path)
+    summary = reader.describe()
+    if not summary["ranks"] and summary["damaged"]:
+        reason = summary["damaged"][0]["reason"]
+        raise GradvizError(f"{args.path!r} is a gradviz recording that cannot be read: {reason}")
     if args.json:
-        print(json.dumps(summary, separators=(",", ":")))
-    return 0
+        print_json(summary)
+    else:
+        print("\n".join(recording_lines(summary)))
+    return EXIT_DAMAGED if summary["damaged"] else 0
+
+
+#: ``inspect`` of a recording that opens but has lost data (1; unreadable ones exit 2).
+EXIT_DAMAGED = 1
+
+
+def recording_lines(summary: dict) -> list[str]:
+    """A recording described for people, one fact per line (``Reader.describe``'s); with
+    several ranks each rank's counts on a line of its own, never mixed."""
+    per_rank = summary["per_rank"]
+    lines = [
+        f"{summary['path']}: gradviz recording ({summary['source']}), {summary['bytes']:,} bytes"
+    ]
+    if len(per_rank) == 1:
+        only = per_rank[0]
+        lines.append(f"  steps recorded: {only['steps']}, last step: {only['last_step']}")
+    if summary["damaged"]:
+        complete = "no (damaged: data is missing, see below)"
+    elif summary["complete"]:
+        complete = "yes"
+    else:
+        complete = "no (the writer was cut off)"
+    lines += [
+        f"  complete: {complete}",
+        f"  ranks: {', '.join(map(str, summary['ranks']))}",
+        f"  tensors: {', '.join(summary['tensors'])}",
+        f"  scalars: {', '.join(summary['scalars']) or 'none'}",
+        *_skipped_lines(summary["skipped_steps"]),
+        f"  first non-finite gradient: {_first_words(summary['first_nonfinite'])}",
+    ]
+    if len(per_rank) > 1:
+        for r in per_rank:
+            state = "complete" if r["complete"] else "not complete"
+            lines.append(
+                f"  rank {r['rank']}: {r['steps']} steps recorded, last step {r['last_step']}, "
+                f"{state}; first non-finite gradient: {_first_words(r['first_nonfinite'])}"
+            )
+    for d in summary["damaged"]:
+        steps = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in d["missing_steps"])
+        lost = f" steps {steps} lost;" if steps else ""
+        lines.append(f"  damaged: rank {d['rank']} {d['what']}:{lost} {d['reason']}")
+    return lines
+
+
+def _skipped_lines(skipped: list[int]) -> list[str]:
+    """GradScaler's skipped steps, at most ten named (none: no line)."""
+    if not skipped:
+        return []
+    more = ", ..." if len(skipped) > 10 else ""
+    return [
+        f"  skipped by GradScaler (scaled gradients overflowed, scale lowered): "
+        f"{len(skipped)} step(s): {', '.join(map(str, skipped[:10]))}{more}"
+    ]
+
+
+def _first_words(first: dict | None) -> str:
+    """A first non-finite gradient in words; the recording's names its rank(s), a rank's
+    own line does not."""
+    if first is None:
+        return "none"
+    rank = f" ({_ranks_text(first['ranks'])})" if first.get("ranks") else ""
+    return (
+        f"step {first['step']}, {first['tensor']}{rank}, {first['kind']} at flat index "
+        f"{first['index']}"
+    )
 
 
 def _ranks_text(ranks: list[int]) -> str:

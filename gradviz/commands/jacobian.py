@@ -5,7 +5,7 @@ Inputs may have any shape (B, *in_shape): an NPY file is taken as it is, random 
 computed, (B, m, *in_shape); otherwise (or with ``--output K``) the saliency: the gradient of
 one output per sample, (B, *in_shape). NaN or Inf weights are reported before computing.
 
-Prints a short summary; with ``--json`` the last line of stdout is one JSON object: ``kind``
+Prints a short summary; with ``--json`` stdout is one JSON object on one line instead: ``kind``
 ("jacobian" or "saliency"), ``shape`` (of the array ``--out`` writes), ``batch``, ``out_dim``,
 ``method`` (the one that ran), ``reason``, ``seconds`` (the computation alone, the first in
 this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobians also
@@ -16,10 +16,9 @@ this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobian
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
+from gradviz.commands.output import print_json, say
 from gradviz.core.config import MAX_FULL_BATCH
 from gradviz.core.errors import GradvizError
 from gradviz.core.explore_batches import (
@@ -73,7 +72,7 @@ def run(args) -> int:
 
     inputs = _input_tensor(args, points, in_shape, in_dim, source, dtype).to(device)
     if nonfinite:  # said before computing: every gradient below may be NaN because of them
-        print(f"NaN or Inf in weights: {', '.join(nonfinite)}")
+        say(args, f"NaN or Inf in weights: {', '.join(nonfinite)}")
     if inputs.ndim == 2 and args.output is None and _small(model, inputs):
         summary = _jacobians(args, model, inputs, device, label, parameters)
     else:
@@ -82,7 +81,7 @@ def run(args) -> int:
         summary = _gradients(args, model, inputs, device, label, parameters)
     summary["nonfinite_weights"] = list(nonfinite)
     if args.json:
-        print(json.dumps(summary, separators=(",", ":")))
+        print_json(summary)
     return 0
 
 
@@ -153,13 +152,16 @@ def _jacobians(args, model, inputs, device, label, parameters) -> dict:
     if args.out:
         _save_npy(args.out, jac.detach().cpu().numpy().astype(np.float32))
 
-    print(f"network: {label}  ({parameters:,} parameters, {args.dtype}, {device})")
-    print(f"J: ({batch}, {m}, {n}) by {result.method} in {seconds * 1e3:.2f} ms: {result.reason}")
-    print(f"constant across this batch: {'yes' if stats.constant_across_batch else 'no'}")
+    say(args, f"network: {label}  ({parameters:,} parameters, {args.dtype}, {device})")
+    say(
+        args,
+        f"J: ({batch}, {m}, {n}) by {result.method} in {seconds * 1e3:.2f} ms: {result.reason}",
+    )
+    say(args, f"constant across this batch: {'yes' if stats.constant_across_batch else 'no'}")
     if args.full:
-        print(f"largest entry outside the diagonal blocks: {summary['max_off_block']:.3g}")
+        say(args, f"largest entry outside the diagonal blocks: {summary['max_off_block']:.3g}")
     if args.out:
-        print(f"wrote J ({batch}, {m}, {n}) float32 to {args.out}")
+        say(args, f"wrote J ({batch}, {m}, {n}) float32 to {args.out}")
     return summary
 
 
@@ -189,8 +191,8 @@ def _gradients(args, model, inputs, device, label, parameters) -> dict:
         "device": str(device),
     }
     name = "J" if result.kind != SALIENCY else "saliency"
-    print(f"network: {label}  ({parameters:,} parameters, {args.dtype}, {device})")
-    print(f"{name}: {tuple(shape)} in {seconds * 1e3:.2f} ms: {result.reason}")
+    say(args, f"network: {label}  ({parameters:,} parameters, {args.dtype}, {device})")
+    say(args, f"{name}: {tuple(shape)} in {seconds * 1e3:.2f} ms: {result.reason}")
     if result.kind == SALIENCY:
         explained = [int(k) for k in result.explained]
         summary["output"] = explained
@@ -198,10 +200,10 @@ def _gradients(args, model, inputs, device, label, parameters) -> dict:
             f"output {args.output}" if args.output is not None else "each sample's largest output"
         )
         more = " ..." if len(explained) > 20 else ""
-        print(f"explained outputs (per sample): {explained[:20]}{more}")
+        say(args, f"explained outputs (per sample): {explained[:20]}{more}")
     if args.out:
         _save_npy(args.out, result.values.detach().cpu().numpy().astype(np.float32))
-        print(f"wrote {name} {tuple(shape)} float32 to {args.out}")
+        say(args, f"wrote {name} {tuple(shape)} float32 to {args.out}")
     return summary
 
 

@@ -166,14 +166,16 @@ class ScreenshotDirector(QObject):
 
     @Slot()
     def _capture(self) -> None:
-        image = self.controller.window.grab()  # the live window, run still going
+        from gradviz.gui.window_line import screenshot_line
+
+        window = self.controller.window
+        image = window.grab()  # the live window, run still going
         session = self.controller.session
-        shown = session.shown
-        run = f"run {session.state.label} at step {shown.step if shown is not None else 0}"
+        # Read before stopping: the line says what the saved picture shows.
+        line = screenshot_line(self.path, image.width(), image.height(), window, session)
         session.stop()
         if image.save(self.path):
-            # One line a script can read: the file, its size, and whether the run was live.
-            print(f"saved {self.path} ({image.width()}x{image.height()}); {run}", flush=True)
+            print(line, flush=True)  # one line a script can read (see window_line)
             self.exit_code = 0
         else:
             print(f"gradviz gui: error: could not write {self.path!r}.", file=sys.stderr)

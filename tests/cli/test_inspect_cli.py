@@ -89,7 +89,7 @@ def test_inspect_of_a_program_without_trust_says_it_needs_trust(tmp_path):
     assert result.returncode == 0
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert data["format"] == "pt2" and data["needs_trust"] is True
-    assert "--trust" in result.stdout
+    assert "--trust" in run_gradviz("inspect", str(path)).stdout  # the words: without --json
     trusted = run_gradviz("inspect", str(path), "--json", "--trust")
     data = json.loads(trusted.stdout.strip().splitlines()[-1])
     assert (data["in_dim"], data["out_dim"], data["parameters"]) == (2, 3, 9)

@@ -35,6 +35,7 @@ def test_a_recorded_naive_fit_inspects_as_a_recording_with_its_first_nan(tmp_pat
         "kind": "nan",
         "rank": 0,
         "ranks": [0],
+        "before_reduction": False,
     }
     assert summary["bytes"] > 0
     stream = Reader(run).rank(0)
@@ -99,3 +100,31 @@ def test_large_fit_matrices_are_recorded_downsampled_keeping_the_nan_diagonal(tm
     _, distances = stream.image("distances", 0)
     assert health.shape == distances.shape == (300, 300)
     assert np.all(np.diagonal(health) == Health.NAN)
+
+
+def test_inspect_gives_each_rank_its_own_numbers_and_never_mixes_them(tmp_path, capsys):
+    from gradviz.core.record import layout as L
+    from gradviz.core.record.writer import RankWriter
+
+    rows = np.zeros((1, L.ROW_WIDTH))
+    rows[0, len(L.STAT_COLUMNS) + L.ZERO_BIN] = 4  # four zero gradient entries
+    bad = rows.copy()
+    bad[0, len(L.STAT_COLUMNS) + L.NAN_BIN] = 1
+    first = {"step": 2, "tensor": "w", "index": 3, "kind": "nan"}
+    r0 = RankWriter(tmp_path / "run", source="watch", tensors=["w"], rank=0, world_size=2)
+    r0.append_many([(s, 1.0, rows, None, None) for s in range(5)])
+    r0.close()
+    r1 = RankWriter(tmp_path / "run", source="watch", tensors=["w"], rank=1, world_size=2)
+    r1.append_many([(0, 1.0, rows, None, None), (1, 1.0, rows, None, None)])
+    r1.append(2, 1.0, bad, None, first)  # rank 1 went bad and was cut off
+    summary = inspect_json(capsys, tmp_path / "run")
+    assert summary["per_rank"] == [
+        {"rank": 0, "steps": 5, "last_step": 4, "complete": True, "first_nonfinite": None},
+        {"rank": 1, "steps": 3, "last_step": 2, "complete": False, "first_nonfinite": first},
+    ]
+    assert summary["complete"] is False and summary["first_nonfinite"]["rank"] == 1
+    assert main(["inspect", str(tmp_path / "run")]) == 0
+    text = capsys.readouterr().out
+    assert "rank 0: 5 steps recorded, last step 4, complete" in text
+    assert "rank 1: 3 steps recorded, last step 2, not complete" in text
+    assert "steps recorded: 5" not in text  # no total that is one rank's count

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -326,3 +327,43 @@ def test_fused_statistics_equal_the_tensor_by_tensor_ones_bitwise(monkeypatch):
             assert fused[:, 1].tolist() == [c.abs().max().item() for c in clean]
             if dtype != torch.float16:  # (where 1e30 is Inf already)
                 assert fused[:, 4].tolist() == [3.0, 0.0, 5.0]  # first NaN or Inf entry
+
+
+def test_a_step_written_before_the_next_one_gets_its_update_norm_from_it(tmp_path):
+    model = nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    rec = gradviz.watch(model, tmp_path / "run", every=1)
+    updates = []
+    for step in range(2):
+        opt.zero_grad()
+        model(torch.ones(4, 3)).pow(2).mean().backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        rec.log(loss=float(step))
+        opt.step()
+        updates.append([float((b - p.detach()).norm()) for b, p in zip(before, model.parameters())])
+        if step == 0:  # no further log: the idle writer writes step 0 by itself
+            reader = Reader(tmp_path / "run")
+            while not reader.rank(0).steps:
+                time.sleep(0.02)
+                reader.refresh()
+            assert math.isnan(reader.rank(0).tensor("weight").update_norm[0])
+    rec.close()
+    stream = Reader(tmp_path / "run").rank(0)
+    for t, name in enumerate(["weight", "bias"]):
+        np.testing.assert_allclose(stream.tensor(name).update_norm, [u[t] for u in updates])
+    assert stream.meta["ended"] == "close"
+
+
+def test_a_loss_logged_after_the_step_was_written_by_itself_is_still_recorded(tmp_path):
+    w = torch.zeros(3, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    rec = gradviz.watch({"w": w}, tmp_path / "run", every=1, optimizer=opt)
+    w.grad = torch.ones(3)
+    opt.step()  # recorded here, from the optimizer's step
+    reader = Reader(tmp_path / "run")
+    while not reader.rank(0).steps:  # written by itself: no further step came
+        time.sleep(0.02)
+        reader.refresh()
+    rec.log(loss=2.5)  # a loss given late
+    rec.close()
+    assert list(Reader(tmp_path / "run").rank(0).losses()) == [2.5]

@@ -167,3 +167,113 @@ def test_a_script_that_never_closes_its_recorder_still_writes_every_step(tmp_pat
     assert done.returncode == 0
     stream = Reader(tmp_path / "run").rank(0)
     assert stream.steps == 7 and stream.complete
+
+
+ENDINGS = textwrap.dedent(
+    """
+    import sys, time, torch, gradviz
+    path, ending = sys.argv[1], sys.argv[2]
+
+    def train():  # the recorder is local: nothing closes it but gradviz itself
+        model = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        rec = gradviz.watch(model, path, every=1)
+        for step in range(5):
+            opt.zero_grad()
+            loss = model(torch.ones(4, 3)).pow(2).mean()
+            loss.backward()
+            rec.log(loss=loss, lr=0.1)
+            opt.step()
+        rec.add_scalars(accuracy=0.75)  # a number no further step follows: it waits in memory
+        return None if ending == "return" else rec
+
+    kept = train()
+    print("logged", flush=True)
+    if ending == "raise":
+        raise RuntimeError("the training script failed")
+    if ending in ("wait", "sigterm", "sigint"):
+        time.sleep(TIMEOUT)
+    """
+).replace("TIMEOUT", str(TIMEOUT_S))
+
+
+def start_ending(path, ending: str) -> subprocess.Popen:
+    """A script that logs 5 steps of a local recorder (loss, lr, then one accuracy for the
+    last step), prints 'logged', then ends so."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", ENDINGS, str(path), ending],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline().strip() == "logged"
+    return child
+
+
+def ended_with(child: subprocess.Popen) -> int:
+    """Wait for ``child`` (its pipes read and closed); its exit status."""
+    _, child.stderr_text = child.communicate(timeout=TIMEOUT_S)
+    return child.returncode
+
+
+def assert_every_step_kept(path, *ended: str) -> None:
+    stream = Reader(path).rank(0)
+    assert list(stream.step_numbers()) == [0, 1, 2, 3, 4]
+    assert stream.complete and stream.meta["ended"] in ended
+    assert np.isfinite(stream.losses()).all()
+    assert_every_scalar_kept(stream)
+
+
+def assert_every_scalar_kept(stream) -> None:
+    """The scalars of every step, the last step's late one too (buffered, not yet handed
+    to the writer, when the script ended)."""
+    assert list(stream.scalar("lr").steps) == [0, 1, 2, 3, 4]
+    assert list(stream.scalar("loss").steps) == [0, 1, 2, 3, 4]
+    accuracy = stream.scalar("accuracy")
+    assert list(accuracy.steps) == [4] and list(accuracy.values) == [0.75]
+
+
+def test_a_recorder_left_open_by_a_returning_function_keeps_every_step(tmp_path):
+    child = start_ending(tmp_path / "run", "return")
+    assert ended_with(child) == 0
+    # Closed when the collector drops the recorder, or at exit if it never does.
+    assert_every_step_kept(tmp_path / "run", "exit", "collected")
+
+
+def test_the_last_logged_step_reaches_the_disk_with_no_further_log_or_close(tmp_path):
+    child = start_ending(tmp_path / "run", "wait")
+    try:
+        reader = wait_for_steps(tmp_path / "run", 5)
+        deadline = time.monotonic() + TIMEOUT_S
+        while "accuracy" not in reader.rank(0).scalar_names() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            reader.refresh()
+        assert child.poll() is None  # still running: nothing closed the recorder
+        assert_every_scalar_kept(reader.rank(0))
+    finally:
+        child.kill()
+        ended_with(child)
+
+
+def test_an_uncaught_exception_closes_the_recording_with_every_step(tmp_path):
+    child = start_ending(tmp_path / "run", "raise")
+    assert ended_with(child) == 1
+    assert "the training script failed" in child.stderr_text
+    assert_every_step_kept(tmp_path / "run", "exception")
+
+
+def test_sigterm_closes_the_recording_and_the_process_still_dies_of_sigterm(tmp_path):
+    child = start_ending(tmp_path / "run", "sigterm")
+    child.send_signal(signal.SIGTERM)
+    assert ended_with(child) == -signal.SIGTERM
+    assert_every_step_kept(tmp_path / "run", "SIGTERM")
+
+
+def test_ctrl_c_closes_the_recording_with_every_step(tmp_path):
+    child = start_ending(tmp_path / "run", "sigint")
+    child.send_signal(signal.SIGINT)
+    # KeyboardInterrupt unwinds, exit hooks run, then Python dies of SIGINT as it should.
+    assert ended_with(child) == -signal.SIGINT
+    assert_every_step_kept(tmp_path / "run", "exception")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -66,10 +67,10 @@ def test_inspect_json_names_the_scalars(tmp_path, capsys):
     with gradviz.watch({"w": w}, tmp_path / "run", every=1) as rec:
         w.grad = torch.ones(2)
         rec.log(loss=1.0, **{"train/accuracy": 0.5})
+    assert main(["inspect", str(tmp_path / "run")]) == 0
+    assert "scalars: loss, train/accuracy" in capsys.readouterr().out
     assert main(["inspect", str(tmp_path / "run"), "--json"]) == 0
-    out = capsys.readouterr().out
-    assert "scalars: loss, train/accuracy" in out
-    assert json.loads(out.strip().splitlines()[-1])["scalars"] == ["loss", "train/accuracy"]
+    assert json.loads(capsys.readouterr().out)["scalars"] == ["loss", "train/accuracy"]
     assert Reader(tmp_path / "run").rank(0).scalar("train/accuracy").values.tolist() == [0.5]
 
 
@@ -98,3 +99,22 @@ def test_a_scalar_that_is_not_a_number_is_refused_in_one_sentence(tmp_path):
             rec.log(acc=torch.ones(3))
         with pytest.raises(GradvizError, match=r"rec.log\(tag=...\).*not str"):
             rec.log(tag="x")
+
+
+def test_scalars_no_further_step_follows_reach_the_disk_while_the_recorder_is_open(tmp_path):
+    w = torch.zeros(2, requires_grad=True)
+    rec = gradviz.watch({"w": w}, tmp_path / "run", every=100)
+    for s in range(3):  # fewer steps than a flush of the buffer; only step 0 is recorded
+        w.grad = torch.ones(2)
+        rec.log(loss=float(s), lr=0.5)
+    reader = Reader(tmp_path / "run")
+    deadline = time.monotonic() + 60  # generous for a busy machine; ends once they are there
+    while (
+        time.monotonic() < deadline
+        and reader.rank(0).meta["scalars"].get("lr", {}).get("count") != 3
+    ):
+        time.sleep(0.02)
+        reader.refresh()
+    stream = reader.rank(0)
+    assert list(stream.scalar("lr").steps) == [0, 1, 2] and not stream.complete
+    rec.close()

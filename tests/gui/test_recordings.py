@@ -177,13 +177,13 @@ def test_a_recording_whose_writer_died_shows_as_incomplete(qtbot, lab, tmp_path,
     path = tmp_path / "died"
     writer = run_writer(path, steps=5, delay_s=0.0, die=True)
     try:
-        # A step is written once the next one is logged: 4 of the 5 reach the disk.
-        qtbot.waitUntil(lambda: _recorded_steps(path) == 4, timeout=WAIT_MS)
+        # Every logged step reaches the disk, the last one too, with no close().
+        qtbot.waitUntil(lambda: _recorded_steps(path) == 5, timeout=WAIT_MS)
     finally:
-        writer.kill()  # killed, never closed
+        writer.kill()  # killed with SIGKILL, never closed
         writer.wait()
     data = open_and_wait(qtbot, lab, path)
-    assert not data.complete and data.n_steps == 4
+    assert not data.complete and data.n_steps == 5
     state = lab.recordings.page.timeline.state_label
     qtbot.waitUntil(lambda: state.text().startswith("incomplete"), timeout=WAIT_MS)
     assert lab.error_dialog is None
@@ -283,6 +283,10 @@ def test_gui_recording_screenshot_saves_the_model_health_page(tmp_path, watch_re
     proc = _gui(tmp_path, str(watch_recording), "--screenshot", str(shot),
                 "--window-size", "1024x700", "--run-for", "0.2")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # One line a script can read: the file, its size, the page shown and the status bar.
+    (line,) = [t for t in proc.stdout.splitlines() if t.startswith("saved ")]
+    assert line.startswith(f"saved {shot} (1024x700); ")
+    assert "; page Model health; status: " in line
     image = QImage(str(shot))
     assert (image.width(), image.height()) == (1024, 700)
     # The page's yellow NaN columns are on the picture (the heatmap was read and drawn).
@@ -451,18 +455,21 @@ def test_the_health_over_time_example_goes_bad_as_its_docstring_says(tmp_path, m
     assert counts[:, :, 3:].sum() > 0  # Inf on the way
 
 
-def test_a_damaged_recording_is_named_in_one_sentence(qtbot, lab, watch_recording, tmp_path):
+def test_a_recording_with_unreadable_array_metadata_opens_and_names_the_damage(
+    qtbot, lab, watch_recording, tmp_path
+):
     import shutil
 
     path = tmp_path / "damaged"
     shutil.copytree(watch_recording, path)
     (path / "rank0" / "stats" / "zarr.json").write_text("{not json", encoding="utf-8")
-    failures = []
-    lab.recordings.failed.connect(lambda sentence, _details: failures.append(sentence))
-    assert lab.recordings.open(str(path))  # it says it is a recording: reading finds out
-    qtbot.waitUntil(lambda: bool(failures), timeout=WAIT_MS)
-    assert "could not read the recording" in failures[0] and "damaged" in failures[0]
-    assert lab.error_dialog.sentence == failures[0]
+    data = open_and_wait(qtbot, lab, path)
+    assert data.missing_cells().all() and not data.complete
+    page = lab.recordings.page
+    assert page.damage_label.isVisible()
+    assert page.damage_label.text() == "Damaged recording: rank 0 stats: steps 0-11 missing"
+    assert page.timeline.state_label.text() == "damaged: steps 0-11 missing"
+    assert lab.error_dialog is None
 
 
 def test_another_recording_is_another_run_and_its_target_is_placed_once(

@@ -17,6 +17,7 @@ synchronisation).
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from collections.abc import Callable
 
@@ -96,6 +97,7 @@ class LocalChecks:
         self._bad_here: list[dict] = []  # CPU: this step's non-finite parameters
         self.seen = False  # any bucket seen at all
         self.first: dict | None = None  # CPU: {"step", "tensor", "index", "kind"}
+        self._reported = False
         self._first_step = torch.full((), -1.0, dtype=torch.float64, device=device)
 
     def owns(self, bucket) -> bool:
@@ -141,3 +143,35 @@ class LocalChecks:
     def device_first_step(self) -> torch.Tensor:
         """(1,) float64 on the device: the first locally non-finite step there, or -1."""
         return self._first_step.reshape(1)
+
+    def report(self, device_step: float | None = None) -> dict | None:
+        """The first locally non-finite step, once (None before it and after that): the
+        CPU's check with its entry, or an accelerator's ``device_step`` (read from
+        ``device_first_step`` with a recorded step; -1 while none) with the step alone."""
+        if self._reported:
+            return None
+        first = self.first
+        if first is None and device_step is not None and device_step >= 0:
+            first = {"step": int(device_step), "tensor": None, "index": None, "kind": None}
+        self._reported = first is not None
+        return first
+
+
+def listen(module, listener, named: dict, device: torch.device, meta: dict) -> LocalChecks:
+    """Have ``listener`` (a Recorder watching ``named``, name -> parameter) hear ``module``'s
+    buckets; the returned checks keep what they say. ``meta`` (the rank's metadata) notes
+    how the hook was installed; a user's own unwrapped hook is said in a warning."""
+    names = {id(p): (i, name) for i, (name, p) in enumerate(named.items())}
+    checks = LocalChecks(names, device)
+    how = install(module, listener)
+    meta["comm_hook"] = how
+    meta["local_first_nonfinite"] = None
+    if how == "user":
+        warnings.warn(
+            "gradviz: this DDP model has its own communication hook, so each rank's "
+            "gradients are read after the all-reduce and every rank shares the first "
+            "non-finite step; register gradviz.wrap_comm_hook(your_hook) instead to "
+            "see which rank went bad first.",
+            stacklevel=3,
+        )
+    return checks

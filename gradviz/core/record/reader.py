@@ -2,7 +2,10 @@
 
 A reader trusts only what the writer's ``steps`` count covers (see ``writer``), so it never
 reads a step whose data is missing, whether the writer is still running or was killed.
-Everything returned is a numpy copy.
+What was lost afterwards (chunk files deleted or truncated, an array folder gone,
+metadata disagreeing with the arrays) is named by ``damaged()`` and never read as data:
+a step whose index row is lost is left out, one whose statistics are lost is flagged in
+``TensorSeries.missing``. Everything returned is a numpy copy.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import zarr
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
+from gradviz.core.record.damage import Damage, check_images, check_scalars, check_stream
 
 
 def is_recording(path: str | os.PathLike) -> bool:
@@ -35,7 +39,8 @@ class TensorSeries:
     """One watched tensor over the recorded steps (S of them).
 
     ``counts`` (S, 5) int64 in the order finite non-zero, zero, NaN, +Inf, -Inf;
-    ``histogram`` (S, BINS) int64 in the layout's fixed bins; the norms (S,) float64.
+    ``histogram`` (S, BINS) int64 in the layout's fixed bins; the norms (S,) float64;
+    ``missing`` (S,) bool: the step's statistics are lost (damage; counts 0, norms NaN).
     """
 
     name: str
@@ -46,6 +51,11 @@ class TensorSeries:
     update_norm: np.ndarray
     counts: np.ndarray
     histogram: np.ndarray
+    missing: np.ndarray
+
+
+#: Metadata keys a rank's stream cannot be read without.
+_REQUIRED = ("rank", "steps", "tensors", "complete", "last_step", "first_nonfinite", "images")
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,12 @@ class RankStream:
     def __init__(self, group: zarr.Group) -> None:
         self._group = group
         self.meta: dict = dict(group.attrs[L.MARKER])
+        missing = [key for key in _REQUIRED if key not in self.meta]
+        if missing:
+            raise GradvizError(f"its metadata lacks {', '.join(missing)}")
+        self._checked: tuple | None = None  # (index, stats, usable index rows, valid, damage)
+        self._images: tuple | None = None
+        self._scalars: tuple | None = None
 
     @property
     def rank(self) -> int:
@@ -87,12 +103,20 @@ class RankStream:
         return self.meta["first_nonfinite"]
 
     def step_numbers(self) -> np.ndarray:
-        """(S,) int64: the user's step number of each recorded step."""
-        return self._index()[:, 0].astype(np.int64)
+        """(S,) int64: the user's step number of each recorded step (a step whose index
+        row is lost is left out: see ``damaged``)."""
+        index, valid = self._index()
+        return index[valid, 0].astype(np.int64)
 
     def losses(self) -> np.ndarray:
         """(S,) float64: the loss of each recorded step (NaN where none was logged)."""
-        return self._index()[:, 1].copy()
+        index, valid = self._index()
+        return index[valid, 1].copy()
+
+    def damaged(self) -> list[Damage]:
+        """What this stream lost after it was written (empty when whole)."""
+        found = list(self._check()[3]) + list(self._check_images()[1])
+        return found + list(self._check_scalars()[1])
 
     def tensor(self, name: str) -> TensorSeries:
         """The statistics of one watched tensor over the recorded steps."""
@@ -102,17 +126,21 @@ class RankStream:
             raise GradvizError(
                 f"No tensor {name!r} in this recording; it holds: {', '.join(self.tensors)}."
             ) from None
-        rows = self._group["stats"][: self.steps, t] if self.steps else np.zeros((0, L.ROW_WIDTH))
-        hist = rows[:, len(L.STAT_COLUMNS) :].astype(np.int64)
+        _, stats, valid, _ = self._check()
+        rows = stats[valid, t]
+        hist_floats = rows[:, len(L.STAT_COLUMNS) :]
+        missing = np.isnan(hist_floats).any(axis=1)
+        hist = np.where(missing[:, None], 0.0, hist_floats).astype(np.int64)
         return TensorSeries(
             name=name,
             steps=self.step_numbers(),
-            grad_norm=rows[:, 0],
-            max_abs=rows[:, 1],
-            param_norm=rows[:, 2],
-            update_norm=rows[:, 3],
+            grad_norm=rows[:, 0].copy(),
+            max_abs=rows[:, 1].copy(),
+            param_norm=rows[:, 2].copy(),
+            update_norm=rows[:, 3].copy(),
             counts=L.counts_from_histogram(hist),
             histogram=hist,
+            missing=missing,
         )
 
     @property
@@ -136,29 +164,54 @@ class RankStream:
                 return ScalarSeries(name, self.step_numbers(), self.losses())
             names = ", ".join(self.scalar_names()) or "none"
             raise GradvizError(f"No scalar {name!r} in this recording; it holds: {names}.")
-        rows = self._group[f"scalars/{info['key']}"][: info["count"]]
+        rows = self._check_scalars()[0][name]  # rows that cannot be read left out
         return ScalarSeries(name, rows[:, 0].astype(np.int64), rows[:, 1].copy())
 
     def image_names(self) -> list[str]:
         return list(self.meta["images"])
 
     def image_steps(self, name: str) -> np.ndarray:
-        """(S_i,) int64: the step numbers at which image ``name`` was recorded."""
-        count = self.meta["images"][name]["count"]
-        return self._group[f"images/{name}/index"][:count, 0].astype(np.int64)
+        """(S_i,) int64: the step numbers at which image ``name`` was recorded (those
+        whose index row is readable)."""
+        return self._check_images()[0][name][1][:, 0].copy()
 
     def image(self, name: str, i: int) -> tuple[int, np.ndarray]:
-        """(step, the i-th recorded image of ``name``, cropped to its recorded size)."""
-        count = self.meta["images"][name]["count"]
-        if not 0 <= i < count:
-            raise IndexError(f"image {i} of {name!r}: {count} recorded")
-        step, rows, cols = self._group[f"images/{name}/index"][i]
-        return int(step), self._group[f"images/{name}/data"][i, :rows, :cols]
+        """(step, the i-th readable image of ``name``, cropped to its recorded size).
+        GradvizError where the image's own file cannot be read."""
+        rows_at, index = self._check_images()[0][name]
+        if not 0 <= i < len(index):
+            raise IndexError(f"image {i} of {name!r}: {len(index)} readable")
+        step, rows, cols = (int(v) for v in index[i])
+        try:
+            return step, self._group[f"images/{name}/data"][int(rows_at[i]), :rows, :cols]
+        except Exception:  # a truncated or deleted chunk, a missing array
+            raise GradvizError(
+                f"The {name} image of step {step} (rank {self.rank}) cannot be read."
+            ) from None
 
-    def _index(self) -> np.ndarray:
-        if not self.steps:
-            return np.zeros((0, 2))
-        return self._group["index"][: self.steps]
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        index, _, valid, _ = self._check()
+        return index, valid
+
+    def _check(self) -> tuple:
+        """(index (S, 2), stats (S, T, ROW_WIDTH), valid (S,) bool, damage), read once."""
+        if self._checked is None:
+            index, stats, damage = check_stream(self._group, self.meta)
+            self._checked = (index, stats, ~np.isnan(index[:, 0]), tuple(damage))
+        return self._checked
+
+    def _check_scalars(self) -> tuple:
+        """(name -> readable rows (K, 2) [step, value], damage), read once."""
+        if self._scalars is None:
+            usable, damage = check_scalars(self._group, self.meta)
+            self._scalars = (usable, tuple(damage))
+        return self._scalars
+
+    def _check_images(self) -> tuple:
+        if self._images is None:
+            usable, damage = check_images(self._group, self.meta)
+            self._images = (usable, tuple(damage))
+        return self._images
 
 
 class Reader:
@@ -176,17 +229,26 @@ class Reader:
                 "gradviz.watch or gradviz fit --record)."
             )
         self._streams: dict[int, RankStream] = {}
+        self._unreadable: list[Damage] = []  # rank folders whose metadata cannot be read
         self.refresh()
 
     def refresh(self) -> bool:
         """Re-read the metadata of every rank; True when a step or a rank was added or a
         stream was completed since the last call."""
         before = {r: (s.steps, s.complete) for r, s in self._streams.items()}
-        streams = {}
-        for group in self._rank_groups():
-            if L.MARKER in group.attrs:
+        streams, unreadable = {}, []
+        self._unreadable = unreadable  # _rank_groups adds to it
+        for name, group in self._rank_groups():
+            try:
+                if L.MARKER not in group.attrs:
+                    continue  # a rank whose writer is still starting
                 stream = RankStream(group)
-                streams[stream.rank] = stream
+            except Exception as exc:  # any unreadable metadata is damage
+                rank = _rank_of(name)
+                why = str(exc) if isinstance(exc, GradvizError) else "it cannot be read"
+                unreadable.append(Damage(rank, "metadata", (), f"{name}'s metadata: {why}."))
+                continue
+            streams[stream.rank] = stream
         self._streams = dict(sorted(streams.items()))
         return before != {r: (s.steps, s.complete) for r, s in self._streams.items()}
 
@@ -200,9 +262,11 @@ class Reader:
             if not (name.startswith(L.RANK_PREFIX) and (folder / "zarr.json").is_file()):
                 continue
             try:
-                groups.append(zarr.open_group(folder, mode="r"))
-            except (OSError, ValueError):  # a rank whose metadata is still being written
-                continue
+                groups.append((name, zarr.open_group(folder, mode="r")))
+            except (OSError, ValueError):  # zarr writes metadata atomically: this is damage
+                self._unreadable.append(
+                    Damage(_rank_of(name), "metadata", (), f"{name}/zarr.json cannot be read.")
+                )
         return groups
 
     @property
@@ -216,6 +280,13 @@ class Reader:
             raise GradvizError(
                 f"No rank {rank} in {str(self.path)!r}; it holds ranks {self.ranks}."
             ) from None
+
+    def damaged(self) -> list[Damage]:
+        """Everything found lost in the recording, by rank (empty when it is whole)."""
+        found = list(self._unreadable)
+        for stream in self._streams.values():
+            found += stream.damaged()
+        return sorted(found, key=lambda d: d.rank)
 
     def first_nonfinite(self) -> dict | None:
         """The earliest first non-finite gradient over all ranks, with its ``rank`` and
@@ -255,33 +326,73 @@ class Reader:
         return {**first, "ranks": ranks, "before_reduction": False}
 
     def describe(self) -> dict:
-        """The summary ``gradviz inspect --json`` prints."""
+        """The summary ``gradviz inspect --json`` prints: the recording as a whole, then
+        ``per_rank`` (each rank's own counts, never mixed) and ``damaged`` (what is lost,
+        empty when whole; ``complete`` is false then). Each part is built by a function
+        of its own, so a field joins in one place."""
         streams = list(self._streams.values())
-        tensors: list[str] = []
-        for s in streams:
-            tensors += [t for t in s.tensors if t not in tensors]
-        last = [s.meta["last_step"] for s in streams if s.meta["last_step"] is not None]
-        scalars: list[str] = []
-        for s in streams:
-            scalars += [n for n in s.scalar_names() if n not in scalars]
-        first = self.first_nonfinite()
-        return {
+        damaged = [d.to_dict() for d in self.damaged()]
+        summary = {
             "kind": "recording",
             "path": str(self.path),
-            "source": streams[0].meta["source"] if streams else None,
-            "steps": max((s.steps for s in streams), default=0),
-            "last_step": max(last) if last else None,
-            "complete": bool(streams) and all(s.complete for s in streams),
+            "source": streams[0].meta.get("source") if streams else None,
+            **_totals(streams),
+            "complete": bool(streams) and all(s.complete for s in streams) and not damaged,
             "ranks": self.ranks,
-            "tensors": tensors,
+            "tensors": _union(s.tensors for s in streams),
             "images": sorted({n for s in streams for n in s.image_names()}),
-            "scalars": scalars,
+            "scalars": _union(s.scalar_names() for s in streams),
             "skipped_steps": sorted({e["step"] for s in streams for e in s.skipped}),
-            "first_nonfinite": None
-            if first is None
-            else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank", "ranks")},
+            "first_nonfinite": _first_fields(self.first_nonfinite(), with_rank=True),
             "bytes": _size_on_disk(self.path),
+            "per_rank": [_rank_summary(s) for s in streams],
+            "damaged": damaged,
         }
+        return summary
+
+
+def _totals(streams: list[RankStream]) -> dict:
+    """``steps``: the most steps any rank recorded; ``last_step``: the latest step."""
+    last = [s.meta["last_step"] for s in streams if s.meta["last_step"] is not None]
+    return {
+        "steps": max((s.steps for s in streams), default=0),
+        "last_step": max(last) if last else None,
+    }
+
+
+def _rank_summary(stream: RankStream) -> dict:
+    """One rank's own numbers (``per_rank`` of ``describe``)."""
+    return {
+        "rank": stream.rank,
+        "steps": stream.steps,
+        "last_step": stream.meta["last_step"],
+        "complete": stream.complete and not stream.damaged(),
+        "first_nonfinite": _first_fields(stream.first_nonfinite, with_rank=False),
+    }
+
+
+def _first_fields(first: dict | None, with_rank: bool) -> dict | None:
+    """The fields of a first non-finite gradient; ``with_rank`` (the recording's): which rank
+    went first, every rank non-finite at that step, and whether that was seen before DDP's
+    all-reduce (each rank's own gradients) or after it."""
+    keys = ("step", "tensor", "index", "kind")
+    if with_rank:
+        keys += ("rank", "ranks", "before_reduction")
+    return None if first is None else {k: first.get(k) for k in keys}
+
+
+def _union(names_per_stream) -> list[str]:
+    """Names in order of first appearance over the streams."""
+    union: list[str] = []
+    for names in names_per_stream:
+        union += [n for n in names if n not in union]
+    return union
+
+
+def _rank_of(folder_name: str) -> int:
+    """The rank a ``rank<r>`` folder is named for (-1 where the name holds no number)."""
+    digits = folder_name[len(L.RANK_PREFIX) :]
+    return int(digits) if digits.isdigit() else -1
 
 
 def _size_on_disk(path: Path) -> int:

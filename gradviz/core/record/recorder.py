@@ -6,16 +6,16 @@ gets a finiteness check (one fused sum per tensor); on the CPU its result is rea
 so a step with a NaN or Inf gradient is always recorded in full. On an accelerator the
 check accumulates on the device and is read with the next recorded step (no extra
 synchronisation): the first non-finite step is still named exactly, with its tensor.
+
+What a step hands over (its statistics, the logged scalars, a GradScaler's skip, a DDP
+rank's own first non-finite step) goes through the recording's ``StepSink``, under its
+lock, so that it reaches the disk also when no further step follows (see ``sink``).
 """
 
 from __future__ import annotations
 
-import atexit
 import math
 import os
-import threading
-import weakref
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -23,39 +23,17 @@ from torch import nn
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import ddp, stats
-from gradviz.core.record import layout as L
 from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
+from gradviz.core.record.gradients import FirstNonfinite, ParameterCopies
+from gradviz.core.record.scalars import scalar_values
+from gradviz.core.record.sink import Pending, StepSink, watch_owner
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
 DEFAULT_EVERY = 100
 DEFAULT_BUDGET_BYTES = 1 << 30
-#: A recorded step copies the watched parameters to measure the update the optimizer makes;
-#: above this size (a large model) it does not, and the update size is left unknown (NaN).
-UPDATE_COPY_LIMIT_BYTES = 1 << 29
-#: Up to this size the copies are kept from one recorded step to the next and refilled
-#: (no allocation per step); above it each recorded step makes and drops its own.
-KEEP_COPIES_LIMIT_BYTES = 1 << 26
-#: Logged scalars wait in memory for this many logged steps (on an accelerator: each flush
-#: copies them to the host at once) or the next recorded step, then go to the writer.
-SCALAR_FLUSH_STEPS = {"cpu": 16}
-SCALAR_FLUSH_STEPS_DEVICE = 256
 #: Optimizer steps at whose start the recorder looks for a GradScaler calling them.
 _SCALER_SEARCHES = 3
-
-
-@dataclass
-class _Pending:
-    """A recorded step whose statistics are still on the device (written at the next step,
-    when the update the optimizer applied after it is known)."""
-
-    step: int
-    loss: torch.Tensor | None
-    rows: torch.Tensor  # (T, ROW_WIDTH) float64
-    images: dict[str, torch.Tensor]  # name -> (H, W)
-    before: list[torch.Tensor | None]  # parameter values at the step (for the update norm)
-    first_bad: torch.Tensor  # (3,) float64: step, tensor, sum of the first non-finite step
-    host_images: dict[str, np.ndarray] = field(default_factory=dict)  # added by add_images
 
 
 class Recorder:
@@ -100,39 +78,35 @@ class Recorder:
         self.budget_bytes = int(budget_bytes)
         self._level = 0
         self._count = 0
-        self._pending: _Pending | None = None
         self._workspace = stats.Workspace()  # scratch buffers of a recorded step, reused
-        self._copies: list[torch.Tensor | None] = []  # parameter copies, reused per step
-        self._finite: list[bool] | None = None  # this step's tensors known finite (CPU)
+        self._copies = ParameterCopies()
         self._last_step: int | None = None
-        self._scalar_buffer: list[tuple[int, dict[str, torch.Tensor | float]]] = []
         first = next(iter(self._named.values()), None)
         self.device = first.device if first is not None else torch.device("cpu")
-        self._first_bad = torch.tensor([-1.0, -1.0, 0.0], dtype=torch.float64, device=self.device)
+        self._first_bad = FirstNonfinite(self.device)
         rank, world = _distributed_rank()
         self._writer_args = dict(source=source, rank=rank, world_size=world, meta=meta)
         self._writer: BackgroundWriter | None = None
         self.path = path
         self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
+        # The sink writes every step this recorder is given, also if it is dropped without
+        # close(), at exit, after an exception or on SIGTERM (see sink).
+        self._sink = StepSink(self._writer, self.device)
+        watch_owner(self, self._sink)
         self._optimizer_hook = (
             optimizer.register_step_pre_hook(lambda *_: self._on_optimizer_step())
             if optimizer is not None
             else None
         )
-        self._local: ddp.LocalChecks | None = None
-        self._local_sent = False
         if ddp_model is not None or ddp.is_ddp(target):  # a trainer's wrapper, or the target
-            self._listen_to_buckets(ddp_model if ddp_model is not None else target)
+            module = ddp_model if ddp_model is not None else target
+            meta = self._writer.meta
+            self._sink.local = ddp.listen(module, self, self._named, self.device, meta)
         self._amp: ScalerWatch | None = None
         self._scaler_searches = 0 if scaler is None else _SCALER_SEARCHES
         if scaler is not None:
             self._follow_scaler(scaler)
         self.closed = False
-        # A script that ends without close() still gets its queued steps written. zarr's
-        # file writes go through a thread pool that stops at the threading module's exit
-        # hooks, which run before atexit's: close from one of those, registered after it.
-        register = getattr(threading, "_register_atexit", atexit.register)
-        register(_close_at_exit, weakref.ref(self))
 
     # ---- the user's calls --------------------------------------------------------------------
     def log(
@@ -150,15 +124,15 @@ class Recorder:
         and Inf kept as they are; read them back with ``Reader(...).rank(0).scalar(name)``.
         """
         self._check_open()
-        values = _scalar_values(loss, scalars)
+        values = scalar_values(loss, scalars)
         if self._optimizer_hook is not None:
             number = self._last_step if step is None else int(step)
-            self._add_scalars(self._count if number is None else number, values)
-            if self._pending is not None and self._pending.step == self._last_step:
-                self._pending.loss = _as_loss(loss, self.device)
+            with self._sink.lock:
+                self._sink.ensure_open()
+                self._sink.add_scalars(self._count if number is None else number, values)
+                self._sink.add_loss(self._last_step, _as_loss(loss, self.device))
             return
-        self._add_scalars(self._count if step is None else int(step), values)
-        self._on_step(loss, step)
+        self._on_step(loss, step, values)
 
     def add_scalars(self, step: int | None = None, **scalars: torch.Tensor | float) -> None:
         """Record named numbers at ``step`` (default: the step last logged) without
@@ -167,18 +141,18 @@ class Recorder:
         self._check_open()
         number = self._last_step if step is None else int(step)
         number = self._count if number is None else number
-        values = _scalar_values(None, scalars)
-        self._add_scalars(number, values)
-        pending = self._pending
-        if "loss" in scalars and pending is not None and pending.step == number:
-            pending.loss = _as_loss(scalars["loss"], self.device)
+        values = scalar_values(None, scalars)
+        with self._sink.lock:
+            self._sink.ensure_open()
+            self._sink.add_scalars(number, values)
+            if "loss" in scalars:
+                self._sink.add_loss(number, _as_loss(scalars["loss"], self.device))
 
     def record(self, loss: torch.Tensor | float | None = None) -> None:
         """Record this step now, also where the optimizer's step records the others: for a
         step that never reached ``optimizer.step()`` (e.g. one stopped on NaN)."""
         self._check_open()
-        self._add_scalars(self._count, _scalar_values(loss, {}))
-        self._on_step(loss, None)
+        self._on_step(loss, None, scalar_values(loss, {}))
 
     def tensor(self, name: str, t: torch.Tensor) -> torch.Tensor:
         """Also record ``t``'s gradient (an intermediate such as a distance matrix) with its
@@ -196,18 +170,15 @@ class Recorder:
     def add_images(self, step: int, images: dict[str, np.ndarray]) -> bool:
         """Attach 2-D numpy ``images`` to recorded step ``step`` if it is the step just
         recorded (its row is still pending); returns whether they were attached."""
-        if self._pending is None or self._pending.step != step:
-            return False
-        self._pending.host_images.update(images)
-        return True
+        with self._sink.lock:
+            return self._sink.add_images(step, images)
 
     def close(self) -> None:
         """Write the last step and mark the recording complete."""
         if self.closed:
             return
-        self._finish_pending()
-        self._flush_scalars()
-        self._writer.close()
+        with self._sink.lock:
+            self._sink.close()
         if self._amp is not None:
             self._amp.release()
         ddp.uninstall(self)
@@ -229,25 +200,31 @@ class Recorder:
         return self.every << self._level
 
     # ---- one step ------------------------------------------------------------------------------
-    def _on_step(self, loss, step: int | None) -> None:
+    def _on_step(self, loss, step: int | None, values: dict | None = None) -> None:
         number = self._count if step is None else int(step)
-        self._finish_pending()
-        if self._local is not None:
-            self._take_local_checks(number)
-        names = list(self._named)
-        grads = [self._gradient(name) for name in names]
-        scale = 1.0
-        if self._amp is not None and self._optimizer_hook is None:
-            skip = self._amp.skip_of_logged_step(_any_nonfinite(grads, self.device))
-            if skip is not None and not _nonfinite_loss(loss):
+        with self._sink.lock:
+            self._sink.ensure_open()  # closed at exit or on a signal meanwhile
+            self._sink.add_scalars(number, values or {})
+            self._sink.write_pending()
+            self._sink.amend()  # the previous step, if written before this one came
+            self._adjust_interval()
+            if self._sink.local is not None:
+                self._sink.local.take(number)
+                self._sink.report_local()
+            names = list(self._named)
+            grads = [self._gradient(name) for name in names]
+            skip, scale = self._scaler_view(loss, grads)
+            if skip is not None:
                 self._record_skip(number, skip)
                 return
-            scale = self._amp.gradient_scale()
-        bad_now = self._check_finite(grads, number)
-        if self._wants(bad_now):
-            if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
-                grads = [None if g is None else g.detach() / scale for g in grads]
-            self._pending = self._gather(number, loss, names, grads)
+            bad_now = self._first_bad.check(grads, number)
+            if self._wants(bad_now):
+                if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
+                    grads = [None if g is None else g.detach() / scale for g in grads]
+                self._sink.hold(self._gather(number, loss, names, grads))
+        self._next_step(number)
+
+    def _next_step(self, number: int) -> None:
         self._captured.clear()
         self._last_step = number
         self._count += 1
@@ -260,34 +237,12 @@ class Recorder:
                 self._follow_scaler(scaler)
         self._on_step(None, None)
 
-    # ---- DDP: each rank's own gradients --------------------------------------------------------
-    def _listen_to_buckets(self, module: nn.Module) -> None:
-        names = {id(p): (i, name) for i, (name, p) in enumerate(self._named.items())}
-        self._local = ddp.LocalChecks(names, self.device)
-        how = ddp.install(module, self)
-        self._writer.meta["comm_hook"] = how
-        self._writer.meta["local_first_nonfinite"] = None
-        if how == "user":
-            import warnings
-
-            warnings.warn(
-                "gradviz: this DDP model has its own communication hook, so each rank's "
-                "gradients are read after the all-reduce and every rank shares the first "
-                "non-finite step; register gradviz.wrap_comm_hook(your_hook) instead to "
-                "see which rank went bad first.",
-                stacklevel=3,
-            )
-
     def on_bucket(self, bucket) -> None:
-        """A bucket of this rank's local gradients, before the all-reduce (from the hook)."""
-        if self._local is not None and not self.closed and self._local.owns(bucket):
-            self._local.on_bucket(bucket)
-
-    def _take_local_checks(self, number: int) -> None:
-        self._local.take(number)
-        if self._local.first is not None and not self._local_sent:
-            self._local_sent = True
-            self._writer.set_meta_once("local_first_nonfinite", self._local.first)
+        """A bucket of this rank's local gradients, before the all-reduce (from DDP's
+        communication hook, inside ``backward()``)."""
+        local = self._sink.local
+        if local is not None and not self.closed and local.owns(bucket):
+            local.on_bucket(bucket)
 
     # ---- mixed precision -----------------------------------------------------------------------
     def _follow_scaler(self, scaler) -> None:
@@ -295,20 +250,34 @@ class Recorder:
         self._amp = ScalerWatch(scaler, on_update)
         self._writer.meta["grad_scaler"] = True
 
+    def _scaler_view(self, loss, grads: list) -> tuple[Skip | None, float]:
+        """Where ``log`` records the steps: whether GradScaler skips (or skipped) this step,
+        and what the gradients are still multiplied by (1 where no scaler is followed)."""
+        if self._amp is None or self._optimizer_hook is not None:
+            return None, 1.0
+        skip = self._amp.skip_of_logged_step(_any_nonfinite(grads, self.device))
+        if skip is not None and not _nonfinite_loss(loss):
+            return skip, 1.0
+        return None, self._amp.gradient_scale()
+
     def _on_scaler_update(self, before: float, after: float) -> None:
         """Where the optimizer's step records the steps: a drop of the scale in
         ``update`` is a step GradScaler skipped (it never reached the optimizer)."""
         if after < before and not self.closed:
-            self._finish_pending()
-            self._record_skip(self._count, Skip(before, after))
+            with self._sink.lock:
+                if self._sink.closed:
+                    return
+                self._sink.write_pending()
+                self._sink.amend()
+                self._record_skip(self._count, Skip(before, after))
 
     def _record_skip(self, number: int, skip: Skip) -> None:
-        """A step GradScaler skipped: noted as such, not as a non-finite gradient."""
+        """A step GradScaler skipped: noted as such, not as a non-finite gradient (called
+        with the sink's lock held)."""
         self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
-        self._captured.clear()
-        self._last_step = number
-        self._count += 1
+        self._next_step(number)
 
+    # ---- a recorded step -----------------------------------------------------------------------
     def _wants(self, bad_now: bool) -> bool:
         """Record this step? Every interval-th step and every non-finite one within the
         budget; the first non-finite step even beyond it."""
@@ -318,41 +287,13 @@ class Recorder:
             return first_bad
         return bad_now or self._count % self.interval == 0
 
-    def _check_finite(self, grads: list, number: int) -> bool:
-        """Keep the record of the first non-finite step up to date; on the CPU (where a read
-        costs nothing) return whether this step's gradients are non-finite, elsewhere
-        False (the record then stays on the device until the next recorded step)."""
-        self._finite = None
-        if not grads:
-            return False
-        sums = stats.finiteness_sums(grads, self.device)
-        if self.device.type == "cpu":
-            self._finite = [math.isfinite(value) for value in sums.tolist()]
-            bad = not all(self._finite)
-            if bad and self._first_bad[0] < 0:
-                t = int((~torch.isfinite(sums)).to(torch.uint8).argmax())
-                self._first_bad = torch.tensor([float(number), float(t), float(sums[t])])
-            return bad
-        bad = ~torch.isfinite(sums)
-        first = bad.to(torch.uint8).argmax()
-        current = torch.stack(
-            [
-                # A fill on the device, not a host-to-device copy (which may synchronise).
-                torch.full((), float(number), dtype=torch.float64, device=self.device),
-                first.to(torch.float64),
-                sums[first],
-            ]
-        )
-        newly = bad.any() & (self._first_bad[0] < 0)
-        self._first_bad = torch.where(newly, current, self._first_bad)
-        return False
-
-    def _gather(self, number: int, loss, names: list[str], grads: list) -> _Pending:
+    def _gather(self, number: int, loss, names: list[str], grads: list) -> Pending:
         if not self._frozen:
             self._writer.set_tensors(names)
             self._frozen = True
         params = [self._parameter(name) for name in names]
-        rows = stats.gradient_rows(grads, params, self.device, self._finite, self._workspace)
+        finite = self._first_bad.finite
+        rows = stats.gradient_rows(grads, params, self.device, finite, self._workspace)
         images = {
             name: stats.health_image(g)
             for name, g in zip(names, grads)
@@ -363,103 +304,12 @@ class Recorder:
 
             jac = per_input_jacobians(self._module, self._probe).detach()
             images["probe_jacobians"] = jac.reshape(len(jac), -1)[:512, :512].float()
-        before = self._copy_parameters(params)
-        first_bad = self._first_bad.clone()
-        return _Pending(number, _as_loss(loss, self.device), rows, images, before, first_bad)
-
-    def _finish_pending(self) -> None:
-        """Complete the pending step with its update norms; one copy to the host; write it."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        names = list(self._named)[: len(pending.before)]
-        rows = pending.rows
-        moved, steps = [], []
-        for t, (name, before) in enumerate(zip(names, pending.before)):
-            now = self._parameter(name)
-            if before is not None and now is not None and now.shape == before.shape:
-                steps.append(before.sub_(now.detach()))  # our own copy: now the update
-                moved.append(t)
-        if len(moved) == len(rows):
-            rows[:, 3] = stats.norms(steps)
-        elif moved:
-            rows[torch.tensor(moved, device=rows.device), 3] = stats.norms(steps)
-        loss = pending.loss
-        if loss is None:  # a fill on the device, not a copy from the host
-            loss = torch.full((), math.nan, dtype=rows.dtype, device=rows.device)
-        parts = [rows.reshape(-1), loss.reshape(1).to(rows), pending.first_bad.to(rows)]
-        if self._local is not None:  # the device's record of the first local non-finite step
-            parts.append(self._local.device_first_step().to(rows))
-        parts += [image.reshape(-1).to(rows) for image in pending.images.values()]
-        self._flush_scalars()  # the copy below synchronises anyway
-        host = torch.cat(parts).cpu().numpy()  # the one synchronisation of a recorded step
-        n_rows = rows.numel()
-        host_rows = host[:n_rows].reshape(rows.shape)
-        loss_value, first_bad = float(host[n_rows]), host[n_rows + 1 : n_rows + 4]
-        images, offset = {}, n_rows + 4
-        if self._local is not None:
-            self._note_device_local_first(float(host[offset]))
-            offset += 1
-        for name, image in pending.images.items():
-            flat = host[offset : offset + image.numel()]
-            offset += image.numel()
-            images[name] = flat.reshape(image.shape).astype(
-                np.uint8 if image.dtype == torch.uint8 else np.float32
-            )
-        images.update(pending.host_images)
-        first = self._first_nonfinite(pending.step, names, host_rows, first_bad)
-        self._writer.append(pending.step, loss_value, host_rows, images, first)
-        self._adjust_interval()
-
-    def _note_device_local_first(self, step: float) -> None:
-        """On an accelerator only the step of the first local non-finite bucket is known."""
-        if step >= 0 and not self._local_sent:
-            self._local_sent = True
-            first = {"step": int(step), "tensor": None, "index": None, "kind": None}
-            self._writer.set_meta_once("local_first_nonfinite", first)
-
-    def _copy_parameters(self, params: list) -> list[torch.Tensor | None]:
-        """The parameters' values now, copied (for a small model into buffers kept from the
-        previous recorded step, free again once its update norm is taken); None where a
-        copy would be too big."""
-        size = sum(p.nbytes for p in params if p is not None)
-        if size > UPDATE_COPY_LIMIT_BYTES:
-            return [None] * len(params)  # too big to copy: the update size stays unknown
-        if size > KEEP_COPIES_LIMIT_BYTES:
-            return [None if p is None else p.detach().clone() for p in params]
-        copies = self._copies + [None] * (len(params) - len(self._copies))
-        for t, p in enumerate(params):
-            if p is None:
-                copies[t] = None
-                continue
-            p = p.detach()
-            copy = copies[t]
-            if copy is None or (copy.shape, copy.dtype, copy.device) != (
-                p.shape,
-                p.dtype,
-                p.device,
-            ):
-                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
-            copies[t] = copy.copy_(p)
-        self._copies = copies
-        return list(copies)
-
-    def _first_nonfinite(self, step: int, names, rows: np.ndarray, first_bad) -> dict | None:
-        """The run's first non-finite gradient as far as this recorded step tells."""
-        if first_bad[0] < 0:
-            return None
-        tensor = names[int(first_bad[1])]
-        if int(first_bad[0]) == step:  # recorded in full: the exact entry and its kind
-            hist = rows[:, len(L.STAT_COLUMNS) :]
-            for t, name in enumerate(names):
-                _, _, nan, pos_inf, neg_inf = L.counts_from_histogram(hist[t])
-                kind = L.bad_kind(nan, pos_inf, neg_inf)
-                if kind is not None:
-                    index = int(rows[t, L.STAT_COLUMNS.index("first_bad_index")])
-                    return {"step": step, "tensor": name, "index": index, "kind": kind}
-        total = first_bad[2]
-        kind = "nan" if math.isnan(total) else ("+inf" if total > 0 else "-inf")
-        return {"step": int(first_bad[0]), "tensor": tensor, "index": None, "kind": kind}
+        before = self._copies.take(params)
+        first_bad = self._first_bad.record.clone()
+        sources = [self._named[name] if p is not None else None for name, p in zip(names, params)]
+        return Pending(
+            number, _as_loss(loss, self.device), rows, images, names, sources, before, first_bad
+        )
 
     def _adjust_interval(self) -> None:
         """Double the interval each time the recording passes 1/2, 3/4, 7/8 ... of its budget."""
@@ -467,36 +317,6 @@ class Recorder:
             self._level += 1
             if self._level > 60:
                 break
-
-    # ---- logged scalars ----------------------------------------------------------------------
-    def _add_scalars(self, number: int, values: dict[str, torch.Tensor | float]) -> None:
-        if not values:
-            return
-        self._scalar_buffer.append((number, values))
-        limit = SCALAR_FLUSH_STEPS.get(self.device.type, SCALAR_FLUSH_STEPS_DEVICE)
-        if len(self._scalar_buffer) >= limit:
-            self._flush_scalars()
-
-    def _flush_scalars(self) -> None:
-        """Hand the buffered scalars to the writer: one host copy per device."""
-        buffer, self._scalar_buffer = self._scalar_buffer, []
-        if not buffer:
-            return
-        by_device: dict[torch.device, list[torch.Tensor]] = {}
-        for _, values in buffer:
-            for value in values.values():
-                if isinstance(value, torch.Tensor):
-                    by_device.setdefault(value.device, []).append(value)
-        host = {device: iter(torch.stack(ts).cpu().tolist()) for device, ts in by_device.items()}
-        rows: dict[str, list[tuple[float, float]]] = {}
-        for number, values in buffer:
-            for name, value in values.items():
-                if isinstance(value, torch.Tensor):
-                    value = next(host[value.device])
-                rows.setdefault(name, []).append((float(number), value))
-        self._writer.append_scalars(
-            {name: np.array(r, dtype=np.float64) for name, r in rows.items()}
-        )
 
     # ---- helpers -----------------------------------------------------------------------------
     def _create_writer(self, names: list[str]) -> None:
@@ -609,36 +429,6 @@ def _nonfinite_loss(loss) -> bool:
         return False
     value = float(loss.detach().float().sum()) if isinstance(loss, torch.Tensor) else float(loss)
     return not math.isfinite(value)
-
-
-def _scalar_values(loss, scalars: dict) -> dict[str, torch.Tensor | float]:
-    """Named numbers of one logged step: 0-d float64 tensors (left on their device, read in
-    a batch later) or floats; ``loss`` first when given."""
-    named = {"loss": loss, **scalars} if loss is not None else dict(scalars)
-    values: dict[str, torch.Tensor | float] = {}
-    for name, value in named.items():
-        if value is None:
-            continue
-        if isinstance(value, torch.Tensor):
-            if value.numel() != 1:
-                raise GradvizError(
-                    f"rec.log({name}=...) takes a number or a 0-d tensor, not a tensor of "
-                    f"shape {tuple(value.shape)}."
-                )
-            values[name] = value.detach().reshape(()).to(torch.float64)
-        elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-            values[name] = float(value)
-        else:
-            raise GradvizError(
-                f"rec.log({name}=...) takes a number or a 0-d tensor, not {type(value).__name__}."
-            )
-    return values
-
-
-def _close_at_exit(recorder: weakref.ref) -> None:
-    alive = recorder()
-    if alive is not None and not alive.closed:
-        alive.close()
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:

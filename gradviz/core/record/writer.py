@@ -14,7 +14,9 @@ child group ``rank<r>``, so ranks never touch each other's files. Per rank:
   name to its array (any name: "train/loss" too) and its count.
 
 ``index`` and ``stats`` hold ``STEP_CHUNK`` steps a chunk (a chunk is written again, whole,
-from the writer's copy, while it fills: the rows already in it never change), images one
+from the writer's copy, while it fills: the rows already in it never change, except the
+last row's update norms, NaN until the next step measures them when the step was written
+before it came, see ``sink``), images one
 step a chunk. Arrays grow by doubling their capacity (a metadata write). Steps are written
 in batches (the steps handed over since the last write, see ``BackgroundWriter``), one write
 per array and chunk and one metadata write per batch. The group's attribute ``gradviz``
@@ -31,6 +33,7 @@ import os
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +97,7 @@ class RankWriter:
             "steps": 0,
             "last_step": None,
             "complete": False,
+            "ended": None,
             "first_nonfinite": None,
             "images": {},
             "scalars": {},
@@ -192,9 +196,33 @@ class RankWriter:
         self.tensors = list(names)
         self.meta["tensors"] = self.tensors
 
-    def close(self) -> None:
-        """Mark the stream complete (a reader then knows no step is missing at the end)."""
+    def amend(self, step: int, loss=None, norms=None, images=None) -> None:
+        """Complete the last written step, ``step``, written before all of it was known:
+        its ``loss``, its update norms (T,) (its chunks are written again, whole, from the
+        writer's copy) and its ``images``. None leaves a part as it is."""
+        if self._tail is None or not self.steps:
+            return
+        last = self.steps - 1
+        at = last % STEP_CHUNK
+        if int(self._tail[0][at, 0]) != step:
+            return
+        if loss is not None:
+            self._tail[0][at, 1] = loss
+        if norms is not None:
+            self._tail[1][at, :, L.STAT_COLUMNS.index("update_norm")] = norms
+        if loss is not None or norms is not None:
+            self._write_tail(last - at)
+        for name, image in (images or {}).items():
+            self._append_image(name, step, np.asarray(image))
+        if images:
+            self._publish()
+
+    def close(self, ended: str = "close") -> None:
+        """Mark the stream complete (a reader then knows no step is missing at the end);
+        ``ended`` says how: "close", "exit", "exception", "SIGTERM" or "collected" (the
+        recorder was dropped without close())."""
         self.meta["complete"] = True
+        self.meta["ended"] = ended
         self._publish()
 
     # ---- internals -----------------------------------------------------------------------------
@@ -304,6 +332,17 @@ def fit_into(image: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return block_mean(image, ky, kx).astype(image.dtype)
 
 
+@dataclass(frozen=True)
+class _Amend:
+    """What became known of step ``step`` after it was handed over: its loss, its update
+    norms (T,), pictures attached to it."""
+
+    step: int
+    loss: float | None = None
+    norms: np.ndarray | None = None
+    images: dict | None = None
+
+
 class BackgroundWriter:
     """A RankWriter fed through a queue by a daemon thread, so that the file writes of a
     recorded step overlap the training loop instead of stalling it.
@@ -360,11 +399,16 @@ class BackgroundWriter:
         self.bytes_written += 64
         self._queue.put(_Skipped(entry))
 
-    def close(self) -> None:
+    def amend(self, step: int, loss=None, norms=None, images=None) -> None:
+        """Queued after the step it completes (see ``RankWriter.amend``)."""
+        self._raise_error()
+        self._queue.put(_Amend(step, loss, norms, images))
+
+    def close(self, ended: str = "close") -> None:
         self._queue.put(None)
         self._thread.join()
         self._raise_error()
-        self.writer.close()
+        self.writer.close(ended)
 
     def _drain(self) -> None:
         last_write = -math.inf
@@ -388,24 +432,38 @@ class BackgroundWriter:
                 return
 
     def _write(self, items: list) -> None:
-        """Scalars first, then the steps, whose metadata write then counts both."""
-        steps = [item for item in items if isinstance(item, tuple)]
+        """Steps in batches, amendments in their place between them; scalars, skipped steps
+        and metadata entries before the last metadata write, which then counts them."""
+        steps: list[tuple] = []
         scalars: dict[str, list[np.ndarray]] = {}
+        noted = False  # anything the metadata must be written again for
         for item in items:
-            if isinstance(item, _Scalars):
-                for name, rows in item.values.items():
-                    scalars.setdefault(name, []).append(rows)
-            elif isinstance(item, _Skipped):
-                self.writer.add_skip(item.entry, publish=False)
-            elif isinstance(item, _SetMeta) and self.writer.meta.get(item.key) is None:
-                self.writer.meta[item.key] = item.value
+            if isinstance(item, tuple):
+                steps.append(item)
+            elif isinstance(item, _Amend):
+                self.writer.append_many(steps)
+                steps = []
+                self.writer.amend(item.step, item.loss, item.norms, item.images)
+            else:
+                noted = True
+                self._note(item, scalars)
         if scalars:
             merged = {name: np.concatenate(parts) for name, parts in scalars.items()}
             self.writer.append_scalars(merged, publish=False)
         if steps:
             self.writer.append_many(steps)
-        else:
+        elif noted:
             self.writer.publish()
+
+    def _note(self, item, scalars: dict[str, list[np.ndarray]]) -> None:
+        """A queue item that is not a step: scalars are gathered (one write per array)."""
+        if isinstance(item, _Scalars):
+            for name, rows in item.values.items():
+                scalars.setdefault(name, []).append(rows)
+        elif isinstance(item, _Skipped):
+            self.writer.add_skip(item.entry, publish=False)
+        elif isinstance(item, _SetMeta) and self.writer.meta.get(item.key) is None:
+            self.writer.meta[item.key] = item.value
 
     def _raise_error(self) -> None:
         if self._error is not None:

@@ -36,6 +36,8 @@ class FollowState(enum.Enum):
     FOLLOWING = "following"  # the writer is (or may be) still adding steps
     COMPLETE = "complete"
     INCOMPLETE = "incomplete (writer stopped)"
+    DAMAGED = "damaged"  # opened, but data is lost: the label then names the steps
+    FAILED = "could not be read"
 
     @property
     def label(self) -> str:
@@ -138,7 +140,12 @@ class RecordingSource(QObject):
         data = self.data
         if data is None:
             return
-        if data.complete:
+        written = bool(data.meta.get("complete", data.complete))  # the writer is done
+        if data.damaged:
+            state = FollowState.DAMAGED
+            if written:
+                self._timer.stop()
+        elif data.complete:
             state = FollowState.COMPLETE
             self._timer.stop()
         elif now - self._last_growth > STALL_S:
@@ -147,7 +154,7 @@ class RecordingSource(QObject):
         else:
             state = FollowState.FOLLOWING
             self._timer.setInterval(POLL_MS)
-        if not data.complete and not self._timer.isActive():
+        if not written and not self._timer.isActive():
             self._timer.start()
         if state is not self._state:
             self._state = state
@@ -159,6 +166,9 @@ class RecordingSource(QObject):
             return
         self._busy = False
         self._timer.stop()
+        if self._state is not FollowState.FAILED:  # never "reading…" forever
+            self._state = FollowState.FAILED
+            self.stateChanged.emit(FollowState.FAILED)
         self.failed.emit(sentence, details)
 
 

@@ -41,6 +41,10 @@ class ModelHealthPage(QWidget):
         self.data: RecordingData | None = None
         self.tensor_index = 0
         self.path_label = QLabel("Open a recording (File > Open recording…)")
+        self.damage_label = QLabel("")
+        self.damage_label.setObjectName("recording-damage")
+        self.damage_label.setWordWrap(True)
+        self.damage_label.hide()
         self.rank = QComboBox()
         self.rank.setToolTip("Rank of a distributed recording")
         self.rank.activated.connect(self._on_rank)
@@ -90,6 +94,7 @@ class ModelHealthPage(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
+        layout.addWidget(self.damage_label)
         layout.addWidget(body, 1)
         layout.addWidget(self.timeline)
 
@@ -103,7 +108,12 @@ class ModelHealthPage(QWidget):
             self.rank.addItem(f"rank {r}", r)
         self.rank.setCurrentIndex(max(list(data.ranks).index(data.rank), 0))
         self.rank.setEnabled(len(data.ranks) > 1)
-        self.health.set_data(data.tensors, data.steps, data.worst(), data.grad_norm, data.counts)
+        self.health.set_data(
+            data.tensors, data.steps, data.worst(), data.grad_norm, data.counts,
+            data.missing_cells(),
+        )  # fmt: skip
+        self.damage_label.setText(data.damage_line())
+        self.damage_label.setVisible(bool(data.damaged))
         self.loss.set_data(data.steps, data.losses)
         self.loss.plot.getAxis("left").setWidth(self.health.left_width)  # step axes line up
         self._set_first_bad(data.first_nonfinite)
@@ -133,7 +143,8 @@ class ModelHealthPage(QWidget):
         return {
             "steps": data.steps,
             "losses": data.losses,
-            "worst_health": data.worst(),
+            "worst_health": data.worst(),  # MISSING_CODE (255) where lost
+            "missing": data.missing_cells(),
             "grad_norm": data.grad_norm,
             "counts": data.counts,
             "histograms": data.histograms,

@@ -21,6 +21,9 @@ from gradviz.gui.widgets.panel import ElidedLabel, format_value
 
 #: Brightness of the weakest and strongest finite gradient norm of the page (dark = small).
 DIM, BRIGHT = 0.3, 1.0
+#: Cells whose statistics a damaged recording lost: a light grey no health category uses.
+MISSING_COLOUR = (200, 200, 200, 255)
+MISSING_LABEL = "missing"
 
 
 class StepAxis(AxisItem):
@@ -39,22 +42,27 @@ class StepAxis(AxisItem):
         return out
 
 
-def health_rgba(worst: np.ndarray, grad_norm: np.ndarray) -> np.ndarray:
+def health_rgba(
+    worst: np.ndarray, grad_norm: np.ndarray, missing: np.ndarray | None = None
+) -> np.ndarray:
     """(T, S) Health codes and gradient norms -> (T, S, 4) uint8 colours.
 
     The category picks the Okabe-Ito colour (colour-blind safe); finite gradients are drawn
     brighter the larger their norm (log scale over the whole page), so a vanishing gradient
-    reads dark. Alarms (NaN, +-Inf) are always at full brightness.
+    reads dark. Alarms (NaN, +-Inf) are always at full brightness. ``missing`` (T, S) bool
+    cells (lost from a damaged recording) take ``MISSING_COLOUR``, never a category's.
     """
-    rgba = health_lut("Okabe-Ito")[worst].astype(np.float64)
+    rgba = health_lut("Okabe-Ito")[worst].astype(np.float64)  # other codes: transparent
     with np.errstate(divide="ignore", invalid="ignore"):
         logn = np.log10(grad_norm)
-    finite = (worst == Health.FINITE) & np.isfinite(logn)
+    lost = np.zeros(worst.shape, bool) if missing is None else np.asarray(missing, bool)
+    finite = (worst == Health.FINITE) & np.isfinite(logn) & ~lost
     if finite.any():
         lo, hi = logn[finite].min(), logn[finite].max()
         scale = (logn - lo) / (hi - lo) if hi > lo else np.ones_like(logn)
         factor = np.where(finite, DIM + (BRIGHT - DIM) * np.nan_to_num(scale), 1.0)
         rgba[..., :3] *= factor[..., None]
+    rgba[lost] = MISSING_COLOUR
     return rgba.astype(np.uint8)
 
 
@@ -92,14 +100,17 @@ class HealthOverTime(QWidget):
         self.worst = np.zeros((0, 0), np.uint8)
         self.grad_norm = np.zeros((0, 0))
         self.counts = np.zeros((0, 0, 5), np.int64)
+        self.missing = np.zeros((0, 0), bool)
         self.plot.scene().sigMouseMoved.connect(self._on_moved)
         self.plot.scene().sigMouseClicked.connect(self._on_clicked)
 
-    def set_data(self, tensors, steps, worst, grad_norm, counts) -> None:
+    def set_data(self, tensors, steps, worst, grad_norm, counts, missing=None) -> None:
         self.tensors = tuple(tensors)
         self.worst, self.grad_norm, self.counts = worst, grad_norm, counts
+        self.missing = np.zeros(worst.shape, bool) if missing is None else missing
         self.axis.steps = np.asarray(steps)
-        self.image.setImage(health_rgba(worst, grad_norm), autoLevels=False, levels=(0, 255))
+        rgba = health_rgba(worst, grad_norm, self.missing)
+        self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
         left = self.plot.getAxis("left")
         left.setTicks([[(t + 0.5, name) for t, name in enumerate(self.tensors)]])
         self.left_width = min(12 + 7 * max((len(n) for n in self.tensors), default=4), 220)
@@ -118,6 +129,11 @@ class HealthOverTime(QWidget):
         return None
 
     def describe(self, t: int, i: int) -> str:
+        if self.missing[t, i]:
+            return (
+                f"{self.tensors[t]} @ step {int(self.axis.steps[i])}: {MISSING_LABEL} "
+                "(lost from a damaged recording)"
+            )
         finite, zero, nan, pinf, ninf = (int(c) for c in self.counts[t, i])
         return (
             f"{self.tensors[t]} @ step {int(self.axis.steps[i])}: "

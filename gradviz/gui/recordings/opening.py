@@ -21,7 +21,7 @@ from gradviz.core.record.reader import is_recording
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.views import LabViews
 from gradviz.gui.pages import WorkspacePages
-from gradviz.gui.recordings.data import RecordingData
+from gradviz.gui.recordings.data import RecordingData, damage_label, damage_line
 from gradviz.gui.recordings.export import (
     add_export_menu,
     ask_path,
@@ -206,9 +206,14 @@ class Recordings(QObject):
 
     @Slot(object)
     def _on_follow_state(self, state: FollowState) -> None:
+        data = self.source.data if self.source is not None else None
+        damaged = data.damaged if data is not None else ()
+        text = damage_label(damaged) if state is FollowState.DAMAGED else state.label
+        done = (FollowState.COMPLETE, FollowState.FAILED, FollowState.DAMAGED)
         for timeline in (self.page.timeline, self.timeline):
-            timeline.set_state_text(state.label)
-            timeline.set_followable(state is not FollowState.COMPLETE)
+            timeline.set_state_text(text)
+            timeline.state_label.setToolTip(damage_line(damaged))
+            timeline.set_followable(state not in done)
 
     @Slot(int)
     def _on_rank_chosen(self, rank: int) -> None:

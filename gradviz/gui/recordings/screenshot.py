@@ -10,6 +10,7 @@ from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtWidgets import QApplication, QMainWindow
 
 from gradviz.gui.recordings.opening import Recordings
+from gradviz.gui.window_line import screenshot_line
 
 #: Longest wait for the first read of the recording (s).
 READ_TIMEOUT_S = 120.0
@@ -21,6 +22,7 @@ class RecordingScreenshot(QObject):
     ) -> None:
         super().__init__()
         self.window, self.path, self.run_for = window, path, run_for
+        self.session = recordings.session
         self.exit_code = 1
         self._timing = False
         recordings.shown.connect(self._on_shown)
@@ -36,8 +38,9 @@ class RecordingScreenshot(QObject):
     @Slot()
     def _capture(self) -> None:
         image = self.window.grab()
+        line = screenshot_line(self.path, image.width(), image.height(), self.window, self.session)
         if image.save(self.path):
-            print(f"saved {self.path} ({image.width()}x{image.height()})")
+            print(line, flush=True)  # one line a script can read (see window_line)
             self.exit_code = 0
         else:
             print(f"gradviz gui: error: could not write {self.path!r}.", file=sys.stderr)
