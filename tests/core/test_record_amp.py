@@ -139,3 +139,28 @@ def test_a_scaler_that_is_not_a_grad_scaler_is_refused(tmp_path):
     w = torch.zeros(2, requires_grad=True)
     with pytest.raises(GradvizError, match="scaler= takes a torch.amp.GradScaler"):
         gradviz.watch({"w": w}, tmp_path / "run", scaler=object())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("placement", ["after update", "before step"])
+def test_cuda_grad_scaler_skips_under_autocast_are_recorded_as_skips(tmp_path, placement):
+    model, opt, x, y = _setup()
+    model, x, y = model.cuda(), x.cuda(), y.cuda()
+    scaler = torch.amp.GradScaler("cuda")
+    with gradviz.watch(model, tmp_path / "run", every=1, scaler=scaler) as rec:
+        for step in range(STEPS):
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = _loss(model, x, y, step)
+            scaler.scale(loss).backward()
+            if placement == "before step":
+                rec.log(loss=loss)
+            scaler.step(opt)
+            scaler.update()
+            if placement == "after update":
+                rec.log(loss=loss)
+    reader = Reader(tmp_path / "run")
+    assert OVERFLOW_STEP in [e["step"] for e in reader.rank(0).skipped]
+    assert reader.first_nonfinite() is None
+    assert np.all(reader.rank(0).tensor("0.weight").grad_norm < 100)

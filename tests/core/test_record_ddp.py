@@ -9,6 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+import gradviz
 from gradviz.core.record.reader import Reader
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,3 +83,20 @@ def test_nan_on_both_ranks_lists_both_also_through_a_wrapped_user_hook(tmp_path)
     first = reader.first_nonfinite()
     assert first["step"] == NAN_STEP and first["rank"] == 0 and first["ranks"] == [0, 1]
     assert reader.rank(0).meta["comm_hook"] == "wrapped"
+
+
+def test_a_users_own_unwrapped_comm_hook_is_said_in_a_warning(tmp_path):
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        model = nn.parallel.DistributedDataParallel(nn.Linear(3, 2))
+        model.register_comm_hook(None, default_hooks.allreduce_hook)
+        with pytest.warns(UserWarning, match="gradviz.wrap_comm_hook"):
+            rec = gradviz.watch(model, tmp_path / "run", every=1)
+        model(torch.randn(4, 3)).sum().backward()
+        rec.log()
+        rec.close()
+        reader = Reader(tmp_path / "run")
+        assert reader.rank(0).meta["comm_hook"] == "user"
+        assert reader.rank(0).steps == 1 and reader.first_nonfinite() is None
+    finally:
+        dist.destroy_process_group()

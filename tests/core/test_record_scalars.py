@@ -118,3 +118,18 @@ def test_scalars_no_further_step_follows_reach_the_disk_while_the_recorder_is_op
     stream = reader.rank(0)
     assert list(stream.scalar("lr").steps) == [0, 1, 2] and not stream.complete
     rec.close()
+
+
+def test_add_scalars_gives_a_step_its_loss_after_the_gradients_were_recorded(tmp_path):
+    """A trainer knows its loss only after the optimizer's step (the callbacks' case)."""
+    w = torch.zeros(2, requires_grad=True)
+    with gradviz.watch({"w": w}, tmp_path / "run", every=2) as rec:
+        for step in range(4):
+            w.grad = torch.ones(2)
+            rec.log(step=step, lr=0.5)
+            rec.add_scalars(step=step, loss=10.0 - step)
+    stream = Reader(tmp_path / "run").rank(0)
+    assert stream.scalar("loss").values.tolist() == [10.0, 9.0, 8.0, 7.0]
+    assert stream.scalar("lr").steps.tolist() == [0, 1, 2, 3]
+    # The recorded steps (0 and 2) carry the loss given to them afterwards.
+    assert stream.step_numbers().tolist() == [0, 2] and stream.losses().tolist() == [10.0, 8.0]

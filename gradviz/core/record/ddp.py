@@ -95,14 +95,24 @@ class LocalChecks:
         self._device = device
         self._flags: list[torch.Tensor] = []  # device: this step's buckets all finite?
         self._bad_here: list[dict] = []  # CPU: this step's non-finite parameters
+        self._owned: dict[tuple[int, int, int], bool] = {}
         self.seen = False  # any bucket seen at all
         self.first: dict | None = None  # CPU: {"step", "tensor", "index", "kind"}
         self._reported = False
         self._first_step = torch.full((), -1.0, dtype=torch.float64, device=device)
 
     def owns(self, bucket) -> bool:
-        params = bucket.parameters()
-        return bool(params) and id(params[0]) in self._names
+        """Whether the bucket holds this recorder's parameters. ``bucket.parameters()``
+        builds a list of every tensor in it (0.3 ms for a bucket of a 670k-parameter MLP),
+        so the answer is kept per bucket buffer (DDP keeps its buffers from step to step;
+        a rebuilt bucket has a new one)."""
+        buffer = bucket.buffer()
+        key = (buffer.data_ptr(), buffer.numel(), bucket.index())
+        known = self._owned.get(key)
+        if known is None:
+            params = bucket.parameters()
+            known = self._owned[key] = bool(params) and id(params[0]) in self._names
+        return known
 
     def on_bucket(self, bucket) -> None:
         self.seen = True

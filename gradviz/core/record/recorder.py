@@ -91,7 +91,7 @@ class Recorder:
         self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
         # The sink writes every step this recorder is given, also if it is dropped without
         # close(), at exit, after an exception or on SIGTERM (see sink).
-        self._sink = StepSink(self._writer, self.device)
+        self._sink = StepSink(self._writer)
         watch_owner(self, self._sink)
         self._optimizer_hook = (
             optimizer.register_step_pre_hook(lambda *_: self._on_optimizer_step())

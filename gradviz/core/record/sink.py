@@ -68,11 +68,11 @@ class StepSink:
     the module). ``local`` (set under DDP): the rank's own bucket checks, whose device record
     of the first non-finite step travels with each recorded step's host copy."""
 
-    def __init__(self, writer: BackgroundWriter, device: torch.device) -> None:
+    def __init__(self, writer: BackgroundWriter) -> None:
         self.writer = writer
         self.lock = threading.Lock()
         self.pending: Pending | None = None
-        self.scalars = ScalarBuffer(writer, device)
+        self.scalars = ScalarBuffer(writer)
         self.local = None  # a ddp.LocalChecks under DDP
         self.unamended: Pending | None = None  # written before its update size was known
         self.closed = False
