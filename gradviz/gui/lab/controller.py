@@ -265,17 +265,20 @@ class LabController(QObject):
 
     # ---- errors ------------------------------------------------------------------------------
     @Slot(str, str)
-    def show_error(self, sentence: str, details: str) -> ErrorDialog:
-        """Show a failure without blocking; the window stays usable behind it."""
+    def show_error(
+        self, sentence: str, details: str, title: str = ErrorDialog.TITLE
+    ) -> ErrorDialog:
+        """Show a failure without blocking; the window stays usable behind it. ``title``
+        names what failed (callers that know set it)."""
         if self.error_dialog is not None:
             self.error_dialog.close()
             self.error_dialog.deleteLater()
-        self.error_dialog = ErrorDialog(sentence, details, self.log_path, self.window)
+        self.error_dialog = ErrorDialog(sentence, details, self.log_path, self.window, title)
         self.error_dialog.open()
         return self.error_dialog
 
     def report_exception(self, exc: BaseException, details: str) -> None:
-        self.show_error(describe_run_failure(exc), details)
+        self.show_error(describe_run_failure(exc), details, ErrorDialog.RUN_STOPPED_TITLE)
 
     # ---- closing -----------------------------------------------------------------------------
     def _on_close_requested(self) -> bool:
