@@ -1,9 +1,12 @@
-"""One set of run defaults: the app, ``gradviz fit``, experiment files and ``--help`` agree."""
+"""One set of run defaults (the app, ``gradviz fit``, experiment files and ``--help`` agree);
+Start over a shown recording asks first; dialog titles say what failed."""
 
 from __future__ import annotations
 
+import pytest
 from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
+from recording_fixtures import write_fit_recording
 
 from gradviz.cli import build_parser
 from gradviz.core.config import FitConfig
@@ -52,3 +55,39 @@ def test_dialog_titles_say_what_failed(qtbot, make_lab, tmp_path):  # noqa: F811
     lab.recordings.open(str(tmp_path))  # not a recording
     assert lab.error_dialog.windowTitle() == "gradviz: recordings"
     assert "stopped" not in lab.error_dialog.windowTitle()
+
+
+@pytest.fixture(scope="module")
+def fit_recording(tmp_path_factory):
+    """A lab recording, read once here: zarr's I/O threads (which live as long as the
+    process) start before the tests that check no thread is left behind."""
+    import zarr
+
+    path = write_fit_recording(tmp_path_factory.mktemp("fit") / "run", steps=8)
+    zarr.open_group(path, mode="r")["rank0/images/distances/data"][:]
+    return path
+
+
+def test_start_while_a_recording_is_shown_asks_before_replacing_it(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    fit_recording,
+):
+    from gradviz.gui.lab.session import RunState
+
+    path = fit_recording
+    lab = make_lab()
+    shown = []
+    lab.recordings.shown.connect(shown.append)
+    assert lab.recordings.open(str(path))
+    qtbot.waitUntil(lambda: bool(shown) and lab.session.shown is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: lab.session.shown.generation < 0, timeout=60_000)
+    lab.answer = False
+    lab.start()
+    assert lab.questions == ["Leave the recording?"]
+    assert lab.session.state is not RunState.RUNNING
+    assert lab.session.shown.generation < 0  # the recording is still what the lab shows
+    lab.answer = True
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state.going, timeout=60_000)
+    lab.session.stop()

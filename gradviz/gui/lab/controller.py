@@ -154,8 +154,25 @@ class LabController(QObject):
 
     @Slot()
     def start(self) -> None:
-        """Start a run, or resume a paused one."""
+        """Start a run, or resume a paused one. Over a recording shown in the lab, first
+        ask: starting replaces it in the lab's views."""
+        if self._showing_a_recording() and not self.confirm(
+            "Leave the recording?",
+            "The lab shows a recording. Start a live run in its place? (The recording stays "
+            "in File > Recent recordings.)",
+        ):
+            return
         self._command(self.session.start)
+
+    def _showing_a_recording(self) -> bool:
+        from gradviz.gui.recordings.recorded_run import FIRST_RECORDED_GENERATION
+
+        shown = self.session.shown
+        return (
+            shown is not None
+            and shown.generation <= FIRST_RECORDED_GENERATION
+            and not self.session.state.going
+        )
 
     @Slot()
     def pause(self) -> None:
