@@ -18,9 +18,27 @@ from gradviz.core.settings_table import add_arguments
 EXIT_USAGE = 2
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` names each option's default (none for unset options and off switches)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or "%(default)" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradviz",
+        formatter_class=DefaultsHelpFormatter,
         description="See gradients: NaN gradients of distance matrices and per-input "
         "Jacobians. With no command, opens the desktop app.",
     )
@@ -35,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_gui(sub) -> None:
-    p = sub.add_parser("gui", help="open the desktop app (the default)")
+    p = sub.add_parser(
+        "gui", help="open the desktop app (the default)", formatter_class=DefaultsHelpFormatter
+    )
     p.add_argument("recording", nargs="?", metavar="RECORDING", help="recording directory to open")
     p.add_argument("--experiment", metavar="FILE", help="experiment (JSON settings) to open")
     p.add_argument("--screenshot", metavar="PNG", help="save a screenshot of the window and exit")
@@ -44,7 +64,7 @@ def _add_gui(sub) -> None:
         type=float,
         default=3.0,
         metavar="SECONDS",
-        help="with --screenshot: run the experiment this long first (default 3)",
+        help="with --screenshot: run the experiment this long first",
     )
     p.add_argument(
         "--window-size",
@@ -55,7 +75,9 @@ def _add_gui(sub) -> None:
 
 
 def _add_fit(sub) -> None:
-    p = sub.add_parser("fit", help="run the distance-matrix fit headless")
+    p = sub.add_parser(
+        "fit", help="run the distance-matrix fit headless", formatter_class=DefaultsHelpFormatter
+    )
     add_arguments(p, FitConfig)  # one option per run setting, described in core.config
     p.add_argument("--out", metavar="RUN.npz", help="save losses, coordinates and distances")
     p.add_argument(
@@ -67,15 +89,24 @@ def _add_fit(sub) -> None:
 
 
 def _add_jacobian(sub) -> None:
-    p = sub.add_parser("jacobian", help="per-input Jacobians of a network over a batch")
+    p = sub.add_parser(
+        "jacobian",
+        help="per-input Jacobians of a network over a batch",
+        formatter_class=DefaultsHelpFormatter,
+    )
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--net", metavar="SPEC", help="network spec, e.g. 2-20-20-4:tanh")
     model.add_argument("--model", metavar="PATH", help="saved model file")
     inputs = p.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--batch", type=int, metavar="B", help="random standard-normal batch")
     inputs.add_argument("--inputs", metavar="file:PATH", help="inputs from a CSV/NPY file")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--method", default="auto", choices=list(JACOBIAN_METHODS))
+    p.add_argument("--seed", type=int, default=0, help="seed of the random batch")
+    p.add_argument(
+        "--method",
+        default="auto",
+        choices=list(JACOBIAN_METHODS),
+        help="how the Jacobians are computed (auto picks by size)",
+    )
     p.add_argument(
         "--full",
         action="store_true",
@@ -104,7 +135,7 @@ def _add_jacobian(sub) -> None:
         metavar="K",
         help="output explained by saliency (default: each sample's largest output)",
     )
-    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES), help="floating-point type")
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--out", metavar="J.npy", help="write J as (B, m, n) float32")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
@@ -114,6 +145,7 @@ def _add_inspect(sub) -> None:
     p = sub.add_parser(
         "inspect",
         help="describe a saved model file without running it, or a recording",
+        formatter_class=DefaultsHelpFormatter,
         description="Describe a saved model file without running it, or a recording "
         "directory. Exit status: 0, 1 for a recording that opens but has lost data (named "
         "under 'damaged'), 2 for a file or recording that cannot be read.",
@@ -155,11 +187,16 @@ def _add_model_choices(p) -> None:
 
 
 def _add_bench(sub) -> None:
-    p = sub.add_parser("bench", help="measure speed (ratios against named baselines)")
+    p = sub.add_parser(
+        "bench",
+        help="measure speed (ratios against named baselines)",
+        formatter_class=DefaultsHelpFormatter,
+    )
     p.add_argument(
         "--suite",
         default="all",
         choices=["all", "distances", "jacobians", "gui", "watch", "ddp", "memory"],
+        help="which measurements to run",
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")

@@ -74,6 +74,10 @@ MAX_FULL_BATCH = 256
 class FitConfig:
     """Everything that defines one distance-fit run.
 
+    The defaults are the app's teaching experiment (a helix of 200 points fitted with the
+    masked method), and the same for ``gradviz fit`` and for keys an experiment file leaves
+    out: one set of defaults everywhere.
+
     ``target`` and ``init`` are a generator name or ``file:PATH`` (CSV or NPY); ``init`` may
     also be ``random`` (seeded standard normal). A file sets N and D. ``net`` is a network
     spec (``8-64-3:tanh``) that produces the coordinates from seeded per-point features, or
@@ -82,7 +86,7 @@ class FitConfig:
     """
 
     target: str = setting(
-        "gaussian",
+        "helix",
         title="target set",
         tooltip="Point set to recover from its distance matrix: a generator or a CSV/NPY file.",
         group="Target points",
@@ -92,7 +96,7 @@ class FitConfig:
         cli_help="generator name or file:PATH (CSV/NPY; sets N and D)",
     )
     n: int = setting(
-        10,
+        200,
         title="N points",
         tooltip="Number of points (a file sets it).",
         group="Target points",
@@ -116,7 +120,7 @@ class FitConfig:
         cli_help="initial coordinates: random, a generator name, or file:PATH",
     )
     method: str = setting(
-        "safe",
+        "masked",
         title="method",
         tooltip="How the distance matrix is computed from the coordinates.",
         group="Distance method",
@@ -139,7 +143,7 @@ class FitConfig:
         choices=OPTIMIZERS,
     )
     lr: float = setting(
-        1e-3,
+        0.01,
         title="learning rate",
         tooltip="Step size; a change takes effect at the next step.",
         group="Optimiser",
@@ -148,7 +152,7 @@ class FitConfig:
         cli_help="step size of the optimizer",
     )
     steps: int = setting(
-        500, title="steps", tooltip="Optimiser steps of a run.", group="Optimiser",
+        2000, title="steps", tooltip="Optimiser steps of a run.", group="Optimiser",
         limits=(0, 10**9),
     )  # fmt: skip
     seed: int = setting(

@@ -21,9 +21,19 @@ class ErrorDialog(QDialog):
     clipboard for a bug report. Shown with ``open()`` (window-modal, never blocks the
     caller), so the run's last good state stays on screen behind it."""
 
-    def __init__(self, sentence: str, details: str, log_path: str, parent: QWidget | None = None):
+    #: Its title unless the caller names what failed (a run: ``RUN_STOPPED_TITLE``).
+    TITLE = "gradviz: something went wrong"
+    RUN_STOPPED_TITLE = "gradviz: the run stopped"
+
+    def __init__(
+        self,
+        sentence: str,
+        details: str,
+        log_path: str,
+        parent: QWidget | None = None,
+        title: str = TITLE,
+    ):
         super().__init__(parent)
-        self.setWindowTitle("gradviz: the run stopped")
         self.sentence = sentence
         self.details = details
         message = QLabel(sentence)
@@ -56,6 +66,7 @@ class ErrorDialog(QDialog):
         layout.addWidget(self.details_box)
         layout.addWidget(buttons)
         self.setMinimumWidth(520)
+        self.setWindowTitle(title)
 
     def copy_details(self) -> None:
         QGuiApplication.clipboard().setText(f"{self.sentence}\n\n{self.details}")

@@ -33,10 +33,8 @@ from gradviz.core.settings_table import (
 
 __all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
 
-#: The experiment the app opens with: the point of the app at a glance.
-DEFAULT_EXPERIMENT = FitConfig(
-    target="helix", n=200, dim=3, init="random", method="masked", lr=0.01, steps=2000
-)
+#: The experiment the app opens with: FitConfig's defaults, the CLI's and experiment files'.
+DEFAULT_EXPERIMENT = FitConfig()
 
 FILE_CHOICE = "file…"
 FREE, NETWORK = "free coordinates", "network"
@@ -296,6 +294,10 @@ def _params_for(row: Setting) -> list[dict[str, Any]]:
         if row.optional:  # an optional number shows "unset" as 0
             low, param["value"] = 0, 0
             param["tip"] += " 0 leaves it unset."
+        elif row.kind is int and low > 0:
+            # The editor lets 0 through to the check, which says what is allowed under the
+            # form (a spin box would silently turn a typed 0 into its minimum).
+            low = 0
         param["limits"] = (low, high)
     if row.kind is float:
         step = info.limits[0] if info.limits else 1e-8

@@ -6,17 +6,17 @@ from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
 
 
-def test_defaults_follow_the_classic_example():
+def test_defaults_are_the_apps_teaching_experiment():
     c = FitConfig()
     assert (c.target, c.n, c.dim, c.init, c.method, c.optimizer, c.lr, c.steps) == (
-        "gaussian",
-        10,
+        "helix",
+        200,
         3,
         "random",
-        "safe",
+        "masked",
         "adam",
-        1e-3,
-        500,
+        0.01,
+        2000,
     )
 
 

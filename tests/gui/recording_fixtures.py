@@ -58,7 +58,7 @@ def write_fit_recording(path: Path, steps: int = 8) -> Path:
     """A lab recording (gradviz fit --record) of a small run."""
     from gradviz.cli import main
 
-    code = main(["fit", "--n", "10", "--dim", "2", "--steps", str(steps), "--method", "safe",
-                 "--record", str(path)])  # fmt: skip
+    code = main(["fit", "--target", "gaussian", "--n", "10", "--dim", "2", "--steps", str(steps),
+                 "--method", "safe", "--record", str(path)])  # fmt: skip
     assert code == 0
     return path

@@ -154,8 +154,25 @@ class LabController(QObject):
 
     @Slot()
     def start(self) -> None:
-        """Start a run, or resume a paused one."""
+        """Start a run, or resume a paused one. Over a recording shown in the lab, first
+        ask: starting replaces it in the lab's views."""
+        if self._showing_a_recording() and not self.confirm(
+            "Leave the recording?",
+            "The lab shows a recording. Start a live run in its place? (The recording stays "
+            "in File > Recent recordings.)",
+        ):
+            return
         self._command(self.session.start)
+
+    def _showing_a_recording(self) -> bool:
+        from gradviz.gui.recordings.recorded_run import FIRST_RECORDED_GENERATION
+
+        shown = self.session.shown
+        return (
+            shown is not None
+            and shown.generation <= FIRST_RECORDED_GENERATION
+            and not self.session.state.going
+        )
 
     @Slot()
     def pause(self) -> None:
@@ -265,17 +282,20 @@ class LabController(QObject):
 
     # ---- errors ------------------------------------------------------------------------------
     @Slot(str, str)
-    def show_error(self, sentence: str, details: str) -> ErrorDialog:
-        """Show a failure without blocking; the window stays usable behind it."""
+    def show_error(
+        self, sentence: str, details: str, title: str = ErrorDialog.TITLE
+    ) -> ErrorDialog:
+        """Show a failure without blocking; the window stays usable behind it. ``title``
+        names what failed (callers that know set it)."""
         if self.error_dialog is not None:
             self.error_dialog.close()
             self.error_dialog.deleteLater()
-        self.error_dialog = ErrorDialog(sentence, details, self.log_path, self.window)
+        self.error_dialog = ErrorDialog(sentence, details, self.log_path, self.window, title)
         self.error_dialog.open()
         return self.error_dialog
 
     def report_exception(self, exc: BaseException, details: str) -> None:
-        self.show_error(describe_run_failure(exc), details)
+        self.show_error(describe_run_failure(exc), details, ErrorDialog.RUN_STOPPED_TITLE)
 
     # ---- closing -----------------------------------------------------------------------------
     def _on_close_requested(self) -> bool:

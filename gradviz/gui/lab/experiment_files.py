@@ -55,7 +55,9 @@ class ExperimentFiles(QObject):
         try:
             config, live = load_experiment(path)
         except GradvizError as exc:
-            self.show_error(str(exc), "")
+            dialog = self.show_error(str(exc), "")
+            if hasattr(dialog, "setWindowTitle"):
+                dialog.setWindowTitle("gradviz: the experiment file was not opened")
             return
         self.form.set_config(config, live)
         self.window.set_recent_files(self.recent.add(path))

@@ -41,6 +41,10 @@ from gradviz.gui.settings import RecentFiles, fill_recent_menu
 RECENT_RECORDINGS_KEY = "recent_recordings"
 
 
+#: The title of a dialog about a recording that could not be opened, or a Runs page action.
+RECORDING_FAILED_TITLE = "gradviz: recordings"
+
+
 def not_a_recording(path: str) -> str:
     """The sentence for a path that is not a recording."""
     return (
@@ -162,7 +166,9 @@ class Recordings(QObject):
 
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
-        self.show_error(sentence, details)
+        dialog = self.show_error(sentence, details)
+        if hasattr(dialog, "setWindowTitle"):
+            dialog.setWindowTitle(RECORDING_FAILED_TITLE)
         self.failed.emit(sentence, details)
 
     @Slot(object)
