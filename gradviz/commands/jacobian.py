@@ -8,10 +8,11 @@ one output per sample, (B, *in_shape). NaN or Inf weights are reported before co
 Prints a short summary; with ``--json`` the last line of stdout is one JSON object: ``kind``
 ("jacobian" or "saliency"), ``shape`` (of the array ``--out`` writes), ``batch``, ``out_dim``,
 ``method`` (the one that ran), ``reason``, ``seconds`` (the computation alone, the first in
-this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobians also
-``in_dim``, ``constant_across_batch`` and, with ``--full``, ``max_off_block``; otherwise
-``in_shape`` and ``norms`` (per sample) and, for saliency, ``output`` (per sample) and
-``output_explained``.
+this process), ``dtype``, ``device``, ``nonfinite_weights``, ``assumptions`` (sentences:
+what gradviz assumed to rebuild a model file, as ``gradviz inspect`` and the app's model
+panel state them); for (B, n) Jacobians also ``in_dim``, ``constant_across_batch`` and,
+with ``--full``, ``max_off_block``; otherwise ``in_shape`` and ``norms`` (per sample) and,
+for saliency, ``output`` (per sample) and ``output_explained``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def run(args) -> int:
     device = resolve_device(args.device)
     dtype = getattr(torch, args.dtype)
     nonfinite: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
     if spec_or_none is not None:
         spec, model = spec_or_none, spec_or_none.build(seed=args.seed, dtype=dtype)
         in_dim, label, parameters = spec.in_dim, str(spec), spec.parameter_count
@@ -63,6 +65,11 @@ def run(args) -> int:
             model_class=args.model_class,
             model_args=args.model_args,
         )
+        if loaded.info.activation_from_caller and args.activation is None:
+            from gradviz.core.modelio.readers import activation_refusal
+
+            raise GradvizError(activation_refusal(loaded.info))
+        assumptions = loaded.info.assumptions
         spec, model = loaded.spec, loaded.module.to(dtype)
         in_dim = loaded.info.in_dim or args.in_dim
         label = str(spec) if spec is not None else f"{loaded.info.format} model {source}"
@@ -81,6 +88,10 @@ def run(args) -> int:
             raise GradvizError("--full needs inputs of shape (B, n) and a per-sample Jacobian.")
         summary = _gradients(args, model, inputs, device, label, parameters)
     summary["nonfinite_weights"] = list(nonfinite)
+    # What the result rests on, in the sentences the app's model panel shows.
+    summary["assumptions"] = list(assumptions)
+    for sentence in assumptions:
+        print(f"assumed: {sentence}")
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0

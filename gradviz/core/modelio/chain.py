@@ -86,6 +86,31 @@ def with_activation(linears: list[LinearWeights], activation: str) -> list[Chain
     return items
 
 
+def activations_between(items: list[ChainItem]) -> bool:
+    """True when every gap between consecutive Linear layers holds an activation (identity
+    does not count): only then does the declaration order say where each one runs."""
+    gap_filled = True
+    seen_linear = False
+    for item in items:
+        if isinstance(item, str):
+            gap_filled = gap_filled or item != "identity"
+            continue
+        if seen_linear and not gap_filled:
+            return False
+        seen_linear, gap_filled = True, False
+    return True
+
+
+def same_width_layers(linears: list[LinearWeights]) -> list[str]:
+    """Names of the Linear layers mapping a width to itself: where a residual block's skip
+    connection (x + f(x)) fits."""
+    return [
+        item.name or "(top)"
+        for item in linears
+        if int(item.weight.shape[0]) == int(item.weight.shape[1])
+    ]
+
+
 def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
     """``spec.build()`` with the file's weights loaded strictly (every key, every shape).
 

@@ -15,8 +15,10 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio.chain import (
     NotAChain,
+    activations_between,
     build_chain,
     linear_items,
+    same_width_layers,
     spec_from_items,
     with_activation,
 )
@@ -140,22 +142,56 @@ def _open_module_tree(
                 order_to_confirm=tuple(tree.order),
             )
         )
-    if tree.order_assumed:
-        notes.append(ORDER_ASSUMED)
-        if not tree.has_activation_modules:
-            act = activation or "identity"
-            linears = [item for item in items if not isinstance(item, str)]
-            items = with_activation(linears, act)
-            if len(linears) > 1:
-                notes.append(
-                    _activation_sentence(
-                        act,
-                        "The file has no activation modules; "
-                        "a forward method may still apply functions the file does not "
-                        "record, so",
-                    )
-                )
-    return _chain_opened(items, info, notes)
+    if not tree.order_assumed:  # nn.Sequential: the file records every activation
+        return _chain_opened(items, info, notes)
+    linears = [item for item in items if not isinstance(item, str)]
+    notes.append(ORDER_ASSUMED)
+    notes.append(skips_dropped(linears))
+    if len(linears) < 2:
+        return _chain_opened(items, info, notes)
+    if activations_between(items):
+        if tree.has_activation_modules:
+            if activation is not None:
+                notes.append(_unused_activation(activation, "its activation modules"))
+            return _chain_opened(items, info, notes)
+        lead = (
+            "The file has no activation modules; a forward method may still apply functions "
+            "the file does not record, so"
+        )
+    else:
+        # One module used at several places (self.act after each layer) is kept once in
+        # the file: where it runs is in the forward method, which the file does not hold.
+        lead = (
+            f"The file's activation modules ({', '.join(_activation_names(tree))}) do not "
+            "sit between each pair of Linear layers (a shared module runs wherever the "
+            "forward method calls it, which the file does not record), so they were set "
+            "aside and"
+        )
+    act = activation or "identity"
+    notes.append(_activation_sentence(act, lead))
+    opened = _chain_opened(with_activation(linears, act), info, notes)
+    return replace(opened, info=replace(opened.info, activation_from_caller=True))
+
+
+def _activation_names(tree: Any) -> list[str]:
+    names = [entry for entry in tree.order if not entry.endswith("(Linear)")]
+    return names[:4] + (["…"] if len(names) > 4 else [])
+
+
+def skips_dropped(linears: list) -> str:
+    """The sentence saying that what a forward method adds to the chain is left out."""
+    square = same_width_layers(linears)
+    if square:
+        named = ", ".join(quoted(name) for name in square[:4]) + (" …" if len(square) > 4 else "")
+        return (
+            f"Anything else its forward method does is not in the file and is left out: a "
+            f"skip connection (x + f(x)) around {named}, which map a width to itself as "
+            "residual blocks do, would be dropped."
+        )
+    return (
+        "Anything else its forward method does (a skip connection, a reused layer) is not "
+        "in the file and is left out."
+    )
 
 
 def open_tensors(
@@ -195,20 +231,20 @@ def open_tensors(
             )
         )
     notes = list(notes)
-    if len(linears) > 1:
-        if not sequential:
-            notes.append(ORDER_ASSUMED)
-        notes.append(
-            "The layer order was taken from the tensor names (safetensors does not keep the "
-            "saved order)."
-            if natural_order
-            else "The layer order was taken from the order of the tensors in the file."
-        )
-        act = activation or "identity"
-        notes.append(_activation_sentence(act, "The file holds weights only, so"))
-    else:
-        act = "identity"
-    return _chain_opened(with_activation(linears, act), info, notes)
+    if len(linears) < 2:
+        return _chain_opened(with_activation(linears, "identity"), info, notes)
+    if not sequential:
+        notes += [ORDER_ASSUMED, skips_dropped(linears)]
+    notes.append(
+        "The layer order was taken from the tensor names (safetensors does not keep the "
+        "saved order)."
+        if natural_order
+        else "The layer order was taken from the order of the tensors in the file."
+    )
+    act = activation or "identity"
+    notes.append(_activation_sentence(act, "The file holds weights only, so"))
+    opened = _chain_opened(with_activation(linears, act), info, notes)
+    return replace(opened, info=replace(opened.info, activation_from_caller=True))
 
 
 def open_safetensors(
@@ -302,6 +338,24 @@ def _names_refusal(prefixes: list[str]) -> str:
         "holds weights only, so gradviz would have to assume they run one after another in "
         "this order; run it so with --assume-sequential, give the class with --model-class "
         "(and --trust), or save the model as TorchScript or .pt2."
+    )
+
+
+def activation_refusal(info: ModelInfo) -> str:
+    """Why a file whose activations are the caller's choice is not run without one."""
+    from gradviz.core.config import ACTIVATIONS
+
+    return (
+        f"{quoted(info.path)} does not record which activation runs between its Linear layers "
+        f"(a wrong one gives a wrong Jacobian), so give it with --activation "
+        f"({', '.join(ACTIVATIONS)})."
+    )
+
+
+def _unused_activation(activation: str, what: str) -> str:
+    return (
+        f"The activation {activation!r} you gave was not used: the file records {what}, and "
+        "those run between the layers."
     )
 
 

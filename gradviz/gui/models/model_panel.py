@@ -89,9 +89,8 @@ class ModelPanel(QWidget):
             self.reason.setText("Cannot run until you confirm the order of its layers.")
             self.order.show_order(info.order_to_confirm)
         self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
-        # Offered where the activation had to be assumed (not where the file had modules).
-        assumed = any("activation" in note for note in info.assumptions)
-        choosable = info.format in REBUILT_FORMATS and info.runnable and assumed
+        # Offered where the activation is the caller's (not where the file had modules).
+        choosable = info.format in REBUILT_FORMATS and info.runnable and info.activation_from_caller
         self.activation_row.setVisible(choosable)
         if activation in ACTIVATIONS:
             self.activation.setCurrentText(activation)
