@@ -165,6 +165,91 @@ def payload_in_unused_key(folder, kind, marker, protocol=2):
     return path
 
 
+class _Pipepager(_Popen):
+    def __reduce__(self):
+        import pydoc
+
+        return (pydoc.pipepager, ("", f"touch {self.marker}"))
+
+
+class _ReadOutput(_Popen):
+    def __reduce__(self):
+        import _osx_support
+
+        return (_osx_support._read_output, (f"touch {self.marker}",))
+
+
+class _IoOpen(_Popen):
+    def __reduce__(self):
+        return (io.open, (self.marker, "w"))
+
+
+class _Located:
+    """pydoc.locate("os.system"): a callable the pickle computes at load time."""
+
+    def __call__(self):  # pickle saves only callables as the function of a reduce
+        pass
+
+    def __reduce__(self):
+        import pydoc
+
+        return (pydoc.locate, ("os.system",))
+
+
+class _Locate(_Popen):
+    def __reduce__(self):
+        return (_Located(), (f"touch {self.marker}",))
+
+
+class _ZipFileInstance:
+    """A harmless-looking zipfile.ZipFile instance (NEWOBJ, no call): puts the class in
+    the pickle's memo, from where _MemoCall fetches it to call it."""
+
+    @property
+    def __class__(self):  # what the pickler checks a __newobj__ class against
+        return zipfile.ZipFile
+
+    def __reduce_ex__(self, protocol):
+        import copyreg
+
+        return (copyreg.__newobj__, (zipfile.ZipFile,))
+
+
+class _MemoCall(_Popen):
+    def __reduce__(self):
+        return (zipfile.ZipFile, (self.marker, "w"))  # creates (or truncates) the file
+
+
+# Names outside every deny-list that a normal unpickler would still call.
+UNLISTED_PAYLOADS = {
+    "pydoc.pipepager": _Pipepager,
+    "_osx_support._read_output": _ReadOutput,
+    "io.open": _IoOpen,
+    "pydoc.locate": _Locate,
+}
+
+
+def unlisted_in_unused_key(folder, name, marker, protocol=2):
+    """A runnable checkpoint with a call of ``name`` in a key nobody reads."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    path = folder / f"{name.replace('.', '_')}_p{protocol}.pt"
+    checkpoint = {"state_dict": net.state_dict(), "extra": UNLISTED_PAYLOADS[name](marker)}
+    torch.save(checkpoint, path, pickle_protocol=protocol)
+    return path
+
+
+def memo_fetched_call(folder, marker):
+    """zipfile.ZipFile named once as a class to instantiate, then fetched from the pickle's
+    memo and called with (marker, "w")."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    path = folder / "memo_call.pt"
+    extra = {"a": _ZipFileInstance(), "b": _MemoCall(marker)}
+    torch.save({"state_dict": net.state_dict(), "extra": extra}, path)
+    return path
+
+
 def all_hostile(folder, marker):
     """name -> path of every refused file above (for the benchmark)."""
     files = {

@@ -156,3 +156,37 @@ def test_harmless_objects_beside_the_weights_are_not_called_hostile(tmp_path):
     path = tmp_path / "checkpoint.pt"
     torch.save({"state_dict": net.state_dict(), "args": types.SimpleNamespace(lr=0.1)}, path)
     assert inspect_model(path).runnable
+
+
+@pytest.mark.parametrize("name", sorted(hostile.UNLISTED_PAYLOADS))
+def test_calls_outside_the_allow_list_are_refused_naming_them(capsys, tmp_path, name):
+    """Names no deny-list holds (pydoc.pipepager runs a shell command) are still code the
+    file would run: refused by name, in one sentence, and never run."""
+    marker = tmp_path / "marker"
+    path = hostile.unlisted_in_unused_key(tmp_path, name, marker)
+    message = refused_by_the_cli(capsys, path)
+    assert repr(name) in message and "code the file would run" in message
+    assert "damaged" not in message
+    assert not marker.exists()
+
+
+def test_a_class_fetched_from_the_memo_and_called_is_refused(capsys, tmp_path):
+    marker = tmp_path / "marker"
+    message = refused_by_the_cli(capsys, hostile.memo_fetched_call(tmp_path, marker))
+    assert "'zipfile.ZipFile'" in message and "code the file would run" in message
+    assert not marker.exists()
+
+
+def test_checkpoints_of_real_modules_and_plain_data_pass_the_allow_list(tmp_path):
+    import argparse
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)  # keeps F.relu
+    path = tmp_path / "encoder.pt"
+    torch.save(
+        {"model": torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False),
+         "args": argparse.Namespace(lr=0.1), "epoch": 3},
+        path,
+    )  # fmt: skip
+    info = inspect_model(path)
+    assert info.format == "pickled_module" and info.parameters > 0
