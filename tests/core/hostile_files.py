@@ -250,6 +250,60 @@ def memo_fetched_call(folder, marker):
     return path
 
 
+def memo_shared(folder, count=5_000, side=1024):
+    """One (side, side) tensor stored once and named by ``count`` keys (the pickle's memo):
+    4 MiB on disk, ``count`` layers of side x side parameters to whoever builds them."""
+    weight = torch.zeros(side, side)
+    path = folder / f"memo_shared_{count}.pt"
+    torch.save({f"{k}.weight": weight for k in range(count)}, path)
+    return path
+
+
+def deep_json_header(folder, depth=200_000):
+    """A safetensors file whose header nests a list ``depth`` levels deep."""
+    header = ('{"__metadata__":{},"x":' + "[" * depth + "]" * depth + "}").encode()
+    path = folder / "deep_header.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def deep_spec_metadata(folder, depth=200_000):
+    """A valid safetensors file whose ``gradviz.spec`` metadata nests ``depth`` levels."""
+    path = folder / "deep_spec.safetensors"
+    spec = "[" * depth + "]" * depth
+    save_file({"0.weight": torch.zeros(2, 2)}, str(path), metadata={"gradviz.spec": spec})
+    return path
+
+
+def large_file(folder, size=1000 << 20):
+    """A torch.save-layout zip of ``size`` bytes (one stored, uncompressed storage of
+    zeros) whose pickle also calls io.open: refusable from its first kilobytes."""
+    numel = size // 4
+    storage = _StorageRef(torch.FloatStorage, "0", numel)
+    obj = {"0.weight": _Declared(storage, 0, (numel,), (1,)), "extra": _IoOpen("unused")}
+    buffer = io.BytesIO()
+    _TorchPickler(buffer, protocol=2).dump(obj)
+    path = folder / f"large_{size >> 20}MiB.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", buffer.getvalue())
+        archive.writestr("archive/version", "3\n")
+        info = zipfile.ZipInfo("archive/data/0")
+        with archive.open(info, "w", force_zip64=True) as entry:
+            chunk = bytes(16 << 20)
+            for start in range(0, numel * 4, len(chunk)):
+                entry.write(chunk[: min(len(chunk), numel * 4 - start)])
+    return path
+
+
+def linear_chain(folder, count=10_000):
+    """The state_dict of an nn.Sequential of ``count`` Linear(1, 1) layers without bias."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Linear(1, 1, bias=False) for _ in range(count)])
+    path = folder / f"linear_{count}.pt"
+    torch.save(net.state_dict(), path)
+    return path
+
+
 def all_hostile(folder, marker):
     """name -> path of every refused file above (for the benchmark)."""
     files = {
@@ -264,6 +318,10 @@ def all_hostile(folder, marker):
         "1,000,000 tensors safetensors": many_tensors_safetensors(folder),
         "12,000 tensors .pt": many_tensors_pt(folder),
         "60,000 tensors .pt": many_tensors_pt(folder, 60_000),
+        "1 tensor named by 5,000 keys": memo_shared(folder),
+        "JSON header 200,000 deep": deep_json_header(folder),
+        "gradviz.spec 200,000 deep": deep_spec_metadata(folder),
+        "1,000 MiB file": large_file(folder),
     }
     for kind in HOSTILE_PAYLOADS:
         files[f"{kind} in an unused key"] = payload_in_unused_key(folder, kind, marker)

@@ -112,7 +112,8 @@ def same_width_layers(linears: list[LinearWeights]) -> list[str]:
 
 
 def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
-    """``spec.build()`` with the file's weights loaded strictly (every key, every shape).
+    """``spec.build()`` with the file's weights copied in (every Linear layer, its weight
+    and bias of the shapes the spec was made from).
 
     Float16/bfloat16 weights become float32 (autograd on CPU in half precision is not what
     a user inspecting gradients wants); float32 and float64 stay as they are."""
@@ -122,13 +123,16 @@ def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
     if dtype not in (torch.float32, torch.float64):
         dtype = torch.float32
     module = spec.build(seed=0, dtype=dtype)
-    state = {}
     positions = [k for k, layer in enumerate(spec.layers) if isinstance(layer, Linear)]
-    for position, item in zip(positions, linears):
-        state[f"{position}.weight"] = item.weight.to(dtype)
-        if item.bias is not None:
-            state[f"{position}.bias"] = item.bias.to(dtype)
-    module.load_state_dict(state, strict=True)
+    # Copied layer by layer: load_state_dict filters the whole dict for every submodule
+    # (quadratic: 10,000 Linear layers took 13 s); the spec was made from these shapes.
+    children = list(module)  # Sequential[k] walks its children: O(n) per index
+    with torch.no_grad():
+        for position, item in zip(positions, linears, strict=True):
+            layer = children[position]
+            layer.weight.copy_(item.weight.to(dtype).reshape(layer.weight.shape))
+            if item.bias is not None:
+                layer.bias.copy_(item.bias.to(dtype).reshape(layer.bias.shape))
     return module.eval()
 
 

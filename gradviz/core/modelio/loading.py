@@ -209,14 +209,15 @@ def _open(
 
 
 def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
-    """The file's bytes and kind, after every check on what it declares."""
-    data = sniff.read_model_bytes(name, max_bytes)
-    kind = sniff.detect_format(data, name)
-    if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
-        from gradviz.core.modelio.declared import check_torch_bytes
+    """The file's bytes and kind, after every check on what it declares: a torch file is
+    judged from its parts (zip central directory, pickle entries) before it is read whole."""
+    with sniff.open_model_file(name, max_bytes) as handle:
+        kind = sniff.detect_format(handle, name)
+        if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
+            from gradviz.core.modelio.declared import check_torch_bytes
 
-        check_torch_bytes(data, name, is_zip=kind != sniff.PICKLE)
-    return data, kind
+            check_torch_bytes(handle, name, is_zip=kind != sniff.PICKLE)
+        return sniff.read_checked(handle, name, max_bytes), kind
 
 
 def _read(

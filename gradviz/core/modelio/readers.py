@@ -254,6 +254,9 @@ def open_safetensors(
     tensors rebuilt as a chain where they are one."""
     _, metadata = read_header(data, base.path)
     if "gradviz.spec" in metadata:
+        from gradviz.core.modelio.json_depth import check_json_depth
+
+        check_json_depth(metadata["gradviz.spec"], base.path, "gradviz.spec metadata")
         return _open_gradviz(base)
     from safetensors import SafetensorError
     from safetensors.torch import load
@@ -293,6 +296,7 @@ def _open_gradviz(base: ModelInfo) -> Opened:
 def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
     try:
         spec, linears = spec_from_items(items)
+        _check_network_size(spec, linears)
     except GradvizError as exc:
         return Opened(
             replace(
@@ -311,6 +315,21 @@ def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
         assumptions=tuple(notes),
     )
     return Opened(info, build=lambda: build_chain(spec, linears), spec=spec)
+
+
+def _check_network_size(spec: NetworkSpec, linears: list) -> None:
+    """GradvizError when the network to build is over limits.MAX_NETWORK_BYTES (checked
+    before anything is allocated: a file may name one stored tensor from many layers)."""
+    from gradviz.core.modelio import limits
+
+    itemsize = 8 if str(linears[0].weight.dtype) == "torch.float64" else 4
+    size = spec.parameter_count * itemsize
+    if size > limits.MAX_NETWORK_BYTES:
+        raise GradvizError(
+            f"The network rebuilt from these weights would hold {spec.parameter_count:,} "
+            f"parameters ({limits.human_bytes(size)}), over gradviz's limit of "
+            f"{limits.human_bytes(limits.MAX_NETWORK_BYTES)}."
+        )
 
 
 def _order_refusal(tree: Any) -> str:
