@@ -29,6 +29,7 @@ from gradviz.core.explore_batches import (
     parse_sample_shape,
     random_batch,
 )
+from gradviz.core.modelio.limits import escaped
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, load_points
 
@@ -78,6 +79,7 @@ def run(args) -> int:
         spec, model = loaded.spec, loaded.module.to(dtype)
         in_dim = loaded.info.in_dim or args.in_dim
         label = str(spec) if spec is not None else f"{loaded.info.format} model {source}"
+        label = _short_label(escaped(label))
         parameters = loaded.info.parameters
         nonfinite = loaded.info.nonfinite_weights
         in_shape = in_shape or loaded.info.in_shape
@@ -96,10 +98,15 @@ def run(args) -> int:
     # What the result rests on, in the sentences the app's model panel shows.
     summary["assumptions"] = list(assumptions)
     for sentence in assumptions:
-        print(f"assumed: {sentence}")
+        print(f"assumed: {escaped(sentence)}")
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0
+
+
+def _short_label(label: str, chars: int = 200) -> str:
+    """A network's text, cut where it is long (10,000 layers print as 600 KB of JSON)."""
+    return label if len(label) <= chars else label[: chars - 1] + "…"
 
 
 def _small(model, inputs) -> bool:

@@ -154,6 +154,8 @@ def _check_legacy(stream: BinaryIO, name: str) -> None:
         if stream.read(1) != b"\x80":
             break
         scan = scan_pickle(stream, name, start=position)
+        if scan.legacy_modules:
+            raise GradvizError(_legacy_module(name, scan.legacy_modules))
         if scan.end - position > limits.MAX_PICKLE_BYTES:
             raise GradvizError(
                 f"{name} holds a pickle of {human_bytes(scan.end - position)}, over "
@@ -163,6 +165,15 @@ def _check_legacy(stream: BinaryIO, name: str) -> None:
         pickled = stream.read(scan.end - position)
         _check_tensors(_declared(pickled, name), name, records=None)
         position = scan.end
+
+
+def _legacy_module(name: str, classes: list[str]) -> str:
+    return (
+        f"{name} is a whole module ({quoted(classes[0])}) saved in torch's legacy (non-zip) "
+        "format, which gradviz reads for weights only (it names each class by its source "
+        "code); load it where its class is defined and save its weights with "
+        "torch.save(model.state_dict(), path), or save it again with a current torch."
+    )
 
 
 # ---- reading declarations -------------------------------------------------------------------

@@ -56,6 +56,14 @@ def quoted(name: object) -> str:
     return text[: NAME_CHARS - 2] + "…" + text[0]
 
 
+def escaped(text: str) -> str:
+    """``text`` with every character that is not printable written as its escape (a file
+    name holding a newline stays on one line: ``a\\nb.pt``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def bounded(message: str) -> str:
     """The first line of ``message``, cut to MESSAGE_CHARS characters with an ellipsis."""
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]

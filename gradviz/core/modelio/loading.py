@@ -13,20 +13,24 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
 from gradviz.core.modelio.info import LoadedModel, ModelInfo
-from gradviz.core.modelio.limits import bounded
+from gradviz.core.modelio.limits import bounded, escaped
 from gradviz.core.modelio.readers import Opened
 
 
 def _bounded_errors(function):
     """Names and sizes in a message come from the file: every GradvizError leaving the
-    public functions is one line of at most limits.MESSAGE_CHARS characters."""
+    public functions is one line of at most limits.MESSAGE_CHARS characters, with the
+    file's name escaped (a name may hold a newline)."""
 
     @functools.wraps(function)
-    def wrapper(*args, **kwargs):
+    def wrapper(path, *args, **kwargs):
         try:
-            return function(*args, **kwargs)
+            return function(path, *args, **kwargs)
         except GradvizError as exc:
-            raise GradvizError(bounded(str(exc))) from None
+            message, name = str(exc), os.fspath(path)
+            if isinstance(name, str) and name:
+                message = message.replace(name, escaped(name))
+            raise GradvizError(bounded(message)) from None
 
     return wrapper
 

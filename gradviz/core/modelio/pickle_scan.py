@@ -52,12 +52,13 @@ class _Value:
     """One value on the simulated stack: its nesting depth, for a string its text, for a
     global the full name it stands for (kept when the memo hands it out again)."""
 
-    __slots__ = ("depth", "global_name", "text")
+    __slots__ = ("depth", "global_name", "module_class", "text")
 
     def __init__(self, depth: int, text: str | None = None, global_name: str | None = None):
         self.depth = depth
         self.text = text
         self.global_name = global_name
+        self.module_class: str | None = None  # ("module", Class, ...): a legacy class id
 
 
 _MARK = object()
@@ -69,6 +70,9 @@ class PickleScan:
 
     globals: list[str] = field(default_factory=list)
     called: set[str] = field(default_factory=set)  # names the unpickler would call
+    # Classes torch's legacy (non-zip) format names by persistent id ("module", Class, file,
+    # source): the file is a whole module saved by torch.save's old format.
+    legacy_modules: list[str] = field(default_factory=list)
     end: int = 0  # offset just past the STOP opcode
 
 
@@ -225,6 +229,10 @@ class _Machine:
             self._called(popped[0], "calls")
         elif op in ("NEWOBJ", "NEWOBJ_EX") and popped:
             self._called(popped[0], "creates")
+        elif op == "BINPERSID" and popped and isinstance(popped[0], _Value):
+            global_name = popped[0].module_class
+            if global_name is not None and global_name not in self.scan.legacy_modules:
+                self.scan.legacy_modules.append(global_name)
         if not pushed:
             return
         values = [v for v in popped if isinstance(v, _Value)]
@@ -243,6 +251,8 @@ class _Machine:
             )
         if global_name is not None:
             result.global_name = global_name
+        if op.startswith("TUPLE") and len(values) >= 2 and values[0].text == "module":
+            result.module_class = values[1].global_name
         self.stack.extend([result] * pushed)
 
 

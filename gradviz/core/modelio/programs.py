@@ -26,7 +26,7 @@ from gradviz.core.modelio.tensors import (
     layers_from_tensors,
     nonfinite_names,
 )
-from gradviz.core.torch_notices import torch_deprecations_logged
+from gradviz.core.torch_notices import torch_deprecations_logged, torch_logs_kept
 
 _CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
 KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
@@ -61,7 +61,11 @@ def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:
     try:
         # The file is TorchScript whatever torch thinks of the format's future; the user
         # cannot act on the deprecation notice, so it goes to the log.
-        with torch.sparse.check_sparse_tensor_invariants(), torch_deprecations_logged():
+        with (
+            torch.sparse.check_sparse_tensor_invariants(),
+            torch_deprecations_logged(),
+            torch_logs_kept(),
+        ):
             module = torch.jit.load(io.BytesIO(data), map_location="cpu")
     except Exception as exc:
         raise GradvizError(f"{base.path} is a damaged TorchScript file ({_line(exc)}).") from None
@@ -92,12 +96,15 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     import torch
 
     try:
-        with torch.sparse.check_sparse_tensor_invariants():
+        # torch logs a traceback before raising; gradviz's sentence says it once.
+        with torch.sparse.check_sparse_tensor_invariants(), torch_logs_kept() as causes:
             program = torch.export.load(io.BytesIO(data))
     except Exception as exc:
+        # torch's own error points at the traceback it logged: say the logged cause.
+        cause = causes[-1].split(". ")[0].rstrip(".")[:200] if causes else _line(exc)
         # torch.export.load may already have run code from the file: never call it damaged.
         raise GradvizError(
-            f"{base.path} could not be loaded as a .pt2 program ({_line(exc)}); loading it "
+            f"{base.path} could not be loaded as a .pt2 program ({cause}); loading it "
             "may already have run code from the file."
         ) from None
     tensors = {k: v for k, v in program.state_dict.items() if isinstance(v, torch.Tensor)}
