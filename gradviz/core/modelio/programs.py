@@ -115,6 +115,7 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     _, out_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_outputs])
     sample_batch, in_shape = _declared_sample_shape(inputs)
     batch = batch if batch is not None else sample_batch
+    in_shape = in_shape or _example_sample_shape(program)
     notes = base.assumptions
     if batch is not None:
         notes += (
@@ -143,6 +144,18 @@ def _declared_sample_shape(nodes: list) -> tuple[int | None, tuple[int, ...] | N
         return None, None
     sample = tuple(_static(size) for size in shape[1:])
     return _static(shape[0]), (None if None in sample else sample)
+
+
+def _example_sample_shape(program: Any) -> tuple[int, ...] | None:
+    """One sample's shape from the example input the program was exported with (where its
+    graph leaves some sizes dynamic): the single tensor argument's shape without its batch."""
+    try:
+        args, kwargs = program.example_inputs
+    except Exception:  # older programs carry none
+        return None
+    if kwargs or len(args) != 1 or getattr(args[0], "dim", lambda: 0)() < 2:
+        return None
+    return tuple(int(size) for size in args[0].shape[1:])
 
 
 def _declared_shape(nodes: list) -> tuple[int | None, int | None]:

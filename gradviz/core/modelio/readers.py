@@ -26,7 +26,12 @@ from gradviz.core.modelio.info import ModelInfo
 from gradviz.core.modelio.limits import bounded, quoted
 from gradviz.core.modelio.safetensors_header import read_header
 from gradviz.core.modelio.standins import InertObject, read_torch_pickle
-from gradviz.core.modelio.tensors import check_dense, layers_from_tensors, nonfinite_names
+from gradviz.core.modelio.tensors import (
+    check_dense,
+    layers_from_tensors,
+    natural_key,
+    nonfinite_names,
+)
 from gradviz.core.modelio.tree import is_module, read_tree
 from gradviz.core.networks import NetworkSpec
 
@@ -210,6 +215,8 @@ def open_tensors(
     class of its own whose forward (a skip connection, a shared layer) is not in the file, so
     they run only with ``assume_sequential``: never a silently wrong answer."""
     check_dense(tensors, base.path)
+    if natural_order:  # safetensors keeps names sorted as text: list 2 after 0, 10 after 9
+        tensors = dict(sorted(tensors.items(), key=lambda item: natural_key(item[0])))
     info = replace(
         base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
     )
