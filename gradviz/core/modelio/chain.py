@@ -13,7 +13,7 @@ from typing import Any
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio.tensors import group_by_prefix, natural_key
-from gradviz.core.networks import Activation, Linear, NetworkSpec
+from gradviz.core.networks import Activation, Linear, NetworkSpec, _module_for
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -112,8 +112,8 @@ def same_width_layers(linears: list[LinearWeights]) -> list[str]:
 
 
 def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
-    """``spec.build()`` with the file's weights copied in (every Linear layer, its weight
-    and bias of the shapes the spec was made from).
+    """The ``nn.Sequential`` that ``spec.build()`` makes, its Linear layers holding copies of
+    the file's weights (the spec was made from their shapes).
 
     Float16/bfloat16 weights become float32 (autograd on CPU in half precision is not what
     a user inspecting gradients wants); float32 and float64 stay as they are."""
@@ -122,18 +122,35 @@ def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
     dtype = linears[0].weight.dtype
     if dtype not in (torch.float32, torch.float64):
         dtype = torch.float32
-    module = spec.build(seed=0, dtype=dtype)
-    positions = [k for k, layer in enumerate(spec.layers) if isinstance(layer, Linear)]
-    # Copied layer by layer: load_state_dict filters the whole dict for every submodule
-    # (quadratic: 10,000 Linear layers took 13 s); the spec was made from these shapes.
-    children = list(module)  # Sequential[k] walks its children: O(n) per index
-    with torch.no_grad():
-        for position, item in zip(positions, linears, strict=True):
-            layer = children[position]
-            layer.weight.copy_(item.weight.to(dtype).reshape(layer.weight.shape))
-            if item.bias is not None:
-                layer.bias.copy_(item.bias.to(dtype).reshape(layer.bias.shape))
+    # The Sequential spec.build() makes, its Linear layers made from the file's weights
+    # directly: initialising 10,000 layers at random to overwrite them cost seconds, and
+    # load_state_dict and Sequential indexing are quadratic in the number of layers.
+    weights = iter(linears)
+    module = torch.nn.Sequential(
+        *[
+            _linear_module(next(weights), dtype)
+            if isinstance(layer, Linear)
+            else _module_for(layer)
+            for layer in spec.layers
+        ]
+    )
     return module.eval()
+
+
+def _linear_module(item: LinearWeights, dtype):
+    """An ``nn.Linear`` holding copies of ``item``'s weight and bias in ``dtype``, made
+    without the random initialisation its constructor would run."""
+    import torch
+
+    layer = torch.nn.Linear.__new__(torch.nn.Linear)
+    torch.nn.Module.__init__(layer)
+    layer.out_features, layer.in_features = (int(s) for s in item.weight.shape)
+    layer.weight = torch.nn.Parameter(item.weight.detach().to(dtype, copy=True))
+    if item.bias is None:
+        layer.register_parameter("bias", None)
+    else:
+        layer.bias = torch.nn.Parameter(item.bias.detach().to(dtype, copy=True))
+    return layer
 
 
 def _check_linear_shaped(prefix: str, group: dict[str, Any]) -> None:
