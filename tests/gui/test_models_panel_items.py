@@ -144,3 +144,26 @@ def test_the_order_buttons_show_their_whole_text_in_a_narrow_panel(qtbot):
     for button in (widget.button, widget.class_button):
         text_width = button.fontMetrics().horizontalAdvance(button.text())
         assert button.width() >= text_width, button.text()
+
+
+def test_the_panel_states_the_assumptions_jacobian_prints(qapp, tmp_path, capsys):
+    import json
+
+    from gradviz.cli import main
+    from gradviz.gui.models.model_panel import ModelPanel
+
+    torch.manual_seed(0)
+    path = tmp_path / "weights.pt"
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    torch.save(net.state_dict(), path)
+    assert main(["jacobian", "--model", str(path), "--batch", "2", "--activation", "relu",
+                 "--json"]) == 0  # fmt: skip
+    said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["assumptions"]
+    panel = ModelPanel()
+    panel.show_info(inspect_model(path, activation="relu"), activation="relu")
+    shown = [line.removeprefix("• ") for line in panel.assumptions.text().splitlines()]
+    in_app = [
+        s.replace("(choose another with --activation)", "(choose another below)") for s in said
+    ]
+    assert shown == in_app and len(shown) == 2
+    assert panel.activation_row.isVisibleTo(panel)  # the choice --activation makes
