@@ -31,7 +31,9 @@ code = main(json.loads(sys.argv[1]))
 # VmHWM: this process's peak resident memory (ru_maxrss would count the forking parent's).
 status = open("/proc/self/status").read()
 peak = int(status.split("VmHWM:")[1].split()[0]) / 1024
-print(f"RESULT {{code}} {{peak:.0f}} {{time.perf_counter() - start:.2f}}", file=sys.stderr)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+cpu, wall = usage.ru_utime + usage.ru_stime, time.perf_counter() - start
+print(f"RESULT {{code}} {{peak:.0f}} {{wall:.2f}} {{cpu:.2f}}", file=sys.stderr)
 """
 
 
@@ -44,7 +46,8 @@ def measure(path, command="inspect", *extra):
         timeout=120,
     )
     lines = result.stderr.strip().splitlines()
-    code, peak, seconds = lines[-1].split()[1:]
+    code, peak, seconds, cpu = lines[-1].split()[1:]
+    measure.cpu = float(cpu)  # seconds of CPU (user + system) of the last run
     return (
         int(code),
         float(peak),
@@ -84,5 +87,9 @@ def test_ten_thousand_linear_layers_run_within_the_limits(tmp_path):
     path = hostile.linear_chain(tmp_path, 10_000)
     extra = ["--batch", "4", "--activation", "tanh"]
     code, peak, seconds, _ = measure(path, "jacobian", *extra)
-    print(f"\n10,000 Linear(1, 1): jacobian exit {code}, peak {peak:.0f} MB, {seconds:.2f} s")
-    assert code == 0 and seconds < SECONDS_LIMIT
+    print(
+        f"\n10,000 Linear(1, 1): jacobian exit {code}, peak {peak:.0f} MB, {seconds:.2f} s "
+        f"({measure.cpu:.2f} s of CPU)"
+    )
+    # CPU time: on a shared machine the wall time also counts waiting for a core.
+    assert code == 0 and measure.cpu < SECONDS_LIMIT
