@@ -167,3 +167,27 @@ def test_the_panel_states_the_assumptions_jacobian_prints(qapp, tmp_path, capsys
     ]
     assert shown == in_app and len(shown) == 2
     assert panel.activation_row.isVisibleTo(panel)  # the choice --activation makes
+
+
+def test_the_panel_scrolls_rather_than_squeeze_its_text_or_its_table(qtbot, tmp_path):
+    from gradviz.gui.models.model_panel import ModelPanel
+
+    torch.manual_seed(0)
+    path = tmp_path / "weights_with_a_long_name_as_people_give_them.pt"
+    torch.save({f"blocks.{k}.fc.weight": torch.zeros(6, 6) for k in range(12)}, path)
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    panel.resize(240, 300)  # the panel beside the explorer at 1920 x 1080
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.show_info(inspect_model(path, assume_sequential=True, activation="tanh"))
+    panel.show_info(inspect_model(path))  # not runnable: the order to confirm
+    qapp = __import__("PySide6.QtWidgets", fromlist=["QApplication"]).QApplication
+    qapp.processEvents()
+    shown = [w for w in (panel.title, panel.summary, panel.assumptions, panel.reason,
+                         panel.order, panel.layers) if w.isVisibleTo(panel)]  # fmt: skip
+    for upper, lower in zip(shown, shown[1:]):
+        assert upper.geometry().bottom() < lower.geometry().top(), (upper, lower)
+    for label in (panel.title, panel.summary, panel.reason):
+        assert label.height() >= label.heightForWidth(label.width()) - 1
+    assert panel.layers.height() >= 160
