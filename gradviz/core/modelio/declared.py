@@ -1,16 +1,20 @@
 """Judge a torch file by what it declares, before torch reads it.
 
 ``check_torch_bytes`` runs on every torch file (torch.save zips and legacy pickles,
-TorchScript, .pt2) right after the bytes are read:
+TorchScript, .pt2) before it is read whole (through the opened file: a zip's central
+directory, then its pickle entries):
 
 1. zip archives: entry count and declared uncompressed sizes (a deflated 4 GiB entry in a
    4 MB file is refused by its declared size, never inflated);
-2. each pickle: ``pickle_scan.scan_pickle`` (nesting, sizes, counts, hostile names);
+2. each pickle: ``pickle_scan.scan_pickle`` (nesting, sizes, counts, names outside the
+   allow-list; a legacy whole module is named as such);
 3. the tensors the pickle declares, read by unpickling into inert stand-ins (Python's own
    unpickler with every class and function replaced by a recorder, storages by their key and
    size): the dtype must be one gradviz checks, every storage must hold what each tensor's
    sizes, strides and offset address and match its zip entry, and all tensors together,
-   each counted at full size, must stay under ``limits.MAX_TENSOR_BYTES``.
+   each counted at full size and once for every name that refers to it, must stay under
+   ``limits.MAX_TENSOR_BYTES`` (and their count under ``limits.MAX_TENSORS``); sparse
+   tensors are refused here.
 
 Nothing from the file is imported or called; torch is not imported here.
 """
