@@ -212,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"gradviz.commands.{command}")
         return int(module.run(args) or 0)
     except GradvizError as exc:
-        print(f"gradviz {command}: error: {exc}", file=sys.stderr)
+        # One line, whatever a file's name holds: unprintable characters are escaped.
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
+        print(f"gradviz {command}: error: {text}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"gradviz {command}: interrupted", file=sys.stderr)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gradviz.commands.output import print_json
 from gradviz.core.modelio import ModelInfo, inspect_model
+from gradviz.core.modelio.limits import escaped
 
 
 def run(args) -> int:
@@ -30,10 +31,11 @@ def run(args) -> int:
 
 
 def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
-    """A readable description, one fact per line."""
+    """A readable description, one fact per line (names from the file escaped, so that a
+    newline in one cannot start a line of its own)."""
     width = lambda d: "unknown" if d is None else str(d)  # noqa: E731
     lines = [
-        f"{info.path}: {info.format}, {info.size_bytes:,} bytes",
+        f"{escaped(info.path)}: {info.format}, {info.size_bytes:,} bytes",
         f"  runnable: {'yes' if info.runnable else 'no'}"
         f"{' (with --trust)' if info.needs_trust and info.runnable else ''}",
         f"  input width: {width(info.in_dim)}, output width: {width(info.out_dim)}",
@@ -42,14 +44,14 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
     if info.spec:
         lines.append(f"  network: {info.spec}")
     if info.classes:
-        lines.append(f"  classes named in the file: {', '.join(info.classes)}")
+        lines.append(f"  classes named in the file: {escaped(', '.join(info.classes))}")
     if info.layers:
         lines.append("  layers:")
         for layer in info.layers:
             shapes = ", ".join(f"{k} {tuple(v)}" for k, v in layer.shapes.items())
-            lines.append(f"    {layer.name}: {layer.kind} ({shapes})")
+            lines.append(f"    {escaped(layer.name)}: {escaped(layer.kind)} ({shapes})")
     if info.nonfinite_weights:
-        lines.append(f"  NaN or Inf in: {', '.join(info.nonfinite_weights)}")
+        lines.append(f"  NaN or Inf in: {escaped(', '.join(info.nonfinite_weights))}")
     if info.needs_trust and not trusted:
         lines.append(
             "  this format can run code from the file when loaded; it opens only with --trust"

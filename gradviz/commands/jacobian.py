@@ -8,10 +8,11 @@ one output per sample, (B, *in_shape). NaN or Inf weights are reported before co
 Prints a short summary; with ``--json`` stdout is one JSON object on one line instead: ``kind``
 ("jacobian" or "saliency"), ``shape`` (of the array ``--out`` writes), ``batch``, ``out_dim``,
 ``method`` (the one that ran), ``reason``, ``seconds`` (the computation alone, the first in
-this process), ``dtype``, ``device``, ``nonfinite_weights``; for (B, n) Jacobians also
-``in_dim``, ``constant_across_batch`` and, with ``--full``, ``max_off_block``; otherwise
-``in_shape`` and ``norms`` (per sample) and, for saliency, ``output`` (per sample) and
-``output_explained``.
+this process), ``dtype``, ``device``, ``nonfinite_weights``, ``assumptions`` (sentences:
+what gradviz assumed to rebuild a model file, as ``gradviz inspect`` and the app's model
+panel state them); for (B, n) Jacobians also ``in_dim``, ``constant_across_batch`` and,
+with ``--full``, ``max_off_block``; otherwise ``in_shape`` and ``norms`` (per sample) and,
+for saliency, ``output`` (per sample) and ``output_explained``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gradviz.core.explore_batches import (
     parse_sample_shape,
     random_batch,
 )
+from gradviz.core.modelio.limits import escaped
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, load_points
 
@@ -40,19 +42,12 @@ def run(args) -> int:
     if args.full and points is None and args.batch > MAX_FULL_BATCH:
         raise GradvizError(_full_too_big(args.batch))
 
-    import torch
+    loaded = None
+    if source is not None:
+        from gradviz.core.modelio import load_model
 
-    from gradviz.core.devices import resolve_device
-    from gradviz.core.modelio import load_model
-
-    device = resolve_device(args.device)
-    dtype = getattr(torch, args.dtype)
-    nonfinite: tuple[str, ...] = ()
-    if spec_or_none is not None:
-        spec, model = spec_or_none, spec_or_none.build(seed=args.seed, dtype=dtype)
-        in_dim, label, parameters = spec.in_dim, str(spec), spec.parameter_count
-    else:
-        # Every runnable format; TorchScript, .pt2 and --model-class only with --trust.
+        # Every runnable format; TorchScript, .pt2 and --model-class only with --trust. A
+        # file is judged on what it declares before torch is imported (2-4 s, 220 MB).
         loaded = load_model(
             source,
             trust=args.trust,
@@ -62,9 +57,28 @@ def run(args) -> int:
             model_class=args.model_class,
             model_args=args.model_args,
         )
+        if loaded.info.activation_from_caller and args.activation is None:
+            from gradviz.core.modelio.readers import activation_refusal
+
+            raise GradvizError(activation_refusal(loaded.info))
+
+    import torch
+
+    from gradviz.core.devices import resolve_device
+
+    device = resolve_device(args.device)
+    dtype = getattr(torch, args.dtype)
+    nonfinite: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    if loaded is None:
+        spec, model = spec_or_none, spec_or_none.build(seed=args.seed, dtype=dtype)
+        in_dim, label, parameters = spec.in_dim, str(spec), spec.parameter_count
+    else:
+        assumptions = loaded.info.assumptions
         spec, model = loaded.spec, loaded.module.to(dtype)
         in_dim = loaded.info.in_dim or args.in_dim
         label = str(spec) if spec is not None else f"{loaded.info.format} model {source}"
+        label = _short_label(escaped(label))
         parameters = loaded.info.parameters
         nonfinite = loaded.info.nonfinite_weights
         in_shape = in_shape or loaded.info.in_shape
@@ -80,9 +94,18 @@ def run(args) -> int:
             raise GradvizError("--full needs inputs of shape (B, n) and a per-sample Jacobian.")
         summary = _gradients(args, model, inputs, device, label, parameters)
     summary["nonfinite_weights"] = list(nonfinite)
+    # What the result rests on, in the sentences the app's model panel shows.
+    summary["assumptions"] = list(assumptions)
+    for sentence in assumptions:
+        print(f"assumed: {escaped(sentence)}")
     if args.json:
         print_json(summary)
     return 0
+
+
+def _short_label(label: str, chars: int = 200) -> str:
+    """A network's text, cut where it is long (10,000 layers print as 600 KB of JSON)."""
+    return label if len(label) <= chars else label[: chars - 1] + "…"
 
 
 def _small(model, inputs) -> bool:

@@ -112,6 +112,9 @@ class ExplorerResult:
     histograms: list | None = None
     histogram_note: str = ""
     seconds: float = 0.0
+    #: For samples with a shape of their own (an image (C, H, W)): the same gradients as a
+    #: saliency map, each sample's largest output's row of J reshaped to the sample.
+    saliency: SaliencyResult | None = None
 
     @property
     def batch(self) -> int:
@@ -180,6 +183,7 @@ def run_job(
     dtype = torch.float64 if job.dtype == "float64" else torch.float32
     model = _model(job, dtype)
     x = torch.as_tensor(make_inputs(job.inputs, job.in_dim, job.in_shape), dtype=dtype)
+    shaped = x if x.ndim > 2 else None
     if x.ndim > 2:
         _check(should_stop)
         model, x, saliency = _shaped(model, x, job, started)
@@ -215,6 +219,8 @@ def run_job(
 
     _check(should_stop)
     pieces.update(_histograms(model, x, job))
+    if shaped is not None:
+        pieces["saliency"] = _saliency_of(jac, result.outputs, shaped, job.label, result)
 
     return ExplorerResult(
         label=job.label,
@@ -271,6 +277,30 @@ def _shaped(model, x, job: ExplorerJob, started: float):
         seconds=time.perf_counter() - started,
     )
     return model, x, saliency
+
+
+def _saliency_of(jac, outputs, shaped, label: str, result) -> SaliencyResult:
+    """The saliency map of samples with a shape of their own, from their (B, m, n) Jacobian
+    (no second computation): row k_b of J, k_b each sample's largest output (NaN counted
+    as smallest, as core.input_gradients picks it), reshaped to (B, *in_shape)."""
+    import math
+
+    import torch
+
+    explained = torch.nan_to_num(outputs.detach(), nan=-math.inf).argmax(dim=1)
+    rows = jac[torch.arange(len(jac)), explained]  # (B, n)
+    values = rows.reshape(shaped.shape)
+    return SaliencyResult(
+        label=label,
+        values=_numpy(values),
+        grad_x_input=_numpy(values * shaped),
+        inputs=_numpy(shaped),
+        outputs=_numpy(outputs),
+        explained=_numpy(explained),
+        norms=_numpy(rows.norm(dim=1)),
+        method=result.method,
+        reason=f"the row of each sample's largest output in its Jacobian ({result.reason})",
+    )
 
 
 def _field(model, job: ExplorerJob, dtype) -> dict:

@@ -165,6 +165,145 @@ def payload_in_unused_key(folder, kind, marker, protocol=2):
     return path
 
 
+class _Pipepager(_Popen):
+    def __reduce__(self):
+        import pydoc
+
+        return (pydoc.pipepager, ("", f"touch {self.marker}"))
+
+
+class _ReadOutput(_Popen):
+    def __reduce__(self):
+        import _osx_support
+
+        return (_osx_support._read_output, (f"touch {self.marker}",))
+
+
+class _IoOpen(_Popen):
+    def __reduce__(self):
+        return (io.open, (self.marker, "w"))
+
+
+class _Located:
+    """pydoc.locate("os.system"): a callable the pickle computes at load time."""
+
+    def __call__(self):  # pickle saves only callables as the function of a reduce
+        pass
+
+    def __reduce__(self):
+        import pydoc
+
+        return (pydoc.locate, ("os.system",))
+
+
+class _Locate(_Popen):
+    def __reduce__(self):
+        return (_Located(), (f"touch {self.marker}",))
+
+
+class _ZipFileInstance:
+    """A harmless-looking zipfile.ZipFile instance (NEWOBJ, no call): puts the class in
+    the pickle's memo, from where _MemoCall fetches it to call it."""
+
+    @property
+    def __class__(self):  # what the pickler checks a __newobj__ class against
+        return zipfile.ZipFile
+
+    def __reduce_ex__(self, protocol):
+        import copyreg
+
+        return (copyreg.__newobj__, (zipfile.ZipFile,))
+
+
+class _MemoCall(_Popen):
+    def __reduce__(self):
+        return (zipfile.ZipFile, (self.marker, "w"))  # creates (or truncates) the file
+
+
+# Names outside every deny-list that a normal unpickler would still call.
+UNLISTED_PAYLOADS = {
+    "pydoc.pipepager": _Pipepager,
+    "_osx_support._read_output": _ReadOutput,
+    "io.open": _IoOpen,
+    "pydoc.locate": _Locate,
+}
+
+
+def unlisted_in_unused_key(folder, name, marker, protocol=2):
+    """A runnable checkpoint with a call of ``name`` in a key nobody reads."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    path = folder / f"{name.replace('.', '_')}_p{protocol}.pt"
+    checkpoint = {"state_dict": net.state_dict(), "extra": UNLISTED_PAYLOADS[name](marker)}
+    torch.save(checkpoint, path, pickle_protocol=protocol)
+    return path
+
+
+def memo_fetched_call(folder, marker):
+    """zipfile.ZipFile named once as a class to instantiate, then fetched from the pickle's
+    memo and called with (marker, "w")."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    path = folder / "memo_call.pt"
+    extra = {"a": _ZipFileInstance(), "b": _MemoCall(marker)}
+    torch.save({"state_dict": net.state_dict(), "extra": extra}, path)
+    return path
+
+
+def memo_shared(folder, count=5_000, side=1024):
+    """One (side, side) tensor stored once and named by ``count`` keys (the pickle's memo):
+    4 MiB on disk, ``count`` layers of side x side parameters to whoever builds them."""
+    weight = torch.zeros(side, side)
+    path = folder / f"memo_shared_{count}.pt"
+    torch.save({f"{k}.weight": weight for k in range(count)}, path)
+    return path
+
+
+def deep_json_header(folder, depth=200_000):
+    """A safetensors file whose header nests a list ``depth`` levels deep."""
+    header = ('{"__metadata__":{},"x":' + "[" * depth + "]" * depth + "}").encode()
+    path = folder / "deep_header.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def deep_spec_metadata(folder, depth=200_000):
+    """A valid safetensors file whose ``gradviz.spec`` metadata nests ``depth`` levels."""
+    path = folder / "deep_spec.safetensors"
+    spec = "[" * depth + "]" * depth
+    save_file({"0.weight": torch.zeros(2, 2)}, str(path), metadata={"gradviz.spec": spec})
+    return path
+
+
+def large_file(folder, size=1000 << 20):
+    """A torch.save-layout zip of ``size`` bytes (one stored, uncompressed storage of
+    zeros) whose pickle also calls io.open: refusable from its first kilobytes."""
+    numel = size // 4
+    storage = _StorageRef(torch.FloatStorage, "0", numel)
+    obj = {"0.weight": _Declared(storage, 0, (numel,), (1,)), "extra": _IoOpen("unused")}
+    buffer = io.BytesIO()
+    _TorchPickler(buffer, protocol=2).dump(obj)
+    path = folder / f"large_{size >> 20}MiB.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", buffer.getvalue())
+        archive.writestr("archive/version", "3\n")
+        info = zipfile.ZipInfo("archive/data/0")
+        with archive.open(info, "w", force_zip64=True) as entry:
+            chunk = bytes(16 << 20)
+            for start in range(0, numel * 4, len(chunk)):
+                entry.write(chunk[: min(len(chunk), numel * 4 - start)])
+    return path
+
+
+def linear_chain(folder, count=10_000):
+    """The state_dict of an nn.Sequential of ``count`` Linear(1, 1) layers without bias."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Linear(1, 1, bias=False) for _ in range(count)])
+    path = folder / f"linear_{count}.pt"
+    torch.save(net.state_dict(), path)
+    return path
+
+
 def all_hostile(folder, marker):
     """name -> path of every refused file above (for the benchmark)."""
     files = {
@@ -179,6 +318,10 @@ def all_hostile(folder, marker):
         "1,000,000 tensors safetensors": many_tensors_safetensors(folder),
         "12,000 tensors .pt": many_tensors_pt(folder),
         "60,000 tensors .pt": many_tensors_pt(folder, 60_000),
+        "1 tensor named by 5,000 keys": memo_shared(folder),
+        "JSON header 200,000 deep": deep_json_header(folder),
+        "gradviz.spec 200,000 deep": deep_spec_metadata(folder),
+        "1,000 MiB file": large_file(folder),
     }
     for kind in HOSTILE_PAYLOADS:
         files[f"{kind} in an unused key"] = payload_in_unused_key(folder, kind, marker)

@@ -156,3 +156,99 @@ def test_harmless_objects_beside_the_weights_are_not_called_hostile(tmp_path):
     path = tmp_path / "checkpoint.pt"
     torch.save({"state_dict": net.state_dict(), "args": types.SimpleNamespace(lr=0.1)}, path)
     assert inspect_model(path).runnable
+
+
+@pytest.mark.parametrize("name", sorted(hostile.UNLISTED_PAYLOADS))
+def test_calls_outside_the_allow_list_are_refused_naming_them(capsys, tmp_path, name):
+    """Names no deny-list holds (pydoc.pipepager runs a shell command) are still code the
+    file would run: refused by name, in one sentence, and never run."""
+    marker = tmp_path / "marker"
+    path = hostile.unlisted_in_unused_key(tmp_path, name, marker)
+    message = refused_by_the_cli(capsys, path)
+    assert repr(name) in message and "code the file would run" in message
+    assert "damaged" not in message
+    assert not marker.exists()
+
+
+def test_a_class_fetched_from_the_memo_and_called_is_refused(capsys, tmp_path):
+    marker = tmp_path / "marker"
+    message = refused_by_the_cli(capsys, hostile.memo_fetched_call(tmp_path, marker))
+    assert "'zipfile.ZipFile'" in message and "code the file would run" in message
+    assert not marker.exists()
+
+
+def test_checkpoints_of_real_modules_and_plain_data_pass_the_allow_list(tmp_path):
+    import argparse
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)  # keeps F.relu
+    path = tmp_path / "encoder.pt"
+    torch.save(
+        {"model": torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False),
+         "args": argparse.Namespace(lr=0.1), "epoch": 3},
+        path,
+    )  # fmt: skip
+    info = inspect_model(path)
+    assert info.format == "pickled_module" and info.parameters > 0
+
+
+def test_a_tensor_named_by_many_keys_counts_once_per_key(capsys, tmp_path):
+    """torch.save stores a tensor named by 5,000 keys once (the pickle's memo), but 5,000
+    layers would be built from it: counted by reference, 20 GiB, refused unread."""
+    path = hostile.memo_shared(tmp_path)
+    assert path.stat().st_size < 8 << 20
+    message = refused_by_the_cli(capsys, path)
+    assert "at full size" in message and "once for each name that refers to it" in message
+
+
+def test_the_network_to_build_is_bounded_before_it_is_built(tmp_path, monkeypatch):
+    from gradviz.core.modelio import limits
+
+    path = tmp_path / "weights.pt"
+    torch.save({"0.weight": torch.zeros(8, 4), "2.weight": torch.zeros(2, 8)}, path)
+    monkeypatch.setattr(limits, "MAX_NETWORK_BYTES", 100)  # 48 parameters: 192 bytes
+    info = inspect_model(path, activation="tanh")
+    assert not info.runnable
+    assert "48 parameters (192 bytes), over gradviz's limit of 100 bytes" in (
+        info.not_runnable_reason
+    )
+    with pytest.raises(GradvizError, match="over gradviz's limit of 100 bytes"):
+        load_model(path, activation="tanh")
+
+
+@pytest.mark.parametrize("build", [hostile.deep_json_header, hostile.deep_spec_metadata])
+def test_deeply_nested_json_is_refused_before_parsing(capsys, tmp_path, build):
+    message = refused_by_the_cli(capsys, build(tmp_path))
+    assert "nested 200,001 levels deep" in message or "nested 200,000 levels deep" in message
+
+
+def test_a_large_file_is_judged_from_its_parts_without_reading_it_whole(tmp_path):
+    import tracemalloc
+
+    path = hostile.large_file(tmp_path, 64 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(GradvizError, match="'io.open'"):
+            inspect_model(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"peak {peak / 2**20:.0f} MiB for a 64 MiB file"
+
+
+@pytest.mark.parametrize("command", ["inspect", "jacobian"])
+def test_a_hostile_file_is_refused_before_torch_is_imported(tmp_path, command):
+    import subprocess
+    import sys
+
+    path = hostile.unlisted_in_unused_key(tmp_path, "io.open", tmp_path / "marker")
+    argv = [command, str(path)] if command == "inspect" else [command, "--model", str(path)]
+    code = (
+        "import sys; from gradviz.cli import main; "
+        f"code = main({argv + ['--batch', '2'] if command == 'jacobian' else argv!r}); "
+        "print(code, 'torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.split() == ["2", "False"], result.stderr

@@ -13,7 +13,7 @@ from typing import Any
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio.tensors import group_by_prefix, natural_key
-from gradviz.core.networks import Activation, Linear, NetworkSpec
+from gradviz.core.networks import Activation, Linear, NetworkSpec, _module_for
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -86,8 +86,34 @@ def with_activation(linears: list[LinearWeights], activation: str) -> list[Chain
     return items
 
 
+def activations_between(items: list[ChainItem]) -> bool:
+    """True when every gap between consecutive Linear layers holds an activation (identity
+    does not count): only then does the declaration order say where each one runs."""
+    gap_filled = True
+    seen_linear = False
+    for item in items:
+        if isinstance(item, str):
+            gap_filled = gap_filled or item != "identity"
+            continue
+        if seen_linear and not gap_filled:
+            return False
+        seen_linear, gap_filled = True, False
+    return True
+
+
+def same_width_layers(linears: list[LinearWeights]) -> list[str]:
+    """Names of the Linear layers mapping a width to itself: where a residual block's skip
+    connection (x + f(x)) fits."""
+    return [
+        item.name or "(top)"
+        for item in linears
+        if int(item.weight.shape[0]) == int(item.weight.shape[1])
+    ]
+
+
 def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
-    """``spec.build()`` with the file's weights loaded strictly (every key, every shape).
+    """The ``nn.Sequential`` that ``spec.build()`` makes, its Linear layers holding copies of
+    the file's weights (the spec was made from their shapes).
 
     Float16/bfloat16 weights become float32 (autograd on CPU in half precision is not what
     a user inspecting gradients wants); float32 and float64 stay as they are."""
@@ -96,15 +122,35 @@ def build_chain(spec: NetworkSpec, linears: list[LinearWeights]):
     dtype = linears[0].weight.dtype
     if dtype not in (torch.float32, torch.float64):
         dtype = torch.float32
-    module = spec.build(seed=0, dtype=dtype)
-    state = {}
-    positions = [k for k, layer in enumerate(spec.layers) if isinstance(layer, Linear)]
-    for position, item in zip(positions, linears):
-        state[f"{position}.weight"] = item.weight.to(dtype)
-        if item.bias is not None:
-            state[f"{position}.bias"] = item.bias.to(dtype)
-    module.load_state_dict(state, strict=True)
+    # The Sequential spec.build() makes, its Linear layers made from the file's weights
+    # directly: initialising 10,000 layers at random to overwrite them cost seconds, and
+    # load_state_dict and Sequential indexing are quadratic in the number of layers.
+    weights = iter(linears)
+    module = torch.nn.Sequential(
+        *[
+            _linear_module(next(weights), dtype)
+            if isinstance(layer, Linear)
+            else _module_for(layer)
+            for layer in spec.layers
+        ]
+    )
     return module.eval()
+
+
+def _linear_module(item: LinearWeights, dtype):
+    """An ``nn.Linear`` holding copies of ``item``'s weight and bias in ``dtype``, made
+    without the random initialisation its constructor would run."""
+    import torch
+
+    layer = torch.nn.Linear.__new__(torch.nn.Linear)
+    torch.nn.Module.__init__(layer)
+    layer.out_features, layer.in_features = (int(s) for s in item.weight.shape)
+    layer.weight = torch.nn.Parameter(item.weight.detach().to(dtype, copy=True))
+    if item.bias is None:
+        layer.register_parameter("bias", None)
+    else:
+        layer.bias = torch.nn.Parameter(item.bias.detach().to(dtype, copy=True))
+    return layer
 
 
 def _check_linear_shaped(prefix: str, group: dict[str, Any]) -> None:

@@ -1,16 +1,20 @@
 """Judge a torch file by what it declares, before torch reads it.
 
 ``check_torch_bytes`` runs on every torch file (torch.save zips and legacy pickles,
-TorchScript, .pt2) right after the bytes are read:
+TorchScript, .pt2) before it is read whole (through the opened file: a zip's central
+directory, then its pickle entries):
 
 1. zip archives: entry count and declared uncompressed sizes (a deflated 4 GiB entry in a
    4 MB file is refused by its declared size, never inflated);
-2. each pickle: ``pickle_scan.scan_pickle`` (nesting, sizes, counts, hostile names);
+2. each pickle: ``pickle_scan.scan_pickle`` (nesting, sizes, counts, names outside the
+   allow-list; a legacy whole module is named as such);
 3. the tensors the pickle declares, read by unpickling into inert stand-ins (Python's own
    unpickler with every class and function replaced by a recorder, storages by their key and
    size): the dtype must be one gradviz checks, every storage must hold what each tensor's
    sizes, strides and offset address and match its zip entry, and all tensors together,
-   each counted at full size, must stay under ``limits.MAX_TENSOR_BYTES``.
+   each counted at full size and once for every name that refers to it, must stay under
+   ``limits.MAX_TENSOR_BYTES`` (and their count under ``limits.MAX_TENSORS``); sparse
+   tensors are refused here.
 
 Nothing from the file is imported or called; torch is not imported here.
 """
@@ -21,12 +25,13 @@ import io
 import pickle
 import zipfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import limits
 from gradviz.core.modelio.limits import human_bytes, quoted
 from gradviz.core.modelio.pickle_scan import scan_pickle
+from gradviz.core.modelio.sniff import as_stream
 
 # Element sizes of the dtypes gradviz checks (floating point for weights; integers and bool
 # for buffers such as BatchNorm's num_batches_tracked).
@@ -57,14 +62,18 @@ _TYPED_STORAGES = {
 _REBUILDERS = ("torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3")
 
 
-def check_torch_bytes(data: bytes, name: str, *, is_zip: bool) -> None:
+def check_torch_bytes(data: bytes | BinaryIO, name: str, *, is_zip: bool) -> None:
     """GradvizError with one sentence if the file declares more than gradviz's limits
-    allow, names something hostile, or uses a dtype gradviz cannot check."""
+    allow, names something not accepted, or uses a dtype gradviz cannot check.
+
+    ``data`` is the file's bytes or the file opened for reading: a zip is then judged from
+    its central directory and its pickle entries (streamed), a legacy file from its pickles,
+    never read whole (a 1 GiB file of storages is judged by its first kilobytes)."""
     if not is_zip:
-        _check_legacy(data, name)
+        _check_legacy(as_stream(data), name)
         return
     entries = check_zip(data, name)
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+    with zipfile.ZipFile(as_stream(data)) as archive:
         for info in entries:
             if info.filename.endswith(".pkl"):
                 pickled = read_entry(archive, info, limits.MAX_PICKLE_BYTES, name)
@@ -85,10 +94,10 @@ def _storage_records(pickle_entry: str, entries: list[zipfile.ZipInfo]) -> dict[
     }
 
 
-def check_zip(data: bytes, name: str) -> list[zipfile.ZipInfo]:
+def check_zip(data: bytes | BinaryIO, name: str) -> list[zipfile.ZipInfo]:
     """The archive's entries, after checking their count and declared sizes."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with zipfile.ZipFile(as_stream(data)) as archive:
             entries = archive.infolist()
     except Exception:
         raise GradvizError(
@@ -140,16 +149,35 @@ def read_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, name: 
     return b"".join(chunks)
 
 
-def _check_legacy(data: bytes, name: str) -> None:
+def _check_legacy(stream: BinaryIO, name: str) -> None:
     """A non-zip file: a plain pickle, or torch's legacy format (several pickles in a row,
-    the main one third, then raw storage bytes)."""
+    the main one third, then raw storage bytes), read pickle by pickle from ``stream``."""
     position = 0
     for _ in range(5):
-        if position >= len(data) or data[position] != 0x80:
+        stream.seek(position)
+        if stream.read(1) != b"\x80":
             break
-        scan = scan_pickle(data, name, start=position)
-        _check_tensors(_declared(data[position : scan.end], name), name, records=None)
+        scan = scan_pickle(stream, name, start=position)
+        if scan.legacy_modules:
+            raise GradvizError(_legacy_module(name, scan.legacy_modules))
+        if scan.end - position > limits.MAX_PICKLE_BYTES:
+            raise GradvizError(
+                f"{name} holds a pickle of {human_bytes(scan.end - position)}, over "
+                f"gradviz's limit of {human_bytes(limits.MAX_PICKLE_BYTES)}."
+            )
+        stream.seek(position)
+        pickled = stream.read(scan.end - position)
+        _check_tensors(_declared(pickled, name), name, records=None)
         position = scan.end
+
+
+def _legacy_module(name: str, classes: list[str]) -> str:
+    return (
+        f"{name} is a whole module ({quoted(classes[0])}) saved in torch's legacy (non-zip) "
+        "format, which gradviz reads for weights only (it names each class by its source "
+        "code); load it where its class is defined and save its weights with "
+        "torch.save(model.state_dict(), path), or save it again with a current torch."
+    )
 
 
 # ---- reading declarations -------------------------------------------------------------------
@@ -220,58 +248,122 @@ class _DeclarationReader(pickle.Unpickler):
         return None
 
 
-def _declared(data: bytes, name: str) -> list[tuple[str, tuple]]:
-    """(rebuilder name, its arguments) for every tensor the pickle declares."""
+def _declared(data: bytes, name: str) -> list[tuple[str, tuple, int]]:
+    """(rebuilder name, its arguments, references) for every tensor the pickle declares.
+
+    ``references`` counts the ways the object tree reaches the tensor: one tensor stored
+    once and named by 5,000 keys through the pickle's memo is 5,000 tensors to whoever reads
+    the keys (a rebuilt chain builds 5,000 layers from it), so it is counted 5,000 times."""
     try:
         root = _DeclarationReader(data).load()
     except Exception:
         raise GradvizError(f"{name} holds a damaged pickle and cannot be read.") from None
-    found = []
-    seen: set[int] = set()
-    pending = [root]
-    while pending:  # iterative: depth is bounded by the scan, but stay off the C stack
-        obj = pending.pop()
-        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
+    order, edges = _walk(root)
+    references = {id(root): 1}
+    for obj in reversed(order):  # parents before children (reverse post-order)
+        count = references.get(id(obj), 0)
+        for child in edges.get(id(obj), ()):
+            # Capped: only comparisons with the limits matter, and doubling lists of lists
+            # would otherwise make numbers of any size.
+            references[id(child)] = min(references.get(id(child), 0) + count, _REFERENCE_CAP)
+    return [
+        (obj.name, obj.args, references.get(id(obj), 1))
+        for obj in order
+        if isinstance(obj, _Stub)
+        and (obj.name.startswith("torch._utils._rebuild") or "nested" in obj.name)
+    ]
+
+
+_REFERENCE_CAP = 1 << 40
+_LEAF_TYPES = frozenset({str, bytes, int, float, bool, type(None), complex, _Storage})
+
+
+def _walk(root: Any) -> tuple[list, dict[int, list]]:
+    """The containers and stubs under ``root`` in post-order, and each one's children
+    (edges back to an object still being walked, a cycle, are left out). A tensor's own
+    storage, sizes and strides are not walked (they hold no tensors; torch would rebuild
+    any tensor in its hooks or metadata, so those are). Iterative:
+    depth is bounded by the scan, but stay off the C stack."""
+    order: list = []
+    edges: dict[int, list] = {}
+    finished: dict[int, bool] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        obj, done = stack.pop()
+        if done:
+            finished[id(obj)] = True
+            order.append(obj)
             continue
-        seen.add(id(obj))
-        if isinstance(obj, _Stub):
-            if obj.name.startswith("torch._utils._rebuild") or "nested" in obj.name:
-                found.append((obj.name, obj.args))
-            pending.extend([obj.args, obj.state, obj.items])
-        elif isinstance(obj, dict):
-            pending.extend(obj.keys())
-            pending.extend(obj.values())
-            pending.append(getattr(obj, "state", None))
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            pending.extend(obj)
-    return found
+        if type(obj) in _LEAF_TYPES or id(obj) in finished:
+            continue
+        finished[id(obj)] = False
+        children = [c for c in _children(obj) if type(c) not in _LEAF_TYPES]
+        edges[id(obj)] = [c for c in children if finished.get(id(c)) is not False]
+        stack.append((obj, True))
+        stack.extend((c, False) for c in children if id(c) not in finished)
+    return order, edges
+
+
+def _children(obj: Any) -> list:
+    if isinstance(obj, _Stub):
+        if obj.name in _REBUILDERS:  # storage, offset, sizes, strides: checked, not walked
+            return list(obj.args[4:]) if isinstance(obj.args, tuple) else [obj.args]
+        return [obj.args, obj.state, obj.items]
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values(), getattr(obj, "state", None)]
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    return []
 
 
 # ---- checking declarations ------------------------------------------------------------------
 def _check_tensors(
-    declared: list[tuple[str, tuple]], name: str, records: dict[str, int] | None
+    declared: list[tuple[str, tuple, int]], name: str, records: dict[str, int] | None
 ) -> None:
-    tensors = [(kind, args) for kind, args in declared if kind in _REBUILDERS or _special(kind)]
-    if len(tensors) > limits.MAX_TENSORS:
+    """Tensors are counted by reference: once for every name that reaches them."""
+    for kind, args, _ in declared:
+        if "sparse" in kind:  # found here, from the declarations: torch's refusals vary
+            raise GradvizError(
+                f"{name} holds a sparse tensor ({_layout(args)}); gradviz reads dense tensors only "
+                "(save the weights with tensor.to_dense())."
+            )
+    tensors = [d for d in declared if d[0] in _REBUILDERS or _special(d[0])]
+    count = sum(references for _, _, references in tensors)
+    if count > limits.MAX_TENSORS:
+        shared = (
+            " (counting a tensor once for each name that refers to it)"
+            if len(tensors) < count
+            else ""
+        )
         raise GradvizError(
-            f"{name} declares {len(tensors):,} tensors, over gradviz's limit of "
+            f"{name} declares {count:,} tensors{shared}, over gradviz's limit of "
             f"{limits.MAX_TENSORS:,}."
         )
     total = 0
-    for kind, args in tensors:
+    for kind, args, references in tensors:
         unsupported = _special(kind)
         if unsupported:
             raise GradvizError(
                 f"{name} holds {unsupported} tensors, which gradviz cannot check; save the "
                 "model's weights as dense floating-point tensors."
             )
-        total += _check_one(kind, args, name, records)
+        total += _check_one(kind, args, name, records) * references
         if total > limits.MAX_TENSOR_BYTES:
             raise GradvizError(
                 f"{name} declares tensors of {human_bytes(total)} or more at full size, over "
                 f"gradviz's limit of {human_bytes(limits.MAX_TENSOR_BYTES)} (a tensor's full "
-                "size counts even where it is stored once and repeated by a stride of 0)."
+                "size counts even where it is stored once and repeated by a stride of 0, and "
+                "once for each name that refers to it)."
             )
+
+
+def _layout(args: Any) -> str:
+    """The layout a sparse rebuilder is given: ``_get_layout("torch.sparse_coo")``."""
+    layout = args[0] if isinstance(args, tuple) and args else None
+    given = getattr(layout, "args", None)
+    if isinstance(given, tuple) and given and isinstance(given[0], str):
+        return given[0][:40]
+    return getattr(layout, "name", "a sparse layout")
 
 
 def _special(kind: str) -> str | None:

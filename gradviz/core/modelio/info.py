@@ -61,6 +61,9 @@ class ModelInfo:
     ``not_runnable_reason``: one sentence when ``runnable`` is false, else None.
     ``order_to_confirm``: for a whole module of a class of its own, the layers in the order
     they would run with ``assume_sequential`` (``"fc1 (Linear)"``, ...); () otherwise.
+    ``activation_from_caller``: the file records no activation that gradviz can place between
+    its Linear layers, so the one used is the caller's ``activation`` (``identity`` where none
+    was given); ``gradviz jacobian`` refuses such a file without ``--activation``.
     """
 
     path: str
@@ -78,6 +81,7 @@ class ModelInfo:
     not_runnable_reason: str | None = None
     spec: str | None = None  # the rebuilt NetworkSpec (text or JSON form), where there is one
     order_to_confirm: tuple[str, ...] = ()
+    activation_from_caller: bool = False
 
     @property
     def parameters(self) -> int:

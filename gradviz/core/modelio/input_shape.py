@@ -23,10 +23,13 @@ def first_input_width(info: ModelInfo) -> int | None:
     return None
 
 
-def with_input_shape(loaded: LoadedModel, in_shape: tuple[int, ...] | None) -> LoadedModel:
+def with_input_shape(
+    loaded: LoadedModel, in_shape: tuple[int, ...] | None, source: str = "given by you"
+) -> LoadedModel:
     """``loaded`` with ``info.in_shape``, ``in_dim`` (its size) and ``out_dim`` (numbers per
     sample, from one run on a (2, *in_shape) batch of zeros). ``in_shape`` None: the input
-    width of the first 2-D weight, stated as an assumption. GradvizError when there is no
+    width of the first 2-D weight, stated as an assumption; ``source`` says where a given
+    shape came from. GradvizError when there is no
     shape to take or the model does not run on it."""
     from gradviz.core.modelio.guard import probe_output_size
     from gradviz.core.modelio.loading import _float_dtype
@@ -43,7 +46,7 @@ def with_input_shape(loaded: LoadedModel, in_shape: tuple[int, ...] | None) -> L
         in_shape = (width,)
         notes += (f"The input width {width} was taken from the first 2-D weight.",)
     else:
-        notes += (f"The input shape {in_shape} was given by you.",)
+        notes += (f"The input shape {in_shape} was {source}.",)
     out = probe_output_size(loaded.module, in_shape, _float_dtype(loaded.module))
     info = replace(
         info, in_shape=in_shape, in_dim=math.prod(in_shape), out_dim=out, assumptions=notes

@@ -15,7 +15,10 @@ MAX_FILE_BYTES = GIB
 #: All tensors a file declares, each counted at its full size (elements x element size), so
 #: a stride-0 view that expands one number to (40000, 40000) counts as 6.4 GB.
 MAX_TENSOR_BYTES = GIB
-#: How many tensors a file may declare (large language models have a few hundred to a few thousand).
+#: The network gradviz builds from a file's weights (float16 and bfloat16 become float32).
+MAX_NETWORK_BYTES = GIB
+#: How many tensors a file may declare, each counted once for every name that refers to it
+#: (large language models have a few hundred to a few thousand).
 MAX_TENSORS = 10_000
 #: The declared uncompressed size of all entries of a zip archive (torch files are zips) and
 #: how many entries it may hold.
@@ -30,6 +33,9 @@ MAX_PICKLE_DEPTH = 1_000
 MAX_PICKLE_STRING_BYTES = MIB
 #: safetensors header (JSON; the format itself allows 100 MB).
 MAX_SAFETENSORS_HEADER_BYTES = 16 * MIB
+#: Nesting of JSON read from a file (a safetensors header, ``gradviz.spec``): checked before
+#: parsing, since Python's parser recurses (200,000 levels: RecursionError).
+MAX_JSON_DEPTH = 64
 #: Text read from an untrusted TorchScript ``code/`` entry or a .pt2 weights config to
 #: describe it; larger entries are skipped, never read whole.
 MAX_DESCRIPTION_ENTRY_BYTES = 4 * MIB
@@ -48,6 +54,14 @@ def quoted(name: object) -> str:
     if len(text) <= NAME_CHARS:
         return text
     return text[: NAME_CHARS - 2] + "…" + text[0]
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character that is not printable written as its escape (a file
+    name holding a newline stays on one line: ``a\\nb.pt``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def bounded(message: str) -> str:

@@ -13,20 +13,24 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
 from gradviz.core.modelio.info import LoadedModel, ModelInfo
-from gradviz.core.modelio.limits import bounded
+from gradviz.core.modelio.limits import bounded, escaped
 from gradviz.core.modelio.readers import Opened
 
 
 def _bounded_errors(function):
     """Names and sizes in a message come from the file: every GradvizError leaving the
-    public functions is one line of at most limits.MESSAGE_CHARS characters."""
+    public functions is one line of at most limits.MESSAGE_CHARS characters, with the
+    file's name escaped (a name may hold a newline)."""
 
     @functools.wraps(function)
-    def wrapper(*args, **kwargs):
+    def wrapper(path, *args, **kwargs):
         try:
-            return function(*args, **kwargs)
+            return function(path, *args, **kwargs)
         except GradvizError as exc:
-            raise GradvizError(bounded(str(exc))) from None
+            message, name = str(exc), os.fspath(path)
+            if isinstance(name, str) and name:
+                message = message.replace(name, escaped(name))
+            raise GradvizError(bounded(message)) from None
 
     return wrapper
 
@@ -209,14 +213,15 @@ def _open(
 
 
 def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
-    """The file's bytes and kind, after every check on what it declares."""
-    data = sniff.read_model_bytes(name, max_bytes)
-    kind = sniff.detect_format(data, name)
-    if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
-        from gradviz.core.modelio.declared import check_torch_bytes
+    """The file's bytes and kind, after every check on what it declares: a torch file is
+    judged from its parts (zip central directory, pickle entries) before it is read whole."""
+    with sniff.open_model_file(name, max_bytes) as handle:
+        kind = sniff.detect_format(handle, name)
+        if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
+            from gradviz.core.modelio.declared import check_torch_bytes
 
-        check_torch_bytes(data, name, is_zip=kind != sniff.PICKLE)
-    return data, kind
+            check_torch_bytes(handle, name, is_zip=kind != sniff.PICKLE)
+        return sniff.read_checked(handle, name, max_bytes), kind
 
 
 def _read(

@@ -7,84 +7,28 @@ resolve ``STACK_GLOBAL`` names). It refuses, with one sentence:
 
 - excessive nesting (a dict key that is a tuple nested 200,000 deep crashes torch's
   weights-only unpickler with SIGSEGV), too many opcodes, huge strings;
-- names of callables that run processes or evaluate code (``subprocess.Popen``,
-  ``os.system``, ``builtins.exec``, ``importlib.import_module``, ``builtins.getattr``...),
-  wherever they sit in the file, even in a key nobody reads: such a file is hostile.
+- any name (``GLOBAL``, ``STACK_GLOBAL``, ``INST``, also where it is fetched again from the
+  memo) outside what gradviz's loaders accept, wherever it sits in the file, even in a key
+  nobody reads. The accepted set is an allow-list (``accepted``): torch's tensor rebuilders,
+  dtypes and storage types, ``OrderedDict`` and a few plain data types may be called; classes
+  (``CapWords`` names, which gradviz replaces by inert stand-ins) may be instantiated without
+  being called (``NEWOBJ``); torch's own functions may sit in the file as values (a
+  TransformerEncoderLayer keeps ``torch.nn.functional.relu``). Everything else would be code
+  the file runs when a normal unpickler loads it, and is refused naming it. Names that run
+  processes or evaluate code (``subprocess.Popen``, ``os.system``, ``builtins.exec``...) are
+  refused as hostile: the deny-list only chooses that wording.
 """
 
 from __future__ import annotations
 
 import pickletools
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import limits
+from gradviz.core.modelio.allow_list import PY2_MODULES, accepted, is_hostile
 from gradviz.core.modelio.limits import quoted
-
-# Whole modules whose every callable can run a process, evaluate code or import one.
-HOSTILE_MODULES = (
-    "subprocess",
-    "_posixsubprocess",
-    "os",
-    "posix",
-    "nt",
-    "pty",
-    "runpy",
-    "importlib",
-    "code",
-    "codeop",
-    "ctypes",
-    "marshal",
-    "pickle",
-    "_pickle",
-    "shutil",
-    "socket",
-    "multiprocessing",
-    "webbrowser",
-    "sys",
-    "commands",
-    "popen2",
-    "timeit",
-    "pdb",
-    "bdb",
-)
-# Single callables elsewhere that do the same.
-HOSTILE_NAMES = frozenset(
-    f"{module}.{name}"
-    for module in ("builtins", "__builtin__")
-    for name in (
-        "exec",
-        "eval",
-        "compile",
-        "__import__",
-        "getattr",
-        "setattr",
-        "delattr",
-        "globals",
-        "locals",
-        "vars",
-        "open",
-        "input",
-        "breakpoint",
-        "exit",
-        "quit",
-    )
-) | frozenset(
-    {
-        "operator.attrgetter",
-        "operator.methodcaller",
-        "types.FunctionType",
-        "types.LambdaType",
-        "types.CodeType",
-        "types.MethodType",
-        "types.ModuleType",
-        "numpy.testing._private.utils.runstring",
-        "torch.load",
-        "torch.jit.load",
-        "torch.export.load",
-        "torch.hub.load",
-    }
-)
 
 _STRING_OPS = {
     "STRING",
@@ -105,13 +49,16 @@ _MODIFIERS = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}
 
 
 class _Value:
-    """One value on the simulated stack: its nesting depth and, for a string, its text."""
+    """One value on the simulated stack: its nesting depth, for a string its text, for a
+    global the full name it stands for (kept when the memo hands it out again)."""
 
-    __slots__ = ("depth", "text")
+    __slots__ = ("depth", "global_name", "module_class", "text")
 
-    def __init__(self, depth: int, text: str | None = None) -> None:
+    def __init__(self, depth: int, text: str | None = None, global_name: str | None = None):
         self.depth = depth
         self.text = text
+        self.global_name = global_name
+        self.module_class: str | None = None  # ("module", Class, ...): a legacy class id
 
 
 _MARK = object()
@@ -122,15 +69,22 @@ class PickleScan:
     """What a pickle names: ``globals`` ("module.name", in order of first use)."""
 
     globals: list[str] = field(default_factory=list)
+    called: set[str] = field(default_factory=set)  # names the unpickler would call
+    # Classes torch's legacy (non-zip) format names by persistent id ("module", Class, file,
+    # source): the file is a whole module saved by torch.save's old format.
+    legacy_modules: list[str] = field(default_factory=list)
     end: int = 0  # offset just past the STOP opcode
 
 
-def scan_pickle(data: bytes, name: str, start: int = 0) -> PickleScan:
-    """Scan the pickle at ``data[start:]``; GradvizError naming the first limit it breaks or
-    the first hostile name it holds."""
+def scan_pickle(data: bytes | BinaryIO, name: str, start: int = 0) -> PickleScan:
+    """Scan the pickle at ``data[start:]`` (bytes, or a file opened for reading, streamed);
+    GradvizError naming the first limit it breaks or the first name it holds that is not
+    accepted."""
     import io
 
-    stream = io.BytesIO(data)
+    # A file is streamed through a reader that refuses oversized reads; bytes already in
+    # memory are read directly (the wrapper's call per read costs a third of the scan).
+    stream = io.BytesIO(data) if isinstance(data, bytes) else _BoundedReader(data, name)
     stream.seek(start)
     scan = PickleScan()
     machine = _Machine(scan, name)
@@ -151,7 +105,44 @@ def scan_pickle(data: bytes, name: str, start: int = 0) -> PickleScan:
         raise
     except Exception:  # genops raises ValueError and friends on malformed bytes
         raise GradvizError(f"{name} holds a damaged pickle and cannot be read.") from None
+    for full in scan.globals:  # names that are only values: classes, torch's functions
+        if not accepted(full, called=False):
+            raise GradvizError(_not_accepted(name, full))
     return scan
+
+
+class _BoundedReader:
+    """A stream that refuses any single read (a string's declared length) over the string
+    limit: genops reads a declared string before its length can be judged."""
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0 or size > limits.MAX_PICKLE_STRING_BYTES:
+            raise GradvizError(_string_too_long(self._name, size))
+        return self._stream.read(size)
+
+    def readline(self, size: int = -1) -> bytes:
+        line = self._stream.readline(limits.MAX_PICKLE_STRING_BYTES + 1)
+        if len(line) > limits.MAX_PICKLE_STRING_BYTES:
+            raise GradvizError(_string_too_long(self._name, len(line)))
+        return line
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stream.tell()
+
+
+def _string_too_long(name: str, size: int) -> str:
+    held = f"a string of {limits.human_bytes(size)}" if size >= 0 else "a string of any size"
+    return (
+        f"{name} holds {held} in its pickle, over gradviz's limit of "
+        f"{limits.human_bytes(limits.MAX_PICKLE_STRING_BYTES)}; it is not a model file "
+        "gradviz reads."
+    )
 
 
 def _effects(opcode) -> tuple[str, int, bool, int]:
@@ -179,12 +170,7 @@ class _Machine:
         stack = self.stack
         if op in _STRING_OPS:
             if len(arg) > limits.MAX_PICKLE_STRING_BYTES:
-                raise GradvizError(
-                    f"{self.name} holds a string of {limits.human_bytes(len(arg))} in its "
-                    "pickle, over gradviz's limit of "
-                    f"{limits.human_bytes(limits.MAX_PICKLE_STRING_BYTES)}; it is not a model "
-                    "file gradviz reads."
-                )
+                raise GradvizError(_string_too_long(self.name, len(arg)))
             stack.append(_Value(1, arg[:200] if isinstance(arg, str) else None))
             return
         if op == "MARK":
@@ -197,16 +183,38 @@ class _Machine:
             stack.append(self.memo.get(arg, _Value(1)))
         elif op == "DUP":
             stack.append(stack[-1] if stack else _Value(1))
+        elif op == "GLOBAL":
+            stack.append(_Value(1, global_name=self._named(arg)))
         elif not fixed and not marked:
             if pushed:
                 stack.append(_Value(1))
-            if op in ("GLOBAL", "INST"):
-                module, _, qualname = str(arg).partition(" ")
-                _name_used(f"{module}.{qualname}", self.scan, self.name)
         else:
             self._combine(op, arg, _pop(stack, fixed, marked), pushed)
 
+    def _named(self, arg) -> str:
+        """The full name a GLOBAL or INST argument ("module qualname") stands for, checked
+        against the deny-list at once (for its wording)."""
+        module, _, qualname = str(arg).partition(" ")
+        full = f"{PY2_MODULES.get(module, module)}.{qualname}"
+        _name_used(full, self.scan, self.name)
+        return full
+
+    def _called(self, callee, how: str) -> None:
+        """The unpickler would call ``callee`` (REDUCE, INST, OBJ) or create an instance of
+        it (NEWOBJ): it must be a name the loaders accept for that."""
+        full = callee.global_name if isinstance(callee, _Value) else None
+        if full is None:
+            raise GradvizError(
+                f"{self.name} {how} something it computes at load time, which is code the "
+                "file would run; gradviz never opens such a file."
+            )
+        if how == "calls":
+            self.scan.called.add(full)
+        if not accepted(full, called=how == "calls"):
+            raise GradvizError(_not_accepted(self.name, full))
+
     def _combine(self, op: str, arg, popped: list, pushed: int) -> None:
+        global_name = None
         if op == "STACK_GLOBAL":
             texts = [v.text for v in popped if isinstance(v, _Value)]
             if len(texts) != 2 or None in texts:
@@ -214,10 +222,17 @@ class _Machine:
                     f"{self.name} names a class or function it computes at load time; "
                     "gradviz reads only files whose names are written out."
                 )
-            _name_used(f"{texts[0]}.{texts[1]}", self.scan, self.name)
-        elif op in ("GLOBAL", "INST"):
-            module, _, qualname = str(arg).partition(" ")
-            _name_used(f"{module}.{qualname}", self.scan, self.name)
+            global_name = self._named(f"{texts[0]} {texts[1]}")
+        elif op == "INST":
+            self._called(_Value(1, global_name=self._named(arg)), "calls")
+        elif op in ("REDUCE", "OBJ") and popped:
+            self._called(popped[0], "calls")
+        elif op in ("NEWOBJ", "NEWOBJ_EX") and popped:
+            self._called(popped[0], "creates")
+        elif op == "BINPERSID" and popped and isinstance(popped[0], _Value):
+            global_name = popped[0].module_class
+            if global_name is not None and global_name not in self.scan.legacy_modules:
+                self.scan.legacy_modules.append(global_name)
         if not pushed:
             return
         values = [v for v in popped if isinstance(v, _Value)]
@@ -234,6 +249,10 @@ class _Machine:
                 "deep, which no model file needs and which crashes torch's reader; gradviz "
                 "refuses it."
             )
+        if global_name is not None:
+            result.global_name = global_name
+        if op.startswith("TUPLE") and len(values) >= 2 and values[0].text == "module":
+            result.module_class = values[1].global_name
         self.stack.extend([result] * pushed)
 
 
@@ -262,7 +281,9 @@ def _name_used(full: str, scan: PickleScan, name: str) -> None:
         )
 
 
-def is_hostile(full: str) -> bool:
-    """True for a name that can run a process, evaluate code or import a module."""
-    module = full.split(".", 1)[0]
-    return module in HOSTILE_MODULES or full in HOSTILE_NAMES
+def _not_accepted(name: str, full: str) -> str:
+    return (
+        f"{name} names {quoted(full)}, which is code the file would run when loaded and not "
+        "one of the tensor rebuilders, dtypes and classes gradviz reads; gradviz never opens "
+        "such a file."
+    )

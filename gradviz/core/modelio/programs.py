@@ -26,7 +26,7 @@ from gradviz.core.modelio.tensors import (
     layers_from_tensors,
     nonfinite_names,
 )
-from gradviz.core.torch_notices import torch_deprecations_logged
+from gradviz.core.torch_notices import torch_deprecations_logged, torch_logs_kept
 
 _CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
 KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
@@ -61,7 +61,11 @@ def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:
     try:
         # The file is TorchScript whatever torch thinks of the format's future; the user
         # cannot act on the deprecation notice, so it goes to the log.
-        with torch.sparse.check_sparse_tensor_invariants(), torch_deprecations_logged():
+        with (
+            torch.sparse.check_sparse_tensor_invariants(),
+            torch_deprecations_logged(),
+            torch_logs_kept(),
+        ):
             module = torch.jit.load(io.BytesIO(data), map_location="cpu")
     except Exception as exc:
         raise GradvizError(f"{base.path} is a damaged TorchScript file ({_line(exc)}).") from None
@@ -92,12 +96,15 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     import torch
 
     try:
-        with torch.sparse.check_sparse_tensor_invariants():
+        # torch logs a traceback before raising; gradviz's sentence says it once.
+        with torch.sparse.check_sparse_tensor_invariants(), torch_logs_kept() as causes:
             program = torch.export.load(io.BytesIO(data))
     except Exception as exc:
+        # torch's own error points at the traceback it logged: say the logged cause.
+        cause = causes[-1].split(". ")[0].rstrip(".")[:200] if causes else _line(exc)
         # torch.export.load may already have run code from the file: never call it damaged.
         raise GradvizError(
-            f"{base.path} could not be loaded as a .pt2 program ({_line(exc)}); loading it "
+            f"{base.path} could not be loaded as a .pt2 program ({cause}); loading it "
             "may already have run code from the file."
         ) from None
     tensors = {k: v for k, v in program.state_dict.items() if isinstance(v, torch.Tensor)}
@@ -108,6 +115,7 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     _, out_dim = _declared_shape([nodes.get(n) for n in program.graph_signature.user_outputs])
     sample_batch, in_shape = _declared_sample_shape(inputs)
     batch = batch if batch is not None else sample_batch
+    in_shape = in_shape or _example_sample_shape(program)
     notes = base.assumptions
     if batch is not None:
         notes += (
@@ -136,6 +144,18 @@ def _declared_sample_shape(nodes: list) -> tuple[int | None, tuple[int, ...] | N
         return None, None
     sample = tuple(_static(size) for size in shape[1:])
     return _static(shape[0]), (None if None in sample else sample)
+
+
+def _example_sample_shape(program: Any) -> tuple[int, ...] | None:
+    """One sample's shape from the example input the program was exported with (where its
+    graph leaves some sizes dynamic): the single tensor argument's shape without its batch."""
+    try:
+        args, kwargs = program.example_inputs
+    except Exception:  # older programs carry none
+        return None
+    if kwargs or len(args) != 1 or getattr(args[0], "dim", lambda: 0)() < 2:
+        return None
+    return tuple(int(size) for size in args[0].shape[1:])
 
 
 def _declared_shape(nodes: list) -> tuple[int | None, int | None]:

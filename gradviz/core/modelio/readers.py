@@ -15,8 +15,10 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio.chain import (
     NotAChain,
+    activations_between,
     build_chain,
     linear_items,
+    same_width_layers,
     spec_from_items,
     with_activation,
 )
@@ -24,7 +26,12 @@ from gradviz.core.modelio.info import ModelInfo
 from gradviz.core.modelio.limits import bounded, quoted
 from gradviz.core.modelio.safetensors_header import read_header
 from gradviz.core.modelio.standins import InertObject, read_torch_pickle
-from gradviz.core.modelio.tensors import check_dense, layers_from_tensors, nonfinite_names
+from gradviz.core.modelio.tensors import (
+    check_dense,
+    layers_from_tensors,
+    natural_key,
+    nonfinite_names,
+)
 from gradviz.core.modelio.tree import is_module, read_tree
 from gradviz.core.networks import NetworkSpec
 
@@ -140,22 +147,56 @@ def _open_module_tree(
                 order_to_confirm=tuple(tree.order),
             )
         )
-    if tree.order_assumed:
-        notes.append(ORDER_ASSUMED)
-        if not tree.has_activation_modules:
-            act = activation or "identity"
-            linears = [item for item in items if not isinstance(item, str)]
-            items = with_activation(linears, act)
-            if len(linears) > 1:
-                notes.append(
-                    _activation_sentence(
-                        act,
-                        "The file has no activation modules; "
-                        "a forward method may still apply functions the file does not "
-                        "record, so",
-                    )
-                )
-    return _chain_opened(items, info, notes)
+    if not tree.order_assumed:  # nn.Sequential: the file records every activation
+        return _chain_opened(items, info, notes)
+    linears = [item for item in items if not isinstance(item, str)]
+    notes.append(ORDER_ASSUMED)
+    notes.append(skips_dropped(linears))
+    if len(linears) < 2:
+        return _chain_opened(items, info, notes)
+    if activations_between(items):
+        if tree.has_activation_modules:
+            if activation is not None:
+                notes.append(_unused_activation(activation, "its activation modules"))
+            return _chain_opened(items, info, notes)
+        lead = (
+            "The file has no activation modules; a forward method may still apply functions "
+            "the file does not record, so"
+        )
+    else:
+        # One module used at several places (self.act after each layer) is kept once in
+        # the file: where it runs is in the forward method, which the file does not hold.
+        lead = (
+            f"The file's activation modules ({', '.join(_activation_names(tree))}) do not "
+            "sit between each pair of Linear layers (a shared module runs wherever the "
+            "forward method calls it, which the file does not record), so they were set "
+            "aside and"
+        )
+    act = activation or "identity"
+    notes.append(_activation_sentence(act, lead))
+    opened = _chain_opened(with_activation(linears, act), info, notes)
+    return replace(opened, info=replace(opened.info, activation_from_caller=True))
+
+
+def _activation_names(tree: Any) -> list[str]:
+    names = [entry for entry in tree.order if not entry.endswith("(Linear)")]
+    return names[:4] + (["…"] if len(names) > 4 else [])
+
+
+def skips_dropped(linears: list) -> str:
+    """The sentence saying that what a forward method adds to the chain is left out."""
+    square = same_width_layers(linears)
+    if square:
+        named = ", ".join(quoted(name) for name in square[:4]) + (" …" if len(square) > 4 else "")
+        return (
+            f"Anything else its forward method does is not in the file and is left out: a "
+            f"skip connection (x + f(x)) around {named}, which map a width to itself as "
+            "residual blocks do, would be dropped."
+        )
+    return (
+        "Anything else its forward method does (a skip connection, a reused layer) is not "
+        "in the file and is left out."
+    )
 
 
 def open_tensors(
@@ -174,6 +215,8 @@ def open_tensors(
     class of its own whose forward (a skip connection, a shared layer) is not in the file, so
     they run only with ``assume_sequential``: never a silently wrong answer."""
     check_dense(tensors, base.path)
+    if natural_order:  # safetensors keeps names sorted as text: list 2 after 0, 10 after 9
+        tensors = dict(sorted(tensors.items(), key=lambda item: natural_key(item[0])))
     info = replace(
         base, layers=layers_from_tensors(tensors), nonfinite_weights=nonfinite_names(tensors)
     )
@@ -195,20 +238,20 @@ def open_tensors(
             )
         )
     notes = list(notes)
-    if len(linears) > 1:
-        if not sequential:
-            notes.append(ORDER_ASSUMED)
-        notes.append(
-            "The layer order was taken from the tensor names (safetensors does not keep the "
-            "saved order)."
-            if natural_order
-            else "The layer order was taken from the order of the tensors in the file."
-        )
-        act = activation or "identity"
-        notes.append(_activation_sentence(act, "The file holds weights only, so"))
-    else:
-        act = "identity"
-    return _chain_opened(with_activation(linears, act), info, notes)
+    if len(linears) < 2:
+        return _chain_opened(with_activation(linears, "identity"), info, notes)
+    if not sequential:
+        notes += [ORDER_ASSUMED, skips_dropped(linears)]
+    notes.append(
+        "The layer order was taken from the tensor names (safetensors does not keep the "
+        "saved order)."
+        if natural_order
+        else "The layer order was taken from the order of the tensors in the file."
+    )
+    act = activation or "identity"
+    notes.append(_activation_sentence(act, "The file holds weights only, so"))
+    opened = _chain_opened(with_activation(linears, act), info, notes)
+    return replace(opened, info=replace(opened.info, activation_from_caller=True))
 
 
 def open_safetensors(
@@ -218,6 +261,9 @@ def open_safetensors(
     tensors rebuilt as a chain where they are one."""
     _, metadata = read_header(data, base.path)
     if "gradviz.spec" in metadata:
+        from gradviz.core.modelio.json_depth import check_json_depth
+
+        check_json_depth(metadata["gradviz.spec"], base.path, "gradviz.spec metadata")
         return _open_gradviz(base)
     from safetensors import SafetensorError
     from safetensors.torch import load
@@ -257,6 +303,7 @@ def _open_gradviz(base: ModelInfo) -> Opened:
 def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
     try:
         spec, linears = spec_from_items(items)
+        _check_network_size(spec, linears)
     except GradvizError as exc:
         return Opened(
             replace(
@@ -275,6 +322,21 @@ def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
         assumptions=tuple(notes),
     )
     return Opened(info, build=lambda: build_chain(spec, linears), spec=spec)
+
+
+def _check_network_size(spec: NetworkSpec, linears: list) -> None:
+    """GradvizError when the network to build is over limits.MAX_NETWORK_BYTES (checked
+    before anything is allocated: a file may name one stored tensor from many layers)."""
+    from gradviz.core.modelio import limits
+
+    itemsize = 8 if str(linears[0].weight.dtype) == "torch.float64" else 4
+    size = spec.parameter_count * itemsize
+    if size > limits.MAX_NETWORK_BYTES:
+        raise GradvizError(
+            f"The network rebuilt from these weights would hold {spec.parameter_count:,} "
+            f"parameters ({limits.human_bytes(size)}), over gradviz's limit of "
+            f"{limits.human_bytes(limits.MAX_NETWORK_BYTES)}."
+        )
 
 
 def _order_refusal(tree: Any) -> str:
@@ -302,6 +364,24 @@ def _names_refusal(prefixes: list[str]) -> str:
         "holds weights only, so gradviz would have to assume they run one after another in "
         "this order; run it so with --assume-sequential, give the class with --model-class "
         "(and --trust), or save the model as TorchScript or .pt2."
+    )
+
+
+def activation_refusal(info: ModelInfo) -> str:
+    """Why a file whose activations are the caller's choice is not run without one."""
+    from gradviz.core.config import ACTIVATIONS
+
+    return (
+        f"{quoted(info.path)} does not record which activation runs between its Linear layers "
+        f"(a wrong one gives a wrong Jacobian), so give it with --activation "
+        f"({', '.join(ACTIVATIONS)})."
+    )
+
+
+def _unused_activation(activation: str, what: str) -> str:
+    return (
+        f"The activation {activation!r} you gave was not used: the file records {what}, and "
+        "those run between the layers."
     )
 
 

@@ -12,6 +12,7 @@ import json
 import struct
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.modelio.json_depth import check_json_depth
 from gradviz.core.modelio.limits import MAX_TENSORS, quoted
 from gradviz.core.modelio.sniff import SAFETENSORS_MAX_HEADER
 
@@ -50,6 +51,7 @@ def read_header(data: bytes, name: str) -> tuple[dict[str, dict], dict[str, str]
             f"{name} is not a valid safetensors file: its header claims {length:,} bytes but "
             f"only {available:,} follow (truncated or damaged)."
         )
+    check_json_depth(data[8 : 8 + length], name, "a safetensors header")
     try:
         header = json.loads(data[8 : 8 + length].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):

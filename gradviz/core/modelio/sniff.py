@@ -1,8 +1,12 @@
 """Which kind of model file this is, decided by its bytes, never by its extension.
 
-``read_model_bytes`` checks that the path is a readable regular file under the size limit and
-reads it once (every later step reads these bytes, so the file cannot change between the
-check and the load). ``detect_format`` looks at the bytes:
+``open_model_file`` checks that the path is a readable regular file under the size limit and
+opens it; the file is judged from its parts through that handle (``detect_format`` reads its
+first bytes and, for a zip, the central directory; the pickle checks read the pickle entry),
+and only then read whole, once, from the same handle (``read_checked``: every later step
+reads these bytes, so the file cannot change between the checks and the load).
+``read_model_bytes`` does both without the checks in between. ``detect_format`` looks at the
+bytes:
 
 - a zip archive holding ``constants.pkl``: TorchScript (``torch.jit.save``);
 - a zip archive holding ``archive_format`` or ``models/*.json``: a torch.export program (.pt2);
@@ -20,6 +24,7 @@ import os
 import stat
 import struct
 import zipfile
+from typing import BinaryIO
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.modelio import limits
@@ -42,25 +47,50 @@ SAFETENSORS_MAX_HEADER = limits.MAX_SAFETENSORS_HEADER_BYTES
 def read_model_bytes(path: str | os.PathLike, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
     """The file's bytes, after checking that it exists, is a regular readable file and is at
     most ``max_bytes`` long (default 1 GiB)."""
+    with open_model_file(path, max_bytes) as handle:
+        return read_checked(handle, path, max_bytes)
+
+
+def open_model_file(path: str | os.PathLike, max_bytes: int = MAX_MODEL_BYTES) -> BinaryIO:
+    """The file opened for reading, after checking that it exists, is a regular readable
+    file, is not empty and is at most ``max_bytes`` long (default 1 GiB)."""
     name = os.fspath(path)
     _check_path(name)
     if not os.path.isfile(name):
         raise GradvizError(f"{name} is not a regular file; give the path of a model file.")
     if not os.access(name, os.R_OK):
         raise GradvizError(f"{name} cannot be read (no read permission).")
-    size = os.path.getsize(name)
+    try:
+        handle = open(name, "rb")  # noqa: SIM115 (the caller closes it)
+        size = os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        raise GradvizError(f"{name} cannot be read: {exc.strerror or exc}.") from None
     if size > max_bytes:
+        handle.close()
         raise GradvizError(
             f"{name} is {size / 2**20:,.0f} MiB, over gradviz's model size limit of "
             f"{max_bytes / 2**20:,.0f} MiB."
         )
+    if size == 0:
+        handle.close()
+        raise GradvizError(f"{name} is empty (0 bytes); it holds no model.")
+    return handle
+
+
+def read_checked(handle: BinaryIO, path: str | os.PathLike, max_bytes: int) -> bytes:
+    """All of an opened model file's bytes, read from the handle its checks used; refused
+    if it changed size since it was opened."""
+    name = os.fspath(path)
     try:
-        with open(name, "rb") as file:
-            data = file.read(max_bytes + 1)
+        size = os.fstat(handle.fileno()).st_size
+        handle.seek(0)
+        data = handle.read(max_bytes + 1)
     except OSError as exc:
         raise GradvizError(f"{name} cannot be read: {exc.strerror or exc}.") from None
     if len(data) > max_bytes:  # grew after the size check
         raise GradvizError(f"{name} is over gradviz's model size limit of {max_bytes:,} bytes.")
+    if len(data) != size:
+        raise GradvizError(f"{name} changed while gradviz was reading it; try again.")
     if not data:
         raise GradvizError(f"{name} is empty (0 bytes); it holds no model.")
     return data
@@ -84,8 +114,16 @@ def _check_path(name: str) -> None:
         raise GradvizError(f"{name} is a directory; give the path of a model file.")
 
 
-def detect_format(data: bytes, name: str = "the file") -> str:
-    """The kind of file ``data`` holds (one of the kinds above), or GradvizError."""
+def detect_format(data: bytes | BinaryIO, name: str = "the file") -> str:
+    """The kind of file ``data`` (its bytes, or a file opened for reading: only its first
+    bytes and a zip's central directory are read) holds: one of the kinds above, or
+    GradvizError."""
+    if not isinstance(data, bytes):
+        data.seek(0)
+        head = data.read(16)
+        if head.startswith(ZIP_MAGIC):
+            return _zip_kind(data, name)
+        return detect_format(head, name)
     if data.startswith(ZIP_MAGIC):
         return _zip_kind(data, name)
     if data.startswith(NUMPY_MAGIC):
@@ -100,10 +138,15 @@ def detect_format(data: bytes, name: str = "the file") -> str:
     )
 
 
-def zip_entries(data: bytes, name: str) -> list[str]:
+def as_stream(data: bytes | BinaryIO) -> BinaryIO:
+    """A seekable stream over a file's bytes, or the opened file itself."""
+    return io.BytesIO(data) if isinstance(data, bytes) else data
+
+
+def zip_entries(data: bytes | BinaryIO, name: str) -> list[str]:
     """Entry names of a zip archive, or GradvizError if it is truncated or damaged."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with zipfile.ZipFile(as_stream(data)) as archive:
             return archive.namelist()
     except (
         zipfile.BadZipFile,
@@ -119,7 +162,7 @@ def zip_entries(data: bytes, name: str) -> list[str]:
         ) from None
 
 
-def _zip_kind(data: bytes, name: str) -> str:
+def _zip_kind(data: bytes | BinaryIO, name: str) -> str:
     entries = zip_entries(data, name)
     # torch archives put everything under one top-level folder named after the file.
     inner = {entry.split("/", 1)[1] if "/" in entry else entry for entry in entries}

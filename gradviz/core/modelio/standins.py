@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import io
 import pickle
-import pickletools
 import re
 import threading
-import zipfile
 from typing import Any
 
 from gradviz.core.errors import GradvizError
@@ -55,13 +53,13 @@ def standins_for(names: list[str]) -> list[tuple[type, str]]:
 def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any, list[str]]:
     """The object a ``torch.save`` file holds and the class/function names it uses beyond
     torch's tensor rebuilders, read on the CPU with ``weights_only=True`` (always passed
-    explicitly: an environment variable can flip the default) inside sparse-invariant checks.
+    explicitly: an environment variable can flip the default) inside sparse-invariant checks
+    (sparse tensors are refused before, from what the file declares: ``declared.py``).
 
     Plain (non-zip) pickles get no stand-ins: a static listing of their names is not
     available, so any class or function in them is refused."""
     import torch
 
-    _refuse_sparse_layouts(data, name, zip_format)
     names: list[str] = []
     if zip_format:
         try:
@@ -82,39 +80,6 @@ def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any,
     except Exception as exc:
         raise GradvizError(_load_failure_message(name, exc)) from None
     return obj, names
-
-
-def _refuse_sparse_layouts(data: bytes, name: str, zip_format: bool) -> None:
-    """GradvizError if the pickle rebuilds a sparse tensor, found from its opcodes (nothing
-    is executed) before torch reads the file: torch's own refusal differs between versions."""
-    for layout in _layouts_named(data, zip_format):
-        if layout.startswith("torch.sparse"):
-            raise GradvizError(
-                f"{name} holds a sparse tensor ({layout}); gradviz reads dense tensors only "
-                "(save the weights with tensor.to_dense())."
-            )
-
-
-def _layouts_named(data: bytes, zip_format: bool) -> list[str]:
-    """The layout names (``torch.sparse_coo``, ...) the file's pickles pass to torch."""
-    found: list[str] = []
-    try:
-        if zip_format:
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                entry = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
-                stream = io.BytesIO(archive.read(entry))
-        else:
-            stream = io.BytesIO(data)
-        # A legacy file is four pickles in a row (magic, protocol, info, data), then storages.
-        for _ in range(4):
-            for _op, arg, _pos in pickletools.genops(stream):
-                if isinstance(arg, str) and arg.startswith("torch.") and "_" in arg:
-                    found.append(arg)
-            if stream.tell() >= len(stream.getbuffer()):
-                break
-    except Exception:  # damaged or done: what was read so far counts, torch says the rest
-        pass
-    return found
 
 
 def _unpickling_message(name: str, text: str) -> str:

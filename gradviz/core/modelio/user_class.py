@@ -106,10 +106,19 @@ def build(
     _load_strictly(module, tensors, info.path, cls.__name__)
     module.eval()
     notes = info.assumptions + (
-        f"The model is {cls.__module__}.{cls.__qualname__} (from --model-class), with the "
-        "file's weights loaded strictly.",
+        f"The model is {class_label(model_class, cls)} (from --model-class), with the file's "
+        "weights loaded strictly.",
     )
     return module, replace(info, runnable=True, assumptions=notes, spec=None)
+
+
+def class_label(model_class: str, cls: type) -> str:
+    """How to name the user's class: ``net.py:Net`` for a class from a file (imported under
+    a private module name), ``package.module.Net`` otherwise."""
+    where, _, _ = model_class.rpartition(":")
+    if where.endswith(".py") or os.sep in where:
+        return f"{os.path.basename(where)}:{cls.__qualname__}"
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _load_strictly(module: Any, tensors: dict[str, Any], path: str, name: str) -> None:

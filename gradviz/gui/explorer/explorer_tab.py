@@ -118,6 +118,13 @@ class ExplorerTab(QWidget):
                 f"A network needs at least one input and output, not {in_dim}, {out_dim}."
             )
         in_shape = tuple(int(s) for s in in_shape) if in_shape else None
+        # The previous network's result (and any job of it still in flight, whose failure
+        # would name its inputs) no longer describes what is explored: drop it.
+        self.generation += 1
+        self.result = None
+        self.last_error = ""
+        self.view_tabs.setEnabled(False)
+        self._show_status(f"Computing the Jacobians of {label}…")
         self._network = ExploredNetwork(
             copy.deepcopy(module), label, int(in_dim), int(out_dim), spec, in_shape
         )
@@ -260,6 +267,7 @@ class ExplorerTab(QWidget):
         result = self.result
         if result is None:
             return
+        self.view_tabs.setEnabled(True)
         if isinstance(result, SaliencyResult):
             self.view_tabs.show_saliency(result)
             self._show_status(summary(result))

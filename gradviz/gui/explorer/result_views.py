@@ -71,17 +71,20 @@ class ResultViews(QTabWidget):
         v["histograms"].show_histograms(
             result.histograms, result.histogram_note, HISTOGRAM_LOSSES[loss]
         )
-        self._enable_only(None)
+        if result.saliency is not None:  # image-shaped samples: shown as images at any size
+            v["saliency_map"].show_result(result.saliency)
+        self._enable_only(None, saliency_map=result.saliency is not None)
 
     def show_saliency(self, result: SaliencyResult) -> None:
         """Inputs whose Jacobian is too big: only the saliency map has something to show."""
         self.views["saliency_map"].show_result(result)
         self._enable_only("saliency_map")
 
-    def _enable_only(self, key: str | None) -> None:
-        """Enable the tab ``key`` alone (None: every Jacobian view, not the saliency map)."""
+    def _enable_only(self, key: str | None, saliency_map: bool = False) -> None:
+        """Enable the tab ``key`` alone (None: every Jacobian view, and the saliency map
+        where ``saliency_map``)."""
         for name, view in self.views.items():
-            on = name == key if key is not None else name != "saliency_map"
+            on = name == key if key is not None else (name != "saliency_map" or saliency_map)
             self.setTabEnabled(self.indexOf(view), on)
         if not self.isTabEnabled(self.currentIndex()):
             self.setCurrentWidget(self.views[key or "sample"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -48,7 +49,11 @@ class LayerTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         header = self.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        # The shapes give way (elided, in full in the tooltip) so that the Parameters and
+        # Weights columns are never cut in a narrow panel.
+        header.setSectionResizeMode(COLUMNS.index("Shapes"), QHeaderView.ResizeMode.Stretch)
+        header.setStretchLastSection(False)
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
 
     def show_info(self, info: ModelInfo) -> None:
         rows = layer_rows(info)
@@ -56,6 +61,7 @@ class LayerTable(QTableWidget):
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
                 item = QTableWidgetItem(text)
+                item.setToolTip(text)
                 if c == len(row) - 1 and text != "finite":
                     item.setForeground(NONFINITE_COLOUR)
                 self.setItem(r, c, item)

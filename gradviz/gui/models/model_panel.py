@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QComboBox, QFormLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QLabel,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 from gradviz.core.config import ACTIVATIONS
 from gradviz.core.modelio import ModelInfo
 from gradviz.gui.models.layer_list import LayerTable
 from gradviz.gui.models.order_confirm import OrderConfirmation
 
+#: The layer table's least height: the panel scrolls rather than squeeze it or the text.
+LAYERS_MIN_HEIGHT = 160
 #: Formats rebuilt from weights, where the activation between Linear layers is a choice.
 REBUILT_FORMATS = frozenset({"state_dict", "safetensors", "pickled_module"})
 
@@ -55,13 +65,25 @@ class ModelPanel(QWidget):
         row.addRow("Activation between layers", self.activation)
         self.order = OrderConfirmation()
         self.layers = LayerTable()
-        layout = QVBoxLayout(self)
+        self.layers.setMinimumHeight(LAYERS_MIN_HEIGHT)
+        # Everything scrolls in a narrow or short panel: squeezed below the height their
+        # wrapped text needs, the labels drew over each other.
+        self.body = QWidget()
+        layout = QVBoxLayout(self.body)
         layout.setContentsMargins(4, 4, 4, 4)
         for widget in (self.title, self.summary, self.assumptions, self.reason):
             layout.addWidget(widget)
         layout.addWidget(self.order)
         layout.addWidget(self.activation_row)
         layout.addWidget(self.layers, stretch=1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.body)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll)
         self.activation_row.setVisible(False)
         self.order.setVisible(False)
         self.order.confirmed.connect(self.orderConfirmed)
@@ -89,9 +111,8 @@ class ModelPanel(QWidget):
             self.reason.setText("Cannot run until you confirm the order of its layers.")
             self.order.show_order(info.order_to_confirm)
         self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
-        # Offered where the activation had to be assumed (not where the file had modules).
-        assumed = any("activation" in note for note in info.assumptions)
-        choosable = info.format in REBUILT_FORMATS and info.runnable and assumed
+        # Offered where the activation is the caller's (not where the file had modules).
+        choosable = info.format in REBUILT_FORMATS and info.runnable and info.activation_from_caller
         self.activation_row.setVisible(choosable)
         if activation in ACTIVATIONS:
             self.activation.setCurrentText(activation)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -87,13 +88,23 @@ def _load(request: OpenRequest) -> LoadedModel:
 
         loaded = load_model(request.path, trust=request.trust, activation=request.activation)
         return with_input_shape(loaded, request.in_shape)
-    return load_model(
+    loaded = load_model(
         request.path,
         trust=request.trust,
         activation=request.activation,
         in_dim=request.in_dim,
         assume_sequential=request.assume_sequential,  # the user confirmed the listed order
     )
+    if loaded.info.in_dim is None and loaded.info.in_shape is not None:
+        # A .pt2 program declares its sample shape (a CNN's (3, 8, 8)): nothing to ask.
+        from gradviz.core.modelio.input_shape import with_input_shape
+
+        info = loaded.info
+        if info.out_dim is not None:  # declared too: no run on zeros (its batch may be fixed)
+            size = math.prod(info.in_shape)
+            return replace(loaded, info=replace(info, in_dim=size))
+        return with_input_shape(loaded, info.in_shape, "taken from the program's example input")
+    return loaded
 
 
 class OpenState(enum.Enum):

@@ -5,7 +5,7 @@ the user confirms that this is what the class's forward does."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 #: Layers listed by name at most; the rest are counted.
 MAX_LISTED = 40
@@ -42,10 +42,11 @@ class OrderConfirmation(QWidget):
         )
         self.class_button = QPushButton("Open with model class…")
         self.class_button.setToolTip("Run the file's weights in your own class (runs your code)")
-        buttons = QHBoxLayout()
+        # One above the other: side by side, a narrow panel cut both labels
+        # ("hese layers in this", "en with model clas").
+        buttons = QVBoxLayout()
         buttons.addWidget(self.button)
         buttons.addWidget(self.class_button)
-        buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.intro)
