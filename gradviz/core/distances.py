@@ -227,7 +227,7 @@ def _float64_gradient(
     whose terms |S_ij| |x_j| <= |S_ij| d_ij / fraction cancel to at most that many ulps.
     Row blocks bound the pair list whatever the points (all of them close: N^2 pairs).
     """
-    n = len(centred)
+    n, grad = len(centred), torch.is_grad_enabled()
     limit = centred.abs().max() * _FLOAT64_CLOSE_FRACTION
     ones = torch.ones(n, 1, dtype=centred.dtype, device=centred.device)
     xa = torch.cat([centred, ones], dim=1).T.contiguous()  # (D+1, N); ones give row sums
@@ -237,11 +237,12 @@ def _float64_gradient(
     for start in range(0, n, rows):
         r = slice(start, start + rows)
         close = d[r] < limit  # (b, N), the diagonal included (its W is 0)
-        block = w[r].masked_fill(close, 0)
+        i, j = close.nonzero(as_tuple=True)
+        term = w[r][i, j][:, None] * (x[i + start] - x[j])  # (pairs, D)
+        # Without a double backward to come, w is this backward's own: zero it in place.
+        block = w[r].masked_fill(close, 0) if grad else w[r].masked_fill_(close, 0)
         p += xa[:, r] @ block
         p[:, r] += xa @ block.T
-        i, j = close.nonzero(as_tuple=True)
-        term = w[r][i, j, None] * (x[i + start] - x[j])  # (pairs, D)
         direct = direct.index_add(0, i + start, term).index_add(0, j, -term)
     return centred * p[-1, :, None] - p[:-1].T + direct
 
