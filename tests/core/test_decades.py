@@ -117,3 +117,9 @@ def test_decade_edges_rise_by_a_decade_each_and_end_at_infinity_then_nan():
         assert math.isinf(from_bits(np.array([edges[-2]]), dtype).item())
         assert math.isnan(from_bits(np.array([edges[-1]]), dtype).item())
     assert decades.decade_edges(torch.float32)[0] == 1  # the smallest subnormal
+
+
+def test_an_empty_gradient_has_no_bins():
+    for dtype in (torch.float32, torch.float64):
+        assert decades.bins_from_bits(torch.zeros(0, dtype=dtype)).shape == (0,)
+        assert stats.histogram_bins(torch.zeros(0, 3, dtype=dtype), stats.Workspace()).numel() == 0

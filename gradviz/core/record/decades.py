@@ -5,10 +5,12 @@ infinities and NaN in bins of their own. float32 ``log10`` takes a slow path on 
 and subnormals (10-80x on the CPU), which ReLU, dropout and late training make common; so
 the decade is read from the bits instead. Positive floats sort like their bit patterns read
 as integers, so a value's decade is the number of decade edges (bit patterns) at or below
-its magnitude's bits. A bucket key from the top bits of the magnitude (one or a few per
-binary octave, never more than one edge inside: edges are 3.3 octaves apart) picks from
-small tables the bin below the bucket's edge, the bin above it and the edge itself; one
-comparison of the bits with that edge decides. No transcendental function, no branch.
+its magnitude's bits; with a negative value's magnitude bits flipped (-1 - magnitude), all
+floats sort like their bits and the bin is a count of edges at or below them. A bucket key
+from the top bits of the magnitude (a bucket at most two octaves wide, so never more than
+one edge inside: edges are 3.3 octaves apart) picks from two small tables the bin of the
+bucket's lowest values and the bucket's edge; one comparison with that edge adds 0 or 1.
+No transcendental function, no branch, the same integer passes for any values.
 
 The edges are those of the log10 path that the bins came from before (``log10_decades``):
 each is the smallest float whose log10, as torch computes it in that dtype, reaches the
@@ -33,8 +35,9 @@ _NUMPY = {torch.float32: (np.float32, np.int32), torch.float64: (np.float64, np.
 #: at most ~150 floats below 10^d rounds up to d (float64 at |d| >= 32), far fewer above.
 _EDGE_WINDOW = 512
 #: Key shift per dtype. float32: the magnitude's bits converted to float32 and shifted
-#: right 17 keep the exponent and 6 mantissa bits of that integer, so subnormals (small
-#: integers, converted exactly) get buckets as fine as normals do. float64: no subnormal
+#: right 17 keep the exponent and 6 mantissa bits of that integer: subnormals (small
+#: integers, converted exactly) get fine buckets, the largest values buckets two octaves
+#: wide. float64: no subnormal
 #: reaches the lowest decade (1e-45), so a plain shift keeping 3 mantissa bits does.
 _SHIFT = {torch.float32: 17, torch.float64: 49}
 
@@ -166,7 +169,7 @@ def bins_from_bits(flat: torch.Tensor, workspace=None, may_be_nan: bool = True) 
     dtype, device, n = flat.dtype, flat.device, flat.numel()
     table = bin_table(dtype, device)
     int_type = _INT_VIEW[dtype]
-    chunk = min(n, CPU_CHUNK) if device.type == "cpu" else n
+    chunk = max(1, min(n, CPU_CHUNK) if device.type == "cpu" else n)  # n may be 0
 
     def take(size: int, slot: str, kind: torch.dtype) -> torch.Tensor:
         if workspace is None:
