@@ -5,6 +5,10 @@ distances by the method, MSE against the target distance matrix, backward, the r
 loss and of whether every gradient is finite, Adam step. Target and initial points are
 seeded standard normal (D = 3) on the CPU. The target: ``safe`` at least 3x ``masked`` at
 N = 1000 and N = 3000.
+
+Beside it, the op alone (``op_cases``): forward, then backward of a fixed upstream gradient,
+of ``gradviz.pairwise_distances`` against the seed's masked fix and ``torch.cdist``, in
+float32 and float64, at N = 1000, 3000, 10000 and batched (8, 500, 3).
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import torch
+
 from gradviz.bench.harness import Timing, format_table, median_ratio, time_interleaved
+from gradviz.core import distances
 from gradviz.core.config import FitConfig
 from gradviz.core.distances import METHODS
 from gradviz.core.fit import DistanceFitRun
@@ -58,6 +65,79 @@ def measure(
     return time_interleaved(cases, repeats, min_seconds=min_seconds, threads=1)
 
 
+#: Point-set shapes of the op-alone table ((N, D) or (batch, N, D)).
+OP_SHAPES: tuple[tuple[int, ...], ...] = ((1000, DIM), (3000, DIM), (10000, DIM), (8, 500, DIM))
+QUICK_OP_SHAPES: tuple[tuple[int, ...], ...] = ((1000, DIM), (8, 500, DIM))
+OP_DTYPES = (torch.float32, torch.float64)
+
+
+def _masked_batched(x: torch.Tensor) -> torch.Tensor:
+    """The seed's masked fix, set by set for a batch."""
+    if x.ndim == 2:
+        return distances.masked(x).distances
+    return torch.stack([distances.masked(one).distances for one in x])
+
+
+#: The op's contenders: name -> (points -> distance matrix).
+OP_METHODS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gradviz.pairwise_distances": lambda x: distances.safe(x).distances,
+    "masked (seed's fix)": _masked_batched,
+    "torch.cdist": lambda x: torch.cdist(x, x),
+}
+
+
+def op_case(method: Callable[[torch.Tensor], torch.Tensor], shape, dtype) -> Callable[[], None]:
+    """Forward, then backward of a fixed upstream gradient, of ``method`` on seeded points."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=generator, dtype=dtype).requires_grad_()
+    upstream = torch.randn((*shape[:-1], shape[-2]), generator=generator, dtype=dtype)
+
+    def call() -> None:
+        x.grad = None
+        method(x).backward(upstream)
+
+    return call
+
+
+def measure_op(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+    """ms of the op alone per method, dtype and shape (one call a repeat, and one repeat,
+    at N >= 10000, where the masked fix takes tens of seconds); each row printed as it is
+    measured, then the table with the ratios of the others' time to gradviz's."""
+    shapes = QUICK_OP_SHAPES if quick else OP_SHAPES
+    names = list(OP_METHODS)
+    ms: dict[str, dict[str, float]] = {}
+    for dtype in OP_DTYPES:
+        for shape in shapes:
+            label = f"{str(dtype).removeprefix('torch.')} {'x'.join(map(str, shape))}"
+            start = time.perf_counter()
+            cases = {name: op_case(m, shape, dtype) for name, m in OP_METHODS.items()}
+            big = shape[-2] >= 10000
+            timings = time_interleaved(
+                cases,
+                1 if big else repeats,
+                min_seconds=0.0 if big else 0.3,
+                max_calls=1 if big else 1000,
+                threads=1,
+            )
+            ms[label] = {name: t.median * 1e3 for name, t in timings.items()}
+            shown = ", ".join(f"{n} {v:.4g} ms" for n, v in ms[label].items())
+            emit(f"  op {label}: {shown} (measured in {time.perf_counter() - start:.1f} s)")
+    gradviz_name = names[0]
+    emit("the op alone: ms per forward + backward of a fixed upstream gradient, one thread")
+    headers = [
+        "dtype, shape",
+        *names,
+        *(f"{n.split()[0]} time / gradviz time" for n in names[1:]),
+    ]
+    rows = [
+        [label, *(v[n] for n in names), *(v[n] / v[gradviz_name] for n in names[1:])]
+        for label, v in ms.items()
+    ]
+    for line in format_table(headers, rows):
+        emit("  " + line)
+    return {"unit": "ms per forward + backward", "threads": 1, "ms": ms}
+
+
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Measure every method at each size; print tables through ``emit``; return the figures."""
     sizes = QUICK_SIZES if quick else SIZES
@@ -87,7 +167,9 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
 
     verdict = _verdict(ratio[TARGET_METHOD], sizes)
     emit(verdict["summary"])
+    op = measure_op(repeats, quick, emit)
     return {
+        "op_alone": op,
         "unit": "steps/s",
         "step": "DistanceFitRun.step: zero_grad + forward + MSE loss + backward + loss and "
         "gradient finiteness read + Adam step",

@@ -1,16 +1,22 @@
 """Benchmark: the cost of ``gradviz.watch`` in a training loop, as a ratio to the bare loop.
 
-Two CPU training steps (zero_grad, forward, cross-entropy, backward, Adam): an MLP
-784-512-512-10 at batch 256 and a small CNN (two 3x3 convolutions, 28x28 inputs) at batch
-32. Each is timed bare, with ``gradviz.watch`` at its default interval K and at every step,
-and, where installed, with the peers doing the same job at the same intervals (optional,
+CPU training steps (zero_grad, forward, cross-entropy, backward, Adam): an MLP
+784-512-512-10 at batch 256, a small CNN (two 3x3 convolutions, 28x28 inputs) at batch
+32, a ReLU + Dropout MLP on sparse inputs at batch 8 (most gradient entries exactly zero,
+as ReLU, dropout and images with blank borders make them) and the first MLP with its loss
+scaled by 1e-39 (subnormal gradients, as late in training many entries are). Each is
+timed bare, with ``gradviz.watch`` at its default interval K and at every step, and, where
+installed, with the peers doing the same job at the same intervals (optional,
 benchmark-only dependencies): TensorBoard's ``SummaryWriter.add_histogram`` per parameter,
 and ``wandb.watch(model, log="gradients", log_freq=K)`` in offline mode (with the
 ``wandb.log`` per step it needs to commit the histograms). A repeat runs whole multiples
 of K steps, so the recorded steps' cost is included; the cases are interleaved. Also: how
-soon a reader sees a step a writer logged.
+soon a reader sees a step a writer logged, and what one ``rec.log()`` costs on dense values
+and on zeros and subnormals of the same size.
 Times are CPU time of this process (see ``time_cases``), with the wall-clock ratio beside.
-Target: gradviz's CPU-time ratio <= 1.05 at its defaults for both nets.
+Targets: gradviz's CPU-time ratio <= 1.05 at its defaults on the first two nets; at every
+step below both peers on the zero-heavy and subnormal nets; ``rec.log()`` on zeros and
+subnormals within 1.3x of its cost on dense values.
 """
 
 from __future__ import annotations
@@ -58,10 +64,42 @@ def cnn() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     return net, torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
 
 
+def sparse_relu_dropout() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """MLP 784-512-512-10 with ReLU and Dropout(0.5), a batch of 8 inputs that are zero but
+    for a central 14x14 patch (like digits on a blank page): most gradient entries are 0."""
+    net = nn.Sequential(
+        nn.Linear(784, 512),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(512, 512),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(512, 10),
+    )
+    x = torch.zeros(8, 28, 28)
+    x[:, 7:21, 7:21] = torch.rand(8, 14, 14)
+    return net, x.reshape(8, 784), torch.randint(0, 10, (8,))
+
+
+#: The loss scale that makes the first MLP's gradients subnormal float32 (below 1.2e-38).
+SUBNORMAL_SCALE = 1e-39
+
+
+def subnormal_mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """The MLP of ``mlp``; its step scales the loss by SUBNORMAL_SCALE (``loss_scale``)."""
+    return mlp()
+
+
 NETS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor, torch.Tensor]]] = {
     "MLP 784-512-512-10, B=256": mlp,
     "CNN 2 conv, B=32": cnn,
+    "ReLU+Dropout MLP, sparse, B=8": sparse_relu_dropout,
+    "MLP, subnormal gradients": subnormal_mlp,
 }
+#: Nets whose step multiplies the loss before backward.
+LOSS_SCALE = {subnormal_mlp: SUBNORMAL_SCALE}
+#: The nets the README's target at defaults is about (the others are for every step).
+DEFAULT_TARGET_NETS = ("MLP 784-512-512-10, B=256", "CNN 2 conv, B=32")
 
 
 def tensorboard_available() -> bool:
@@ -87,6 +125,7 @@ def training_step(build, folder: Path, how: str, every: int) -> Callable[[], Non
     """One training step of a fresh seeded net, watched as ``how`` says."""
     torch.manual_seed(0)
     net, x, y = build()
+    scale = LOSS_SCALE.get(build, 1.0)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     rec = gradviz.watch(net, folder / how, every=every) if how.startswith("gradviz") else None
     writer = None
@@ -103,7 +142,7 @@ def training_step(build, folder: Path, how: str, every: int) -> Callable[[], Non
     def step() -> None:
         opt.zero_grad()
         loss = F.cross_entropy(net(x), y)
-        loss.backward()
+        (loss * scale if scale != 1.0 else loss).backward()
         if rec is not None:
             rec.log(loss=loss)
         elif wandb is not None:
@@ -186,6 +225,45 @@ def follow_latency(folder: Path, trials: int = 20) -> list[float]:
     return seconds
 
 
+#: Entries of the gradients ``log_cost_by_content`` records (as the profiled MNIST net's 1.2M).
+CONTENT_ENTRIES = 1_200_000
+#: rec.log on zeros and subnormals may cost at most this many times its cost on dense values.
+CONTENT_TARGET = 1.3
+
+
+def content_gradients(kind: str, generator: torch.Generator) -> torch.Tensor:
+    """(1000, 1200) float32 gradient: "dense" random normals; "zeros+subnormals" 70% exact
+    zeros and the rest subnormal (below 1.2e-38), the two slow cases of float32 log10."""
+    values = torch.randn(1000, CONTENT_ENTRIES // 1000, generator=generator)
+    if kind == "dense":
+        return values * 1e-3
+    values *= 1e-40
+    values[torch.rand(values.shape, generator=generator) < 0.7] = 0.0
+    return values
+
+
+def log_cost_by_content(folder: Path, repeats: int) -> dict[str, float]:
+    """CPU ms of one ``rec.log()`` (every=1; the writer's thread included) on a watched
+    tensor of CONTENT_ENTRIES entries holding each content kind (medians, interleaved)."""
+    generator = torch.Generator().manual_seed(0)
+    kinds = ("dense", "zeros+subnormals")
+    grads = {kind: content_gradients(kind, generator) for kind in kinds}
+    seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+    w = torch.zeros(grads["dense"].shape, requires_grad=True)
+    with torch_threads(1), gradviz.watch({"w": w}, folder / "content", every=1) as rec:
+        for kind in kinds * 2:  # warm-up: tables, buffers, the writer
+            w.grad = grads[kind]
+            rec.log()
+        for _ in range(repeats):
+            for kind in kinds:
+                w.grad = grads[kind]
+                start = time.process_time()
+                for _ in range(EVERY_STEP_CALLS // 2):
+                    rec.log()
+                seconds[kind].append((time.process_time() - start) / (EVERY_STEP_CALLS // 2))
+    return {kind: statistics.median(v) * 1e3 for kind, v in seconds.items()}
+
+
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Time every case on both nets (``quick`` changes nothing: the run is short already)."""
     every = DEFAULT_EVERY
@@ -218,6 +296,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
             wall_ratios[net_name] = {n: median_ratio(wall[BASELINE], t) for n, t in wall.items()}
             emit(f"  {net_name}: measured in {time.perf_counter() - started:.1f} s")
         latency = follow_latency(Path(tmp))
+        content_ms = log_cost_by_content(Path(tmp), max(repeats, 3))
         if wandb_available():
             import wandb
 
@@ -238,7 +317,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         f"(median of {len(latency)}; max {max_ms:.1f} ms)"
     )
     default = f"gradviz K={every}"
-    measured = {n: r[default] for n, r in ratios.items()}
+    measured = {n: ratios[n][default] for n in DEFAULT_TARGET_NETS}
     met = all(r <= TARGET_RATIO for r in measured.values())
     summary = (
         f"target (gradviz at defaults <= {TARGET_RATIO}x the bare step): "
@@ -247,6 +326,35 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         + ")"
     )
     emit(summary)
+    peers = [c for c in cases if c.endswith("K=1") and not c.startswith("gradviz")]
+    every_step = {
+        n: {"gradviz": r["gradviz K=1"], **{c.split()[0]: r[c] for c in peers}}
+        for n, r in ratios.items()
+        if n not in DEFAULT_TARGET_NETS
+    }
+    below_peers = (
+        all(v["gradviz"] < min(v[p] for p in v if p != "gradviz") for v in every_step.values())
+        if peers
+        else None
+    )
+    emit(
+        "every step on the zero-heavy and subnormal nets, gradviz below both peers: "
+        + ("no peer installed" if below_peers is None else ("met" if below_peers else "NOT met"))
+        + " ("
+        + "; ".join(
+            f"{n}: " + ", ".join(f"{p} {r:.2f}x" for p, r in v.items())
+            for n, v in every_step.items()
+        )
+        + ")"
+    )
+    content_ratio = content_ms["zeros+subnormals"] / content_ms["dense"]
+    content_met = content_ratio <= CONTENT_TARGET
+    emit(
+        f"rec.log on {CONTENT_ENTRIES:,} entries: {content_ms['dense']:.2f} ms dense, "
+        f"{content_ms['zeros+subnormals']:.2f} ms 70% zeros + subnormals "
+        f"({content_ratio:.2f}x; target <= {CONTENT_TARGET}x: "
+        f"{'met' if content_met else 'NOT met'})"
+    )
     return {
         "unit": "CPU ms per training step",
         "ratio_to_bare_wall_clock": wall_ratios,
@@ -256,6 +364,9 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         "ms": ms,
         "ratio_to_bare": ratios,
         "follow_latency_ms": {"median": median_ms, "max": max_ms},
+        "log_ms_by_content": content_ms,
+        "every_step_below_peers": {"ratios": every_step, "met": below_peers},
+        "content_target": {"ratio": content_ratio, "limit": CONTENT_TARGET, "met": content_met},
         "target": {
             "rule": f"{default} <= {TARGET_RATIO}",
             "ratios": measured,

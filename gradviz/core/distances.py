@@ -134,9 +134,14 @@ class ExactDistances(torch.autograd.Function):
             if int(torch.count_nonzero(coincident)) > coincident.numel() // x.shape[-2]:
                 w.masked_fill_(coincident, 0)
         if x.ndim == 2:
-            return _pair_gradient(x, grad_d, w)
+            return _pair_gradient(x, grad_d, w, d)
         n, dim = x.shape[-2:]
-        flat = zip(x.reshape(-1, n, dim), grad_d.reshape(-1, n, n), w.reshape(-1, n, n))
+        flat = zip(
+            x.reshape(-1, n, dim),
+            grad_d.reshape(-1, n, n),
+            w.reshape(-1, n, n),
+            d.reshape(-1, n, n),
+        )
         return torch.stack([_pair_gradient(*one) for one in flat]).reshape(x.shape)
 
 
@@ -148,20 +153,32 @@ _FLOAT32_CANCELLATION_LIMIT = 1e3
 #: Entries of W converted to float64 at a time: 512 KB blocks stay in cache.
 _BLOCK_ENTRIES = 1 << 16
 
+#: float64 (no wider type to accumulate in): pairs closer than this fraction of the spread
+#: of the centred coordinates take the direct form W_ij (x_i - x_j), exact to an ulp; the
+#: products then cancel at most ~1 / this many roundings' worth for the other pairs.
+_FLOAT64_CLOSE_FRACTION = 1 / 8
+#: Rows of W a float64 block holds at most this many entries of (a bounded pair list).
+_FLOAT64_BLOCK_ENTRIES = 1 << 20
 
-def _pair_gradient(x: torch.Tensor, grad_d: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """dL/dx from dL/dd: (N, D), (N, N), (N, N) -> (N, D) in the dtype of x.
+
+def _pair_gradient(
+    x: torch.Tensor, grad_d: torch.Tensor, w: torch.Tensor, d: torch.Tensor
+) -> torch.Tensor:
+    """dL/dx from dL/dd: (N, D), (N, N), (N, N), (N, N) -> (N, D) in the dtype of x.
 
     ``w`` is ``W = grad_d / d``, 0 where points coincide. The gradient
     ``sum_j (W_ij + W_ji) (x_i - x_j)`` is computed as ``x * rowsum(S) - S @ x`` with
     ``S = W + W^T``. That form cancels terms of size |S_ij| |x_j| against each other; for
     a pair 1e-4 apart at coordinate scale 100 it loses all float32 precision. In that case
     (and only then: it costs ~2x) the products of a float32 input accumulate in float64, a
-    row block of W at a time. x is centred first: translation does not change distances,
-    and it shrinks |x_j|.
+    row block of W at a time. float64 has no wider type: its close pairs (``d``: the
+    distances) take the direct form instead (``_float64_gradient``). x is centred first:
+    translation does not change distances, and it shrinks |x_j|.
     """
     centred = x - x.mean(dim=0)
-    if x.dtype == torch.float64 or not _float32_cancels(w, grad_d, centred):
+    if x.dtype == torch.float64:
+        return _float64_gradient(x, centred, w, d)
+    if not _float32_cancels(w, grad_d, centred):
         return _gradient_products(centred, w, rows=len(x))
     x64 = x.to(torch.float64)
     rows = max(1, _BLOCK_ENTRIES // len(x))
@@ -196,6 +213,38 @@ def _gradient_products(centred: torch.Tensor, w: torch.Tensor, rows: int) -> tor
         p += xa[:, r] @ block  # (W^T @ [x, 1])^T
         p[:, r] += xa @ block.T  # (W @ [x, 1])^T, columns r
     return centred * p[-1, :, None] - p[:-1].T
+
+
+def _float64_gradient(
+    x: torch.Tensor, centred: torch.Tensor, w: torch.Tensor, d: torch.Tensor
+) -> torch.Tensor:
+    """``sum_j (W_ij + W_ji) (x_i - x_j)`` in float64, exact to a few ulps for any pair.
+
+    x, centred, w, d: (N, D), (N, D), (N, N), (N, N). A pair closer than
+    _FLOAT64_CLOSE_FRACTION of the spread R = max|centred| contributes W_ij (x_i - x_j) to
+    x_i and its negative to x_j, from the difference of x itself (exact for close values;
+    the centred copy rounds); the products ``x * rowsum(S) - S @ x`` take the other pairs,
+    whose terms |S_ij| |x_j| <= |S_ij| d_ij / fraction cancel to at most that many ulps.
+    Row blocks bound the pair list whatever the points (all of them close: N^2 pairs).
+    """
+    n, grad = len(centred), torch.is_grad_enabled()
+    limit = centred.abs().max() * _FLOAT64_CLOSE_FRACTION
+    ones = torch.ones(n, 1, dtype=centred.dtype, device=centred.device)
+    xa = torch.cat([centred, ones], dim=1).T.contiguous()  # (D+1, N); ones give row sums
+    p = torch.zeros_like(xa)  # (D+1, N): [(S @ centred)^T, rowsum(S)] of the far pairs
+    direct = torch.zeros_like(centred)  # (N, D): the close pairs' sums
+    rows = max(1, _FLOAT64_BLOCK_ENTRIES // n)
+    for start in range(0, n, rows):
+        r = slice(start, start + rows)
+        close = d[r] < limit  # (b, N), the diagonal included (its W is 0)
+        i, j = close.nonzero(as_tuple=True)
+        term = w[r][i, j][:, None] * (x[i + start] - x[j])  # (pairs, D)
+        # Without a double backward to come, w is this backward's own: zero it in place.
+        block = w[r].masked_fill(close, 0) if grad else w[r].masked_fill_(close, 0)
+        p += xa[:, r] @ block
+        p[:, r] += xa @ block.T
+        direct = direct.index_add(0, i + start, term).index_add(0, j, -term)
+    return centred * p[-1, :, None] - p[:-1].T + direct
 
 
 def safe(x: torch.Tensor) -> DistanceResult:

@@ -18,8 +18,12 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from gradviz.gui.lab.session import RunSession
 
-#: Start the import this long after showing the window even if no paint was seen (ms).
-_LOAD_ANYWAY_MS = 500
+#: Start the import this long after showing the window even if no paint was seen (ms). Long
+#: enough for a busy machine's first paint: torch's import holds the GIL for whole seconds
+#: (its extension's initialisation), and a window that has not painted by then stays black
+#: until it ends (seen at a load average of 6: shown, import started 0.5 s later, painted
+#: only as the import let go).
+_LOAD_ANYWAY_MS = 3000
 
 
 class StartupWatch(QObject):

@@ -35,3 +35,11 @@ def test_window_is_on_screen_quickly(figures):
 def test_start_up_as_a_user_sees_it(figures, moment):
     row = figures["startup"][moment]
     assert row["seconds"] <= row["target_s"], f"{moment}: {row['seconds']:.2f} s"
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("moment", list(gui.BUSY_STARTUP_TARGETS))
+def test_start_up_beside_two_cpu_bound_processes_meets_its_targets(figures, moment):
+    row = figures["startup_busy"][moment]
+    load = figures["startup_busy"]["load_average_1min"]
+    assert row["seconds"] <= row["target_s"], f"{moment}: {row['seconds']:.2f} s at load {load:.1f}"

@@ -1,5 +1,7 @@
 """Distance-matrix methods: values against float64 references, gradients, the NaN cases."""
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
@@ -154,6 +156,62 @@ def test_safe_float32_gradient_of_a_fit_matches_float64_reference():
     torch.testing.assert_close(
         x32.grad.double(), x64.grad, rtol=1e-4, atol=1e-4 * x64.grad.abs().max()
     )
+
+
+def exact_pair_gradient(x: torch.Tensor, upstream: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """(N, D) float64: sum_j (W_ij + W_ji) (x_i - x_j), W = upstream / d (0 on the diagonal),
+    summed in exact rational arithmetic from the float64 inputs, rounded once at the end;
+    and (N, D) the same sums of absolute terms (the scale an ulp is measured against)."""
+    w = upstream / d
+    w.fill_diagonal_(0)
+    xs = [[Fraction(v) for v in row] for row in x.tolist()]
+    ws = [[Fraction(v) for v in row] for row in w.tolist()]
+    n, dim = x.shape
+    terms = [
+        [[(ws[i][j] + ws[j][i]) * (xs[i][k] - xs[j][k]) for j in range(n)] for k in range(dim)]
+        for i in range(n)
+    ]
+    exact = [[float(sum(t)) for t in row] for row in terms]
+    scale = [[float(sum(abs(v) for v in t)) for t in row] for row in terms]
+    return torch.tensor(exact, dtype=torch.float64), torch.tensor(scale, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("gap", [1e-8, 1e-6])
+def test_safe_float64_gradient_of_pairs_far_closer_than_their_scale_is_exact_to_a_few_ulps(gap):
+    # At scale 1000, the products x * rowsum(S) - S @ x cancel 1e11 and more for a pair 1e-8
+    # apart: 1.2e-5 relative error before (1.6e-7 at 1e-6).
+    x = 1000.0 * seeded(16, 3, seed=4, dtype=torch.float64)
+    x[1] = x[0] + gap * torch.tensor([0.6, 0.8, 0.0], dtype=torch.float64)
+    x[9] = x[5] - gap * torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    upstream = seeded(16, 16, seed=5, dtype=torch.float64)
+    xr = x.clone().requires_grad_()
+    d = pairwise_distances(xr, "safe").distances
+    (grad,) = torch.autograd.grad(d, xr, upstream)
+    exact, scale = exact_pair_gradient(x, upstream, d.detach())
+    ulps = (grad - exact).abs() / (scale * torch.finfo(torch.float64).eps)
+    assert ulps.max() <= 4
+    close_rows = exact[[0, 1, 5, 9]]  # dominated by the close pair's own term
+    relative = (grad[[0, 1, 5, 9]] - close_rows).norm(dim=1) / close_rows.norm(dim=1)
+    assert relative.max() <= 1e-14
+
+
+def test_safe_float64_gradient_is_the_same_when_its_pairs_are_split_in_row_blocks(monkeypatch):
+    import gradviz.core.distances as distances
+
+    x = 1000.0 * seeded(40, 3, seed=6, dtype=torch.float64)
+    x[20:] = x[:20] + 1e-7 * seeded(20, 3, seed=7, dtype=torch.float64)
+    upstream = seeded(40, 40, seed=8, dtype=torch.float64)
+
+    def gradient():
+        xr = x.clone().requires_grad_()
+        return torch.autograd.grad(pairwise_distances(xr, "safe").distances, xr, upstream)[0]
+
+    whole = gradient()
+    monkeypatch.setattr(distances, "_FLOAT64_BLOCK_ENTRIES", 3 * 40)  # blocks of 3 rows
+    blocked = gradient()
+    exact, scale = exact_pair_gradient(x, upstream, pairwise_distances(x).distances)
+    for grad in (whole, blocked):
+        assert ((grad - exact).abs() / (scale * torch.finfo(torch.float64).eps)).max() <= 4
 
 
 def test_safe_passes_gradcheck_in_float64_with_a_coincident_pair():

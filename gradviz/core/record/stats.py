@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from gradviz.core.diagnostics import classify_tensor
+from gradviz.core.record import decades
 from gradviz.core.record import layout as L
 
 #: Largest side of a recorded per-entry health image (bigger matrices are downsampled).
@@ -59,45 +60,23 @@ class Workspace:
         return self._offsets[1]
 
 
-def histogram_bins(values: torch.Tensor, workspace: Workspace | None = None) -> torch.Tensor:
+def histogram_bins(
+    values: torch.Tensor, workspace: Workspace | None = None, finite: bool = False
+) -> torch.Tensor:
     """Bin index (int32, flat) of each entry of ``values`` in the layout's fixed bins.
 
     With k = floor(log10|g|) - LOWEST_DECADE + 1 (1 .. DECADES for finite non-zero values,
-    DECADES + 1 for an infinity, 0 for zero, whose log10 is -Inf), the bin is
-    ZERO_BIN + k with the sign of g: zero lands on ZERO_BIN, NaN on NAN_BIN, the
-    infinities one past the outermost finite bins (NEG_INF_BIN, POS_INF_BIN). A handful of
-    in-place passes, no boolean selection (slow on the CPU). With a ``workspace`` the
-    result is one of its buffers (valid until the next call with it).
+    DECADES + 1 for an infinity, 0 for zero), the bin is ZERO_BIN + k with the sign of g:
+    zero lands on ZERO_BIN, NaN on NAN_BIN, the infinities one past the outermost finite
+    bins (NEG_INF_BIN, POS_INF_BIN). Read from the floats' bits (``decades``: the same
+    cost for zeros, subnormals and normals, bitwise the bins of log10). Values other than
+    float64 are binned as float32. With a ``workspace`` the result is one of its buffers
+    (valid until the next call with it); ``finite`` True says no entry is NaN or Inf.
     """
     flat = values.detach().reshape(-1)
     if flat.dtype != torch.float64:
         flat = flat.to(torch.float32)
-        if workspace is not None:
-            decade = workspace.take(flat.numel(), torch.float32, flat.device, "decade")
-            torch.abs(flat, out=decade).log10_()
-        else:
-            decade = torch.log10(flat.abs())
-        # float32 tops out at 3.4e38: only Inf reaches decade 39.
-    else:
-        decade = torch.log10(flat.abs().clamp_max_(10.0 ** (L.HIGHEST_DECADE - 1)))
-        decade += torch.isinf(flat)  # float64 can exceed 1e39 and stay finite
-    return _bins_from_log10(decade, flat, workspace)
-
-
-def _bins_from_log10(
-    decade: torch.Tensor, flat: torch.Tensor, workspace: Workspace | None
-) -> torch.Tensor:
-    """``histogram_bins`` from log10|g| (``decade``, overwritten) and g (``flat``)."""
-    # Subnormal float32 reaches 1e-45 (k = 1): only an exact zero falls below, to k = 0.
-    decade.floor_().clamp_(L.LOWEST_DECADE - 1, L.HIGHEST_DECADE)
-    decade -= L.LOWEST_DECADE - 1
-    decade.copysign_(flat)
-    decade += L.ZERO_BIN
-    decade.nan_to_num_(float(L.NAN_BIN))
-    if workspace is None:
-        return decade.to(torch.int32)
-    bins = workspace.take(decade.numel(), torch.int32, decade.device, "bins")
-    return bins.copy_(decade)  # whole numbers: the cast is exact
+    return decades.bins_from_bits(flat, workspace, may_be_nan=not finite)
 
 
 def gradient_rows(
@@ -191,15 +170,9 @@ def _fused_rows(
         torch.nan_to_num(flat, nan=0.0, posinf=0.0, neginf=0.0, out=clean)
     pieces = clean.split(sizes)
     grad_norm = norms(pieces)
-    if known_finite and dtype == torch.float32:
-        # |g| once: its largest entries, then in place its log10 for the histogram.
-        decade = torch.abs(flat, out=workspace.take(n, dtype, device, "decade"))
-        max_abs = _each_max(decade.split(sizes)).to(torch.float64)
-        bins = _bins_from_log10(decade.log10_(), flat, workspace)
-    else:
-        magnitude = torch.abs(clean, out=workspace.take(n, dtype, device, "magnitude"))
-        max_abs = _each_max(magnitude.split(sizes)).to(torch.float64)
-        bins = histogram_bins(flat, workspace)
+    magnitude = torch.abs(clean, out=workspace.take(n, dtype, device, "absolute"))
+    max_abs = _each_max(magnitude.split(sizes)).to(torch.float64)
+    bins = histogram_bins(flat, workspace, finite=known_finite)
     first_bad = torch.zeros(len(grads), dtype=torch.float64, device=device)
     if not known_finite:
         for t, (c, g) in enumerate(zip(pieces, flat.split(sizes))):
