@@ -1,8 +1,9 @@
 """gradviz: see gradients of distance matrices and per-input Jacobians, live.
 
-The library face: ``pairwise_distances``, ``stop_gradient``, ``per_input_jacobians`` and
-``watch`` (a recorder for your own training loop). They are imported on first use, so
-``import gradviz`` stays light (no torch until one is used, never Qt).
+The library face: ``pairwise_distances``, ``stop_gradient``, ``per_input_jacobians``,
+``watch`` (a recorder for your own training loop), and ``trace_nonfinite`` / ``find_origin``
+(where a NaN or Inf started: operation, module, source line and cause). They are imported
+on first use, so ``import gradviz`` stays light (no torch until one is used, never Qt).
 """
 
 __version__ = "0.1.0"
@@ -15,6 +16,8 @@ _LAZY = {
     "watch": "gradviz.core.record.recorder",
     "Recorder": "gradviz.core.record.recorder",
     "Reader": "gradviz.core.record.reader",
+    "trace_nonfinite": "gradviz.core.origin.tracer",
+    "find_origin": "gradviz.core.origin.tracer",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -1,0 +1,283 @@
+"""``trace_nonfinite``: watch every floating result of every aten operation of a block
+(forward, backward and optimizer step) and name where the first non-finite value started.
+
+A ``TorchDispatchMode`` sees each operation below autograd, so the backward's operations
+are seen too while ``.backward()`` runs inside the block. It never changes a value and
+never raises: a result is tested with one sum (a NaN or Inf anywhere makes it non-finite)
+and searched entry by entry only on suspicion. Non-finite values are followed by their
+storage, so a NaN made later is traced back to the Inf that started it.
+
+Which value is the origin:
+
+- where a NaN appeared, the start of its chain: the operation that made the Inf it came
+  from, or the NaN-making operation itself, or the input it came from (phase "input");
+- where only Inf appeared, the first operation that made it from finite values (or the
+  input it came from);
+- infinities written on purpose (``masked_fill(mask, -inf)``, ``torch.full(..., inf)``)
+  start nothing by themselves: a clean transformer with masked attention reports None,
+  a softmax over a fully masked row reports the softmax.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from gradviz.core.origin import inspect_values as V
+from gradviz.core.origin.causes import cause_of, spread_sentence
+from gradviz.core.origin.provenance import ModuleTracker, NodeMap, storage_key, user_source
+from gradviz.core.origin.result import Event, Origin
+
+#: Events kept after the origin (how it spread).
+MAX_EVENTS = 8
+#: Non-finite entries listed per event.
+MAX_INDICES = 4
+
+_current_node = torch._C._current_autograd_node
+
+
+class _Chain:
+    """Where a non-finite value started: the event, and whether it was meant (a constant)."""
+
+    __slots__ = ("event", "scalars", "node", "tensor", "constant")
+
+    def __init__(self, event: Event, scalars=(), node=None, tensor="", constant=False):
+        self.event, self.scalars, self.node = event, scalars, node
+        self.tensor, self.constant = tensor, constant
+
+
+class NonfiniteTracer(TorchDispatchMode):
+    """The dispatch mode behind ``trace_nonfinite``; ``origin`` and ``events`` after it."""
+
+    def __init__(self, max_events: int = MAX_EVENTS, skip_gradviz: bool = True) -> None:
+        super().__init__()
+        self.max_events = max_events
+        self.skip_gradviz = skip_gradviz
+        self.modules = ModuleTracker()
+        self.nodes = NodeMap()
+        self.events: list[Event] = []
+        self._plans: dict[Any, tuple[bool, tuple[int, ...]] | None] = {}
+        self._chains: dict[int, _Chain] = {}  # storage key -> where its non-finite values began
+        self._first_made: _Chain | None = None  # first computed Inf / input seen
+        self._nan: tuple[_Chain, _Chain] | None = None  # (first NaN event, its chain start)
+        self._optimizer = 0
+        self._optimizer_hooks: list = []
+        self._done = False
+
+    # ---- arming ---------------------------------------------------------------------------------
+    def __enter__(self):
+        self.modules.install()
+        self._optimizer_hooks = [
+            register_optimizer_step_pre_hook(self._on_optimizer_pre),
+            register_optimizer_step_post_hook(self._on_optimizer_post),
+        ]
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self.modules.remove()
+            for handle in self._optimizer_hooks:
+                handle.remove()
+            self._optimizer_hooks = []
+
+    def _on_optimizer_pre(self, *_args) -> None:
+        self._optimizer += 1
+
+    def _on_optimizer_post(self, *_args) -> None:
+        self._optimizer = max(0, self._optimizer - 1)
+
+    # ---- every operation ------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        node = _current_node()
+        if node is None and not self._optimizer:
+            number = self.nodes.changed()
+            if number is not None:  # a forward op that made an autograd node: remember where
+                self.nodes.remember(number, (self.modules.current, user_source(self.skip_gradviz)))
+        out = func(*args, **kwargs)
+        if self._done:
+            return out
+        # Never raise into the user's step: an operation that cannot be checked stays unchecked.
+        with contextlib.suppress(Exception):
+            self._check(func, args, kwargs, out, node)
+        return out
+
+    def _check(self, func, args, kwargs, out, node) -> None:
+        plan = self._plan(func)
+        if plan is None:
+            return
+        check_out, written = plan
+        results = tree_flatten(out)[0] if check_out else []
+        results += [args[i] for i in written if i < len(args)]
+        for t in results:
+            if _floating(t) and not V.looks_finite(t):
+                bad = V.nonfinite_mask(t)
+                if bad is not None:
+                    self._on_nonfinite(func, args, kwargs, t, bad, node, written)
+
+    def _plan(self, func):
+        """(check the returned tensors, positions of arguments written in place), cached per
+        operation; None for an operation that can make nothing new (a view)."""
+        if func in self._plans:
+            return self._plans[func]
+        schema = func._schema
+        written = tuple(
+            i
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        )
+        fresh = any(r.alias_info is None for r in schema.returns)
+        plan = (fresh, written) if (fresh or written) else None
+        self._plans[func] = plan
+        return plan
+
+    # ---- a non-finite result --------------------------------------------------------------------
+    def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
+        phase, module, source = self._where(node)
+        kind, count, flat = V.describe(out, bad, MAX_INDICES)
+        flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
+        tensors = [a for i, a in enumerate(flat_inputs) if _floating(a) and a is not out]
+        scalars = tuple(float(a) for a in flat_inputs if isinstance(a, float))
+        in_bad = [t for t in tensors if not V.looks_finite(t) and V.nonfinite_mask(t) is not None]
+        prior = self._chains.get(storage_key(out)) if written else None
+        event = Event(
+            phase=phase,
+            op=str(func),
+            node=None if node is None else node.name(),
+            module=module,
+            source=source,
+            kind=kind,
+            count=count,
+            numel=out.numel(),
+            indices=tuple(V.unravel(flat, out.shape)),
+            inputs=tuple(V.values_at(t, out.shape, flat) for t in tensors),
+            dtype=str(out.dtype).removeprefix("torch."),
+        )
+        tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
+        here = _Chain(event, scalars, node, tensor)
+        made_nan = kind == "nan" or V.has_nan(out)
+        chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
+        start = next((c for c in chains if c is not None), None)
+        if start is None and in_bad:
+            start = self._input_chain(in_bad[0], event)
+        if start is None:  # made here, from finite values (or written on purpose)
+            constant = any(not math.isfinite(s) for s in scalars) or not tensors
+            here.constant = constant and phase not in ("optimizer", "backward")
+            start = here
+        self._chains[storage_key(out)] = start
+        if made_nan and not any(V.has_nan(t) for t in in_bad) and self._nan is None:
+            self._nan = (here, start)
+        elif self._first_made is None and not start.constant:
+            self._first_made = start
+        if (self._nan or self._first_made) and start.event is not event:
+            self.events.append(event)
+        if self._nan is not None and len(self.events) >= self.max_events:
+            self._done = True  # the story is told: the rest runs untouched
+
+    def _input_chain(self, t: torch.Tensor, consumer: Event) -> _Chain:
+        """A non-finite tensor no traced operation made: it came in from outside."""
+        bad = V.nonfinite_mask(t)
+        kind, count, flat = V.describe(t, bad, MAX_INDICES)
+        event = Event(
+            phase="input",
+            op=consumer.op,
+            node=consumer.node,
+            module=consumer.module,
+            source=consumer.source,
+            kind=kind,
+            count=count,
+            numel=t.numel(),
+            indices=tuple(V.unravel(flat, t.shape)),
+            inputs=(),
+            dtype=str(t.dtype).removeprefix("torch."),
+        )
+        return _Chain(event, tensor=self.modules.tensor_name(t) or "")
+
+    def _where(self, node) -> tuple[str, str, str]:
+        if node is not None:
+            module, source = self.nodes.lookup(node)
+            return "backward", module, source
+        if self._optimizer:
+            return "optimizer", "", user_source(self.skip_gradviz)
+        return "forward", self.modules.current, user_source(self.skip_gradviz)
+
+    # ---- the answer -----------------------------------------------------------------------------
+    @property
+    def origin(self) -> Origin | None:
+        """Where the first non-finite value started, or None (see the module docstring)."""
+        then = None
+        if self._nan is not None:
+            nan_here, start = self._nan
+            if start.constant or start is nan_here:
+                chosen = nan_here
+            else:
+                chosen, then = start, nan_here
+        elif self._first_made is not None:
+            chosen = self._first_made
+        else:
+            return None
+        code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, chosen.tensor)
+        spread = ""
+        if then is not None:
+            spread, then_text = cause_of(then.event, then.scalars, then.node, then.tensor)
+            sentence += " " + spread_sentence(then_text, then.event)
+        fields = {k: getattr(chosen.event, k) for k in Event.__dataclass_fields__}
+        events = tuple(e for e in self.events if e is not chosen.event)
+        return Origin(
+            **fields,
+            cause=sentence,
+            cause_code=code,
+            spread_code=spread,
+            tensor=chosen.tensor,
+            events=events,
+        )
+
+
+def _floating(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0
+
+
+class trace_nonfinite:  # noqa: N801 (used as a function: ``with gradviz.trace_nonfinite()``)
+    """``with gradviz.trace_nonfinite() as t:`` around any code; then ``t.origin`` (None
+    or an Origin) and ``t.events`` (the first few operations after it that made or received
+    non-finite values). Never changes a value, never raises; costs a sum per result.
+    """
+
+    def __init__(self, max_events: int = MAX_EVENTS, *, skip_gradviz: bool = True) -> None:
+        self._mode = NonfiniteTracer(max_events, skip_gradviz)
+
+    def __enter__(self) -> trace_nonfinite:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+
+    @property
+    def origin(self) -> Origin | None:
+        return self._mode.origin
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        origin = self.origin
+        return origin.events if origin is not None else ()
+
+
+def find_origin(step: Callable[..., Any], *args, **kwargs) -> Origin | None:
+    """Run ``step(*args, **kwargs)`` once under ``trace_nonfinite`` and return the origin
+    (for replaying a saved batch and checkpoint). An exception from ``step`` propagates."""
+    with trace_nonfinite() as t:
+        step(*args, **kwargs)
+    return t.origin
