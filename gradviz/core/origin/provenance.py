@@ -9,6 +9,7 @@ of the Python stack that lies outside torch and gradviz.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -57,6 +58,7 @@ def user_source(skip_gradviz: bool = True) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=4096)
 def _short(path: str) -> str:
     """A path relative to the working directory when it lies below it, else as given."""
     try:

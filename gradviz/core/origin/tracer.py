@@ -20,7 +20,6 @@ Which value is the origin:
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -66,7 +65,7 @@ class NonfiniteTracer(TorchDispatchMode):
         self.modules = ModuleTracker()
         self.nodes = NodeMap()
         self.events: list[Event] = []
-        self._plans: dict[Any, tuple[bool, tuple[int, ...]] | None] = {}
+        self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
         self._chains: dict[int, _Chain] = {}  # storage key -> where its non-finite values began
         self._first_made: _Chain | None = None  # first computed Inf / input seen
         self._nan: tuple[_Chain, _Chain] | None = None  # (first NaN event, its chain start)
@@ -109,39 +108,23 @@ class NonfiniteTracer(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self._done:
             return out
-        # Never raise into the user's step: an operation that cannot be checked stays unchecked.
-        with contextlib.suppress(Exception):
-            self._check(func, args, kwargs, out, node)
-        return out
-
-    def _check(self, func, args, kwargs, out, node) -> None:
-        plan = self._plan(func)
+        plan = self._plans.get(id(func), _UNPLANNED)  # ids: operations live for the process
+        if plan is _UNPLANNED:
+            plan = self._plans[id(func)] = _plan(func)
         if plan is None:
-            return
-        check_out, written = plan
-        results = tree_flatten(out)[0] if check_out else []
-        results += [args[i] for i in written if i < len(args)]
-        for t in results:
-            if _floating(t) and not V.looks_finite(t):
-                bad = V.nonfinite_mask(t)
-                if bad is not None:
-                    self._on_nonfinite(func, args, kwargs, t, bad, node, written)
-
-    def _plan(self, func):
-        """(check the returned tensors, positions of arguments written in place), cached per
-        operation; None for an operation that can make nothing new (a view)."""
-        if func in self._plans:
-            return self._plans[func]
-        schema = func._schema
-        written = tuple(
-            i
-            for i, a in enumerate(schema.arguments)
-            if a.alias_info is not None and a.alias_info.is_write
-        )
-        fresh = any(r.alias_info is None for r in schema.returns)
-        plan = (fresh, written) if (fresh or written) else None
-        self._plans[func] = plan
-        return plan
+            return out
+        try:
+            results = (
+                (out,) if type(out) is torch.Tensor and not plan[1] else _results(out, args, plan)
+            )
+            for t in results:
+                if t.is_floating_point() and t.numel() and not V.looks_finite(t):
+                    bad = V.nonfinite_mask(t)
+                    if bad is not None:
+                        self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
+        except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
+            pass
+        return out
 
     # ---- a non-finite result --------------------------------------------------------------------
     def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
@@ -243,6 +226,36 @@ class NonfiniteTracer(TorchDispatchMode):
             tensor=chosen.tensor,
             events=events,
         )
+
+
+_UNPLANNED = object()
+
+
+def _plan(func) -> tuple[bool, tuple[int, ...]] | None:
+    """(check the returned tensors, positions of arguments written in place) of an
+    operation; None for one that can make nothing new (a view of its input)."""
+    schema = func._schema
+    written = tuple(
+        i
+        for i, a in enumerate(schema.arguments)
+        if a.alias_info is not None and a.alias_info.is_write
+    )
+    fresh = any(r.alias_info is None for r in schema.returns)
+    return (fresh, written) if (fresh or written) else None
+
+
+def _results(out, args, plan) -> list[torch.Tensor]:
+    """The tensors an operation made or wrote (lists of a foreach operation flattened)."""
+    fresh, written = plan
+    found = []
+    items = ([out] if isinstance(out, torch.Tensor) else list(out or ())) if fresh else []
+    items += [args[i] for i in written if i < len(args)]
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, (list, tuple)):
+            found += [t for t in item if isinstance(t, torch.Tensor)]
+    return found
 
 
 def _floating(t) -> bool:
