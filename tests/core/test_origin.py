@@ -27,9 +27,13 @@ def line(marker: str) -> str:
 
 
 def traced(step, *args):
+    """The origin of ``step(*args)``, asked while its result is still held (a non-finite
+    value that nothing holds any more was masked away and started nothing)."""
     with trace_nonfinite() as t:
-        step(*args)
-    return t.origin
+        result = step(*args)
+    origin = t.origin
+    del result
+    return origin
 
 
 # ---- the seed: the naive distance matrix ---------------------------------------------------------
@@ -80,11 +84,24 @@ class LogLoss(nn.Module):
 
 def test_log_of_zero_is_named_in_the_forward():
     p = torch.tensor([0.5, 0.0, 0.25], requires_grad=True)
-    origin = traced(lambda: LogLoss()(p).backward())
+
+    def step():
+        loss = LogLoss()(p)
+        loss.backward()
+        return loss
+
+    origin = traced(step)
     assert (origin.phase, origin.op, origin.node) == ("forward", "aten.log.default", None)
     assert origin.module == "" and origin.source == line("log")
     assert origin.cause_code == "log_of_zero" and origin.kind == "-inf"
     assert origin.indices == ((1,),) and origin.inputs == ((0.0,),)
+
+
+def test_log_at_zero_in_the_backward_is_named_when_the_forward_value_was_dropped():
+    p = torch.tensor([0.5, 0.0], requires_grad=True)
+    origin = traced(lambda: LogLoss()(p).backward())  # the -Inf loss is not kept: the grad is
+    assert (origin.phase, origin.node, origin.source) == ("backward", "LogBackward0", line("log"))
+    assert origin.cause_code == "log_of_zero" and p.grad[1] == -math.inf
 
 
 def test_log_of_a_negative_number_is_nan_in_the_forward():
@@ -378,3 +395,16 @@ def test_the_tracer_never_raises_and_leaves_no_hooks_behind():
     from torch.nn.modules import module as m
 
     assert not m._global_forward_hooks and not m._global_forward_pre_hooks
+
+
+def test_a_nan_made_and_masked_away_inside_a_step_starts_nothing():
+    # gradviz's exact distances divide 0 / 0 on the diagonal in their backward and replace
+    # the NaN at once: every gradient is finite, so there is nothing to report.
+    x = torch.randn(8, 3, requires_grad=True)
+
+    def step():
+        loss = gradviz.pairwise_distances(x).square().mean()
+        loss.backward()
+        return loss
+
+    assert traced(step) is None and torch.isfinite(x.grad).all()

@@ -55,6 +55,11 @@ def cause_of(
             f"{_n(event.count, 'entry', 'entries')} (0 / 0 = NaN where that gradient is 0); "
             "keep x = 0 out of the sqrt (mask it before the sqrt, or add a small epsilon)."
         )
+    if event.node is not None and event.node.startswith("LogBackward"):
+        return "log_of_zero", (
+            "log at 0 in the backward: the derivative of log(x), 1 / x, is infinite at x = 0 "
+            "(clamp its input to a small positive value)."
+        )
     if base in ("sqrt", "rsqrt") and any(v < 0 for v in values):
         return "domain", f"sqrt of a negative number ({_lowest(values)}) is NaN."
     if base in _LOG:

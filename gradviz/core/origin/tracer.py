@@ -21,6 +21,7 @@ Which value is the origin:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
 )
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten
 
 from gradviz.core.origin import inspect_values as V
@@ -41,18 +42,45 @@ from gradviz.core.origin.result import Event, Origin
 MAX_EVENTS = 8
 #: Non-finite entries listed per event.
 MAX_INDICES = 4
+#: Tensors followed per chain of non-finite values (beyond: it has spread, it lasts).
+MAX_CARRIERS = 64
+#: Chains remembered per trace (interval).
+MAX_CHAINS = 256
 
 _current_node = torch._C._current_autograd_node
 
 
 class _Chain:
-    """Where a non-finite value started: the event, and whether it was meant (a constant)."""
+    """Where non-finite values started (an event), the tensors that carry them now (weak
+    references, a bounded number) and the first few events of their spread. A chain whose
+    carriers are all gone, or all finite again, was masked away and started nothing."""
 
-    __slots__ = ("event", "scalars", "node", "tensor", "constant")
+    __slots__ = ("event", "scalars", "node", "tensor", "constant", "carriers", "spread", "events")
 
     def __init__(self, event: Event, scalars=(), node=None, tensor="", constant=False):
         self.event, self.scalars, self.node = event, scalars, node
         self.tensor, self.constant = tensor, constant
+        self.carriers: list[weakref.ref] = []
+        self.spread = False  # carried by more tensors than are followed: certainly alive
+        self.events: list[Event] = []
+
+    def carry(self, t: torch.Tensor) -> None:
+        if self.spread:
+            return
+        if len(self.carriers) >= MAX_CARRIERS:
+            self.spread, self.carriers = True, []
+            return
+        self.carriers.append(weakref.ref(t))
+
+    def alive(self) -> bool:
+        """Some tensor still holds its non-finite values (call with the mode off)."""
+        if self.spread:
+            return True
+        for ref in self.carriers:
+            t = ref()
+            if t is not None and not V.looks_finite(t) and V.nonfinite_mask(t) is not None:
+                return True
+        return False
 
 
 class NonfiniteTracer(TorchDispatchMode):
@@ -64,14 +92,20 @@ class NonfiniteTracer(TorchDispatchMode):
         self.skip_gradviz = skip_gradviz
         self.modules = ModuleTracker()
         self.nodes = NodeMap()
-        self.events: list[Event] = []
         self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
         self._chains: dict[int, _Chain] = {}  # storage key -> where its non-finite values began
-        self._first_made: _Chain | None = None  # first computed Inf / input seen
-        self._nan: tuple[_Chain, _Chain] | None = None  # (first NaN event, its chain start)
+        self._made: list[_Chain] = []  # chains started by computed values or inputs, in order
+        self._nans: list[tuple[_Chain, _Chain]] = []  # (an op that made NaN, its chain's start)
         self._optimizer = 0
         self._optimizer_hooks: list = []
         self._done = False
+
+    def reset(self) -> None:
+        """Forget what was seen (the mode stays armed): the next interval starts afresh."""
+        self._chains.clear()
+        self._made, self._nans = [], []
+        self._done = False
+        self.nodes.clear()
 
     # ---- arming ---------------------------------------------------------------------------------
     def __enter__(self):
@@ -111,7 +145,11 @@ class NonfiniteTracer(TorchDispatchMode):
         plan = self._plans.get(id(func), _UNPLANNED)  # ids: operations live for the process
         if plan is _UNPLANNED:
             plan = self._plans[id(func)] = _plan(func)
-        if plan is None:
+        if plan is None:  # a view: it carries whatever its base carries (x.grad is a detach)
+            if self._chains and type(out) is torch.Tensor:
+                chain = self._chains.get(storage_key(out))
+                if chain is not None:
+                    chain.carry(out)
             return out
         try:
             results = (
@@ -122,6 +160,8 @@ class NonfiniteTracer(TorchDispatchMode):
                     bad = V.nonfinite_mask(t)
                     if bad is not None:
                         self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
+                elif plan[1] and self._chains:  # written finite again: no longer a carrier
+                    self._chains.pop(storage_key(t), None)
         except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
             pass
         return out
@@ -153,6 +193,7 @@ class NonfiniteTracer(TorchDispatchMode):
         made_nan = kind == "nan" or V.has_nan(out)
         chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
+        fresh = start is None
         if start is None and in_bad:
             start = self._input_chain(in_bad[0], event)
         if start is None:  # made here, from finite values (or written on purpose)
@@ -160,14 +201,16 @@ class NonfiniteTracer(TorchDispatchMode):
             here.constant = constant and phase not in ("optimizer", "backward")
             start = here
         self._chains[storage_key(out)] = start
-        if made_nan and not any(V.has_nan(t) for t in in_bad) and self._nan is None:
-            self._nan = (here, start)
-        elif self._first_made is None and not start.constant:
-            self._first_made = start
-        if (self._nan or self._first_made) and start.event is not event:
-            self.events.append(event)
-        if self._nan is not None and len(self.events) >= self.max_events:
-            self._done = True  # the story is told: the rest runs untouched
+        start.carry(out)
+        if fresh and not start.constant and len(self._made) < MAX_CHAINS:
+            self._made.append(start)
+        if made_nan and not any(V.has_nan(t) for t in in_bad) and len(self._nans) < MAX_CHAINS:
+            self._nans.append((here, start))
+        if start.event is not event and len(start.events) < self.max_events:
+            start.events.append(event)
+        first = self._nans[0][1] if self._nans else None
+        if first is not None and first.spread and len(first.events) >= self.max_events:
+            self._done = True  # the story is told and cannot be undone: the rest runs untouched
 
     def _input_chain(self, t: torch.Tensor, consumer: Event) -> _Chain:
         """A non-finite tensor no traced operation made: it came in from outside."""
@@ -199,17 +242,23 @@ class NonfiniteTracer(TorchDispatchMode):
     # ---- the answer -----------------------------------------------------------------------------
     @property
     def origin(self) -> Origin | None:
-        """Where the first non-finite value started, or None (see the module docstring)."""
-        then = None
-        if self._nan is not None:
-            nan_here, start = self._nan
-            if start.constant or start is nan_here:
-                chosen = nan_here
-            else:
-                chosen, then = start, nan_here
-        elif self._first_made is not None:
-            chosen = self._first_made
+        """Where the first non-finite value that lasted started, or None (see the module
+        docstring)."""
+        with _disable_current_modes():  # our own checks must not be traced
+            return self._origin()
+
+    def _origin(self) -> Origin | None:
+        chosen = then = None
+        for nan_here, start in self._nans:
+            if start.alive():
+                chosen = nan_here if start.constant or start is nan_here else start
+                then = None if chosen is nan_here else nan_here
+                events = start.events
+                break
         else:
+            chosen = next((c for c in self._made if c.alive()), None)
+            events = chosen.events if chosen is not None else []
+        if chosen is None:
             return None
         code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, chosen.tensor)
         spread = ""
@@ -217,14 +266,13 @@ class NonfiniteTracer(TorchDispatchMode):
             spread, then_text = cause_of(then.event, then.scalars, then.node, then.tensor)
             sentence += " " + spread_sentence(then_text, then.event)
         fields = {k: getattr(chosen.event, k) for k in Event.__dataclass_fields__}
-        events = tuple(e for e in self.events if e is not chosen.event)
         return Origin(
             **fields,
             cause=sentence,
             cause_code=code,
             spread_code=spread,
             tensor=chosen.tensor,
-            events=events,
+            events=tuple(e for e in events if e is not chosen.event),
         )
 
 
@@ -292,5 +340,7 @@ def find_origin(step: Callable[..., Any], *args, **kwargs) -> Origin | None:
     """Run ``step(*args, **kwargs)`` once under ``trace_nonfinite`` and return the origin
     (for replaying a saved batch and checkpoint). An exception from ``step`` propagates."""
     with trace_nonfinite() as t:
-        step(*args, **kwargs)
-    return t.origin
+        result = step(*args, **kwargs)
+    origin = t.origin  # while ``result`` still holds what the step returned
+    del result
+    return origin

@@ -11,6 +11,7 @@ synchronisation): the first non-finite step is still named exactly, with its ten
 from __future__ import annotations
 
 import atexit
+import contextlib
 import math
 import os
 import threading
@@ -35,6 +36,12 @@ UPDATE_COPY_LIMIT_BYTES = 1 << 29
 #: Up to this size the copies are kept from one recorded step to the next and refilled
 #: (no allocation per step); above it each recorded step makes and drops its own.
 KEEP_COPIES_LIMIT_BYTES = 1 << 26
+#: Called as ``listener(recorder, step)`` at every logged step, before it is read
+#: (``gradviz diagnose`` re-arms its tracer there).
+STEP_LISTENERS: list = []
+#: Context-manager factories under which the recorder does its own work (``gradviz
+#: diagnose`` pauses its tracer there: the recorder's sums are not the user's).
+UNTRACED: list = []
 
 
 @dataclass
@@ -157,7 +164,8 @@ class Recorder:
         """Write the last step and mark the recording complete."""
         if self.closed:
             return
-        self._finish_pending()
+        with _untraced():
+            self._finish_pending()
         self._writer.close()
         for handle in self._hooks:
             handle.remove()
@@ -179,6 +187,12 @@ class Recorder:
     # ---- one step ------------------------------------------------------------------------------
     def _on_step(self, loss, step: int | None) -> None:
         number = self._count if step is None else int(step)
+        for listener in STEP_LISTENERS:
+            listener(self, number)
+        with _untraced():
+            self._record_step(loss, number)
+
+    def _record_step(self, loss, number: int) -> None:
         self._finish_pending()
         names = list(self._named)
         grads = [self._gradient(name) for name in names]
@@ -411,6 +425,10 @@ def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _untraced():
+    return UNTRACED[-1]() if UNTRACED else contextlib.nullcontext()
 
 
 def _close_at_exit(recorder: weakref.ref) -> None:
