@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 
 import torch
 from torch import nn
@@ -41,11 +42,12 @@ def _is_internal(code, skip_gradviz: bool) -> bool:
     return known
 
 
-def user_source(skip_gradviz: bool = True) -> str:
-    """``"path/to/file.py:LINE"`` of the innermost frame outside torch and gradviz ("" when
-    every frame is inside them; ``skip_gradviz=False`` counts gradviz's own computations,
-    such as the lab's distance methods, as the user's). The forward of a custom
-    ``autograd.Function`` is passed over for the line that called its ``apply``."""
+def user_source(skip_gradviz: bool = True) -> tuple[str, str]:
+    """(``"path/to/file.py:LINE"``, function name) of the innermost frame outside torch
+    and gradviz (empty when every frame is inside them; ``skip_gradviz=False`` counts
+    gradviz's own computations, such as the lab's distance methods, as the user's). The
+    forward of a custom ``autograd.Function`` is passed over for the line that called its
+    ``apply``."""
     frame = sys._getframe(1)
     while frame is not None:
         if not _is_internal(frame.f_code, skip_gradviz):
@@ -53,9 +55,9 @@ def user_source(skip_gradviz: bool = True) -> str:
             if caller is not None and caller.f_code.co_filename == _FUNCTION_PY:
                 frame = caller  # inside Function.forward: report the apply call
                 continue
-            return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}"
+            return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}", frame.f_code.co_name
         frame = frame.f_back
-    return ""
+    return "", ""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -78,6 +80,7 @@ class ModuleTracker:
     """
 
     def __init__(self) -> None:
+        self._thread = threading.get_ident()  # the global hooks fire in every thread: follow one
         self._stack: list[str] = []
         self._names: dict[int, str] = {}  # id(module) -> dotted name, for the roots seen
         self._roots: list[nn.Module] = []  # kept alive so that the ids stay theirs
@@ -89,6 +92,7 @@ class ModuleTracker:
         return self._stack[-1] if self._stack else ""
 
     def install(self) -> None:
+        self._thread = threading.get_ident()
         self._handles = [
             register_module_forward_pre_hook(self._on_pre),
             register_module_forward_hook(self._on_post, always_call=True),
@@ -105,6 +109,8 @@ class ModuleTracker:
         return self._tensors.get(storage_key(t))
 
     def _on_pre(self, module: nn.Module, _args) -> None:
+        if threading.get_ident() != self._thread:
+            return
         name = self._names.get(id(module))
         if name is None:
             if self._stack:  # a module outside the root's tree, called from inside it
@@ -115,7 +121,7 @@ class ModuleTracker:
         self._stack.append(name)
 
     def _on_post(self, _module: nn.Module, _args, _output) -> None:
-        if self._stack:
+        if self._stack and threading.get_ident() == self._thread:
             self._stack.pop()
 
     def _add_root(self, root: nn.Module) -> None:
@@ -134,7 +140,7 @@ def storage_key(t: torch.Tensor) -> int:
 
 
 class NodeMap:
-    """Autograd node -> (module, source) of the forward operation that created it.
+    """Autograd node -> (module, source, function) of the forward operation that created it.
 
     Inside a dispatch mode the node of the running forward operation does not exist yet
     on the output (autograd sets ``grad_fn`` after the mode returns), but it has been
@@ -149,7 +155,7 @@ class NodeMap:
     LIMIT = 1_000_000
 
     def __init__(self) -> None:
-        self._where: dict[int, tuple[str, str]] = {}
+        self._where: dict[int, tuple[str, str, str]] = {}
         self._last = -1
 
     def changed(self) -> int | None:
@@ -160,18 +166,18 @@ class NodeMap:
         self._last = number
         return number
 
-    def remember(self, number: int, where: tuple[str, str]) -> None:
+    def remember(self, number: int, where: tuple[str, str, str]) -> None:
         if len(self._where) >= self.LIMIT:
             self._where.clear()
         self._where.setdefault(number, where)
 
-    def lookup(self, node) -> tuple[str, str]:
-        """(module, source) of the forward call that made ``node`` (("", "") if unseen)."""
+    def lookup(self, node) -> tuple[str, str, str]:
+        """(module, source, function) of the forward call that made ``node`` (empty if unseen)."""
         try:
             number = node._sequence_nr()
         except (AttributeError, RuntimeError):
-            return "", ""
-        return self._where.get(number + 1, ("", ""))
+            return "", "", ""
+        return self._where.get(number + 1, ("", "", ""))
 
     def clear(self) -> None:
         self._where.clear()

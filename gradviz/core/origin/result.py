@@ -22,6 +22,7 @@ class Event:
     node: str | None  # the autograd node running it ("SqrtBackward0"); None outside backward
     module: str  # dotted path of the innermost module ("" outside any module)
     source: str  # "train.py:42", the user's line (for a backward op: its forward call)
+    function: str  # the function that line is in ("naive")
     kind: str  # "nan", "inf" or "-inf": the first non-finite entry's kind
     count: int  # non-finite entries of the output
     numel: int  # entries of the output

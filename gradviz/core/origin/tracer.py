@@ -21,6 +21,7 @@ Which value is the origin:
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -97,6 +98,7 @@ class NonfiniteTracer(TorchDispatchMode):
         self._made: list[_Chain] = []  # chains started by computed values or inputs, in order
         self._nans: list[tuple[_Chain, _Chain]] = []  # (an op that made NaN, its chain's start)
         self._optimizer = 0
+        self._thread = threading.get_ident()
         self._optimizer_hooks: list = []
         self._done = False
 
@@ -109,6 +111,7 @@ class NonfiniteTracer(TorchDispatchMode):
 
     # ---- arming ---------------------------------------------------------------------------------
     def __enter__(self):
+        self._thread = threading.get_ident()
         self.modules.install()
         self._optimizer_hooks = [
             register_optimizer_step_pre_hook(self._on_optimizer_pre),
@@ -126,10 +129,12 @@ class NonfiniteTracer(TorchDispatchMode):
             self._optimizer_hooks = []
 
     def _on_optimizer_pre(self, *_args) -> None:
-        self._optimizer += 1
+        if threading.get_ident() == self._thread:  # the hooks are global: this thread only
+            self._optimizer += 1
 
     def _on_optimizer_post(self, *_args) -> None:
-        self._optimizer = max(0, self._optimizer - 1)
+        if threading.get_ident() == self._thread:
+            self._optimizer = max(0, self._optimizer - 1)
 
     # ---- every operation ------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -138,7 +143,7 @@ class NonfiniteTracer(TorchDispatchMode):
         if node is None and not self._optimizer:
             number = self.nodes.changed()
             if number is not None:  # a forward op that made an autograd node: remember where
-                self.nodes.remember(number, (self.modules.current, user_source(self.skip_gradviz)))
+                self.nodes.remember(number, (self.modules.current, *user_source(self.skip_gradviz)))
         out = func(*args, **kwargs)
         if self._done:
             return out
@@ -168,7 +173,7 @@ class NonfiniteTracer(TorchDispatchMode):
 
     # ---- a non-finite result --------------------------------------------------------------------
     def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
-        phase, module, source = self._where(node)
+        phase, module, source, function = self._where(node)
         kind, count, flat = V.describe(out, bad, MAX_INDICES)
         flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
         tensors = [a for i, a in enumerate(flat_inputs) if _floating(a) and a is not out]
@@ -181,6 +186,7 @@ class NonfiniteTracer(TorchDispatchMode):
             node=None if node is None else node.name(),
             module=module,
             source=source,
+            function=function,
             kind=kind,
             count=count,
             numel=out.numel(),
@@ -222,6 +228,7 @@ class NonfiniteTracer(TorchDispatchMode):
             node=consumer.node,
             module=consumer.module,
             source=consumer.source,
+            function=consumer.function,
             kind=kind,
             count=count,
             numel=t.numel(),
@@ -231,13 +238,13 @@ class NonfiniteTracer(TorchDispatchMode):
         )
         return _Chain(event, tensor=self.modules.tensor_name(t) or "")
 
-    def _where(self, node) -> tuple[str, str, str]:
+    def _where(self, node) -> tuple[str, str, str, str]:
+        """(phase, module, source, function) of the operation running now."""
         if node is not None:
-            module, source = self.nodes.lookup(node)
-            return "backward", module, source
+            return ("backward", *self.nodes.lookup(node))
         if self._optimizer:
-            return "optimizer", "", user_source(self.skip_gradviz)
-        return "forward", self.modules.current, user_source(self.skip_gradviz)
+            return ("optimizer", "", *user_source(self.skip_gradviz))
+        return ("forward", self.modules.current, *user_source(self.skip_gradviz))
 
     # ---- the answer -----------------------------------------------------------------------------
     @property
