@@ -42,7 +42,8 @@ def cause_of(
             f"The optimizer's update of {_tensor_words(tensor)} overflowed {event.dtype} to "
             f"{_kind_words(event.kind)}{step}: the learning rate is too large for these values."
         )
-    if node is not None and isinstance(node, torch.autograd.function.BackwardCFunction):
+    custom = isinstance(node, torch.autograd.function.BackwardCFunction)
+    if custom and all(math.isfinite(v) for row in event.inputs if row for v in row):
         name = type(node).__name__.removesuffix("Backward")
         return "custom_backward", (
             f"The backward of the custom autograd.Function {name} made "

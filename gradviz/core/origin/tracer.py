@@ -165,8 +165,8 @@ class NonfiniteTracer(TorchDispatchMode):
                     bad = V.nonfinite_mask(t)
                     if bad is not None:
                         self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
-                elif plan[1] and self._chains:  # written finite again: no longer a carrier
-                    self._chains.pop(storage_key(t), None)
+                elif plan[1] and self._chains and _whole_storage(t):
+                    self._chains.pop(storage_key(t), None)  # all finite again: carries nothing
         except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
             pass
         return out
@@ -303,7 +303,11 @@ def _results(out, args, plan) -> list[torch.Tensor]:
     """The tensors an operation made or wrote (lists of a foreach operation flattened)."""
     fresh, written = plan
     found = []
-    items = ([out] if isinstance(out, torch.Tensor) else list(out or ())) if fresh else []
+    items = []
+    if fresh and isinstance(out, torch.Tensor):
+        items.append(out)
+    elif fresh and isinstance(out, (list, tuple)):
+        items += out
     items += [args[i] for i in written if i < len(args)]
     for item in items:
         if isinstance(item, torch.Tensor):
@@ -311,6 +315,14 @@ def _results(out, args, plan) -> list[torch.Tensor]:
         elif isinstance(item, (list, tuple)):
             found += [t for t in item if isinstance(t, torch.Tensor)]
     return found
+
+
+def _whole_storage(t: torch.Tensor) -> bool:
+    """Whether ``t`` covers its whole storage (a view such as a diagonal does not)."""
+    try:
+        return t.numel() * t.element_size() == t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _floating(t) -> bool:
