@@ -77,6 +77,8 @@ def _inspect_recording(args) -> int:
             f"  first non-finite gradient: step {first['step']}, {first['tensor']}"
             f" (rank {first['rank']}), {first['kind']} at flat index {first['index']}"
         )
+        if first.get("origin"):
+            print(f"  where it started: {first['origin']['cause']}")
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))
     return 0

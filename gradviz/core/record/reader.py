@@ -212,9 +212,17 @@ class Reader:
             "images": sorted({n for s in streams for n in s.image_names()}),
             "first_nonfinite": None
             if first is None
-            else {k: first[k] for k in ("step", "tensor", "index", "kind", "rank")},
+            else {
+                k: first[k]
+                for k in ("step", "tensor", "index", "kind", "rank", "origin")
+                if k in first
+            },
             "bytes": _size_on_disk(self.path),
         }
+
+
+#: What ``summary()["first_nonfinite"]`` holds ("origin": watch's module-level origin).
+_FIRST_KEYS = ("step", "tensor", "index", "kind", "rank", "origin")
 
 
 def _size_on_disk(path: Path) -> int:

@@ -72,6 +72,7 @@ class Recorder:
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         source: str = "watch",
         meta: dict | None = None,
+        origin: bool = True,
     ) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise GradvizError(f"every must be a whole number >= 1, got {every!r}.")
@@ -87,6 +88,12 @@ class Recorder:
         self._frozen = False  # the tensor list is fixed at the first recorded step
         self._seen_bad = False
         self._probe = probe
+        self._module_origin = None  # per-step module-level origin (core.origin.modules)
+        self._origin_found: dict | None = None  # the first one seen, with its step
+        if origin and self._module is not None:
+            from gradviz.core.origin.modules import ModuleOrigin
+
+            self._module_origin = ModuleOrigin(self._module)
         if probe is not None and self._module is None:
             raise GradvizError("probe= needs an nn.Module target (its Jacobians are recorded).")
         self.every = every
@@ -169,6 +176,8 @@ class Recorder:
         self._writer.close()
         for handle in self._hooks:
             handle.remove()
+        if self._module_origin is not None:
+            self._module_origin.remove()
         if self._optimizer_hook is not None:
             self._optimizer_hook.remove()
         self.closed = True
@@ -197,11 +206,24 @@ class Recorder:
         names = list(self._named)
         grads = [self._gradient(name) for name in names]
         bad_now = self._check_finite(grads, number)
+        self._note_module_origin(number)
         if self._wants(bad_now):
             self._pending = self._gather(number, loss, names, grads)
         self._captured.clear()
         self._last_step = number
         self._count += 1
+
+    def _note_module_origin(self, number: int) -> None:
+        """Remember the first step's module-level origin (read on the CPU at every step, on
+        an accelerator at the steps of the interval, which synchronise anyway)."""
+        if self._module_origin is None:
+            return
+        read = self._origin_found is None and (
+            self.device.type == "cpu" or self._count % self.interval == 0
+        )
+        found = self._module_origin.step_end(read=read)
+        if found is not None:
+            self._origin_found = {**found, "step": number}
 
     def _wants(self, bad_now: bool) -> bool:
         """Record this step? Every interval-th step and every non-finite one within the
@@ -326,7 +348,15 @@ class Recorder:
         return list(copies)
 
     def _first_nonfinite(self, step: int, names, rows: np.ndarray, first_bad) -> dict | None:
-        """The run's first non-finite gradient as far as this recorded step tells."""
+        """The run's first non-finite gradient as far as this recorded step tells, with the
+        module-level origin where one was seen by then."""
+        first = self._first_nonfinite_gradient(step, names, rows, first_bad)
+        found = self._origin_found
+        if first is not None and found is not None and found["step"] <= first["step"]:
+            first["origin"] = {k: found[k] for k in ("phase", "module", "op", "cause", "step")}
+        return first
+
+    def _first_nonfinite_gradient(self, step: int, names, rows, first_bad) -> dict | None:
         if first_bad[0] < 0:
             return None
         tensor = names[int(first_bad[1])]
@@ -384,6 +414,7 @@ def watch(
     optimizer: torch.optim.Optimizer | None = None,
     probe: torch.Tensor | None = None,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    origin: bool = True,
 ) -> Recorder:
     """Record the gradients of ``target`` into a new recording directory at ``path``.
 
@@ -394,7 +425,10 @@ def watch(
     steps (and every step with a non-finite gradient), within ``budget_bytes`` per rank:
     the interval doubles as the budget fills. ``probe`` (a batch of inputs) adds the
     model's per-input Jacobians at each recorded step. Under ``torch.distributed`` every
-    rank writes its own stream into the same recording.
+    rank writes its own stream into the same recording. ``origin`` (for a module target)
+    also checks, every step, the finiteness of each module's output and of the gradient
+    reaching it, so that the first non-finite step names the module whose forward or
+    backward made it (``first_nonfinite["origin"]``).
 
     >>> with gradviz.watch(model, "run1") as rec:
     ...     for x, y in data:
@@ -404,7 +438,13 @@ def watch(
     ...         opt.step()
     """
     return Recorder(
-        target, path, every=every, optimizer=optimizer, probe=probe, budget_bytes=budget_bytes
+        target,
+        path,
+        every=every,
+        optimizer=optimizer,
+        probe=probe,
+        budget_bytes=budget_bytes,
+        origin=origin,
     )
 
 
