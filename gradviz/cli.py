@@ -157,7 +157,7 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--suite",
         default="all",
-        choices=["all", "distances", "jacobians", "gui", "watch", "memory"],
+        choices=["all", "distances", "jacobians", "gui", "watch", "memory", "origin"],
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")

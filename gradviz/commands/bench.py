@@ -13,7 +13,7 @@ from types import ModuleType
 
 from gradviz.core.errors import GradvizError
 
-SUITES = ("distances", "jacobians", "gui", "watch", "memory")
+SUITES = ("distances", "jacobians", "gui", "watch", "memory", "origin")
 
 
 def run(args) -> int:

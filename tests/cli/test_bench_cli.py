@@ -73,7 +73,9 @@ def test_all_suites_skips_the_unavailable_ones_with_a_note(monkeypatch, capsys):
     fake = types.ModuleType("gradviz.bench.distances")
     fake.run = lambda repeats, quick, emit: calls.append((repeats, quick)) or {"ok": True}
     # Every other suite is unavailable (the real memory suite alone takes 20 s).
-    _without_suites(monkeypatch, {"jacobians", "gui", "watch", "memory"}, {"distances": fake})
+    _without_suites(
+        monkeypatch, {"jacobians", "gui", "watch", "memory", "origin"}, {"distances": fake}
+    )
     assert main(["bench", "--quick", "--repeats", "2", "--json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])

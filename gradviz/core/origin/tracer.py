@@ -98,6 +98,7 @@ class NonfiniteTracer(TorchDispatchMode):
         self._made: list[_Chain] = []  # chains started by computed values or inputs, in order
         self._nans: list[tuple[_Chain, _Chain]] = []  # (an op that made NaN, its chain's start)
         self._optimizer = 0
+        self._parameters: set[int] = set()  # ids of the tensors optimizers update
         self._thread = threading.get_ident()
         self._optimizer_hooks: list = []
         self._done = False
@@ -128,13 +129,21 @@ class NonfiniteTracer(TorchDispatchMode):
                 handle.remove()
             self._optimizer_hooks = []
 
-    def _on_optimizer_pre(self, *_args) -> None:
+    def _on_optimizer_pre(self, optimizer, *_args) -> None:
         if threading.get_ident() == self._thread:  # the hooks are global: this thread only
             self._optimizer += 1
+            self._parameters.update(id(p) for g in optimizer.param_groups for p in g["params"])
 
     def _on_optimizer_post(self, *_args) -> None:
         if threading.get_ident() == self._thread:
             self._optimizer = max(0, self._optimizer - 1)
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in a dynamo-disabling wrapper by default,
+        # which costs microseconds per operation (a third of the tracer's cost on a
+        # transformer step); the tracer runs eagerly, so it does without.
+        return False
 
     # ---- every operation ------------------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -156,6 +165,12 @@ class NonfiniteTracer(TorchDispatchMode):
                 if chain is not None:
                     chain.carry(out)
             return out
+        if plan is _PASS_THROUGH:  # cannot make a non-finite value from finite ones
+            if self._chains and type(out) is torch.Tensor:
+                self._carry_through(args, out)
+            return out
+        if self._optimizer and not self._chains and not self._writes_parameter(args, plan[1]):
+            return out  # the optimizer's state: its overflow shows in the parameter it updates
         try:
             results = (
                 (out,) if type(out) is torch.Tensor and not plan[1] else _results(out, args, plan)
@@ -170,6 +185,25 @@ class NonfiniteTracer(TorchDispatchMode):
         except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
             pass
         return out
+
+    def _carry_through(self, args, out: torch.Tensor) -> None:
+        """``out`` of a copying operation carries the chain of its first input that has one."""
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                chain = self._chains.get(storage_key(a))
+                if chain is not None:
+                    self._chains[storage_key(out)] = chain
+                    chain.carry(out)
+                    return
+
+    def _writes_parameter(self, args, written: tuple[int, ...]) -> bool:
+        for i in written:
+            target = args[i] if i < len(args) else None
+            if isinstance(target, (list, tuple)):
+                target = target[0] if target else None
+            if id(target) in self._parameters:
+                return True
+        return False
 
     # ---- a non-finite result --------------------------------------------------------------------
     def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
@@ -284,12 +318,38 @@ class NonfiniteTracer(TorchDispatchMode):
 
 
 _UNPLANNED = object()
+_PASS_THROUGH = object()
+#: Operations whose floating outputs are copies, selections or zeros of their inputs: they
+#: cannot turn finite values into NaN or Inf, so they are not tested (a chain that exists
+#: is carried through them).
+_COPIES = frozenset(
+    {
+        "aten::clone",
+        "aten::_unsafe_view",
+        "aten::relu",
+        "aten::threshold_backward",
+        "aten::select_backward",
+        "aten::slice_backward",
+        "aten::zeros_like",
+        "aten::ones_like",
+        "aten::zeros",
+        "aten::ones",
+        "aten::empty_like",
+        "aten::empty",
+        "aten::new_zeros",
+        "aten::new_empty",
+        "aten::detach",
+        "aten::lift_fresh",
+    }
+)
 
 
 def _plan(func) -> tuple[bool, tuple[int, ...]] | None:
     """(check the returned tensors, positions of arguments written in place) of an
     operation; None for one that can make nothing new (a view of its input)."""
     schema = func._schema
+    if schema.name in _COPIES:
+        return _PASS_THROUGH
     written = tuple(
         i
         for i, a in enumerate(schema.arguments)
