@@ -234,8 +234,8 @@ class NonfiniteTracer(TorchDispatchMode):
         chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
         fresh = start is None
-        if start is None and in_bad:
-            start = self._input_chain(in_bad[0], event)
+        if start is None and in_bad and phase != "optimizer":
+            start = self._input_chain(in_bad[0], event)  # (an optimizer's state is not followed)
         if start is None:  # made here, from finite values (or written on purpose)
             constant = any(not math.isfinite(s) for s in scalars) or not tensors
             here.constant = constant and phase not in ("optimizer", "backward")
