@@ -408,3 +408,19 @@ def test_a_nan_made_and_masked_away_inside_a_step_starts_nothing():
         return loss
 
     assert traced(step) is None and torch.isfinite(x.grad).all()
+
+
+def test_another_threads_operations_and_modules_are_not_traced():
+    import threading
+
+    def elsewhere():
+        LogLoss()(torch.zeros(2))  # -Inf, in a thread the trace does not follow
+
+    x = torch.ones(2)
+    with trace_nonfinite() as t:
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()
+        y = MeanOfSelected()(x, torch.zeros(2))  # divide
+    assert t.origin.source == line("divide") and t.origin.module == ""
+    del y
