@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,52 +35,25 @@ from torch.utils._pytree import tree_flatten
 
 from gradviz.core.origin import inspect_values as V
 from gradviz.core.origin.causes import cause_of, spread_sentence
+from gradviz.core.origin.chains import Chain
+from gradviz.core.origin.plans import (
+    PASS_THROUGH,
+    UNPLANNED,
+    floating,
+    plan_of,
+    results_of,
+    whole_storage,
+)
 from gradviz.core.origin.provenance import ModuleTracker, NodeMap, storage_key, user_source
 from gradviz.core.origin.result import Event, Origin
 
 #: Events kept after the origin (how it spread).
 MAX_EVENTS = 8
 #: Non-finite entries listed per event.
-MAX_INDICES = 4
-#: Tensors followed per chain of non-finite values (beyond: it has spread, it lasts).
-MAX_CARRIERS = 64
-#: Chains remembered per trace (interval).
+MAX_INDICES = 4  #: Chains remembered per trace (interval).
 MAX_CHAINS = 256
 
 _current_node = torch._C._current_autograd_node
-
-
-class _Chain:
-    """Where non-finite values started (an event), the tensors that carry them now (weak
-    references, a bounded number) and the first few events of their spread. A chain whose
-    carriers are all gone, or all finite again, was masked away and started nothing."""
-
-    __slots__ = ("event", "scalars", "node", "tensor", "constant", "carriers", "spread", "events")
-
-    def __init__(self, event: Event, scalars=(), node=None, tensor="", constant=False):
-        self.event, self.scalars, self.node = event, scalars, node
-        self.tensor, self.constant = tensor, constant
-        self.carriers: list[weakref.ref] = []
-        self.spread = False  # carried by more tensors than are followed: certainly alive
-        self.events: list[Event] = []
-
-    def carry(self, t: torch.Tensor) -> None:
-        if self.spread:
-            return
-        if len(self.carriers) >= MAX_CARRIERS:
-            self.spread, self.carriers = True, []
-            return
-        self.carriers.append(weakref.ref(t))
-
-    def alive(self) -> bool:
-        """Some tensor still holds its non-finite values (call with the mode off)."""
-        if self.spread:
-            return True
-        for ref in self.carriers:
-            t = ref()
-            if t is not None and not V.looks_finite(t) and V.nonfinite_mask(t) is not None:
-                return True
-        return False
 
 
 class NonfiniteTracer(TorchDispatchMode):
@@ -94,9 +66,9 @@ class NonfiniteTracer(TorchDispatchMode):
         self.modules = ModuleTracker()
         self.nodes = NodeMap()
         self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
-        self._chains: dict[int, _Chain] = {}  # storage key -> where its non-finite values began
-        self._made: list[_Chain] = []  # chains started by computed values or inputs, in order
-        self._nans: list[tuple[_Chain, _Chain]] = []  # (an op that made NaN, its chain's start)
+        self._chains: dict[int, Chain] = {}  # storage key -> where its non-finite values began
+        self._made: list[Chain] = []  # chains started by computed values or inputs, in order
+        self._nans: list[tuple[Chain, Chain]] = []  # (an op that made NaN, its chain's start)
         self._optimizer = 0
         self._parameters: set[int] = set()  # ids of the tensors optimizers update
         self._thread = threading.get_ident()
@@ -156,16 +128,16 @@ class NonfiniteTracer(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self._done:
             return out
-        plan = self._plans.get(id(func), _UNPLANNED)  # ids: operations live for the process
-        if plan is _UNPLANNED:
-            plan = self._plans[id(func)] = _plan(func)
+        plan = self._plans.get(id(func), UNPLANNED)  # ids: operations live for the process
+        if plan is UNPLANNED:
+            plan = self._plans[id(func)] = plan_of(func)
         if plan is None:  # a view: it carries whatever its base carries (x.grad is a detach)
             if self._chains and type(out) is torch.Tensor:
                 chain = self._chains.get(storage_key(out))
                 if chain is not None:
                     chain.carry(out)
             return out
-        if plan is _PASS_THROUGH:  # cannot make a non-finite value from finite ones
+        if plan is PASS_THROUGH:  # cannot make a non-finite value from finite ones
             if self._chains and type(out) is torch.Tensor:
                 self._carry_through(args, out)
             return out
@@ -173,14 +145,14 @@ class NonfiniteTracer(TorchDispatchMode):
             return out  # the optimizer's state: its overflow shows in the parameter it updates
         try:
             results = (
-                (out,) if type(out) is torch.Tensor and not plan[1] else _results(out, args, plan)
+                (out,) if type(out) is torch.Tensor and not plan[1] else results_of(out, args, plan)
             )
             for t in results:
                 if t.is_floating_point() and t.numel() and not V.looks_finite(t):
                     bad = V.nonfinite_mask(t)
                     if bad is not None:
                         self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
-                elif plan[1] and self._chains and _whole_storage(t):
+                elif plan[1] and self._chains and whole_storage(t):
                     self._chains.pop(storage_key(t), None)  # all finite again: carries nothing
         except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
             pass
@@ -210,7 +182,7 @@ class NonfiniteTracer(TorchDispatchMode):
         phase, module, source, function = self._where(node)
         kind, count, flat = V.describe(out, bad, MAX_INDICES)
         flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
-        tensors = [a for i, a in enumerate(flat_inputs) if _floating(a) and a is not out]
+        tensors = [a for i, a in enumerate(flat_inputs) if floating(a) and a is not out]
         scalars = tuple(float(a) for a in flat_inputs if isinstance(a, float))
         in_bad = [t for t in tensors if not V.looks_finite(t) and V.nonfinite_mask(t) is not None]
         prior = self._chains.get(storage_key(out)) if written else None
@@ -229,7 +201,7 @@ class NonfiniteTracer(TorchDispatchMode):
             dtype=str(out.dtype).removeprefix("torch."),
         )
         tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
-        here = _Chain(event, scalars, node, tensor)
+        here = Chain(event, scalars, node, tensor)
         made_nan = kind == "nan" or V.has_nan(out)
         chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
@@ -252,7 +224,7 @@ class NonfiniteTracer(TorchDispatchMode):
         if first is not None and first.spread and len(first.events) >= self.max_events:
             self._done = True  # the story is told and cannot be undone: the rest runs untouched
 
-    def _input_chain(self, t: torch.Tensor, consumer: Event) -> _Chain:
+    def _input_chain(self, t: torch.Tensor, consumer: Event) -> Chain:
         """A non-finite tensor no traced operation made: it came in from outside."""
         bad = V.nonfinite_mask(t)
         kind, count, flat = V.describe(t, bad, MAX_INDICES)
@@ -270,7 +242,7 @@ class NonfiniteTracer(TorchDispatchMode):
             inputs=(),
             dtype=str(t.dtype).removeprefix("torch."),
         )
-        return _Chain(event, tensor=self.modules.tensor_name(t) or "")
+        return Chain(event, tensor=self.modules.tensor_name(t) or "")
 
     def _where(self, node) -> tuple[str, str, str, str]:
         """(phase, module, source, function) of the operation running now."""
@@ -315,78 +287,6 @@ class NonfiniteTracer(TorchDispatchMode):
             tensor=chosen.tensor,
             events=tuple(e for e in events if e is not chosen.event),
         )
-
-
-_UNPLANNED = object()
-_PASS_THROUGH = object()
-#: Operations whose floating outputs are copies, selections or zeros of their inputs: they
-#: cannot turn finite values into NaN or Inf, so they are not tested (a chain that exists
-#: is carried through them).
-_COPIES = frozenset(
-    {
-        "aten::clone",
-        "aten::_unsafe_view",
-        "aten::relu",
-        "aten::threshold_backward",
-        "aten::select_backward",
-        "aten::slice_backward",
-        "aten::zeros_like",
-        "aten::ones_like",
-        "aten::zeros",
-        "aten::ones",
-        "aten::empty_like",
-        "aten::empty",
-        "aten::new_zeros",
-        "aten::new_empty",
-        "aten::detach",
-        "aten::lift_fresh",
-    }
-)
-
-
-def _plan(func) -> tuple[bool, tuple[int, ...]] | None:
-    """(check the returned tensors, positions of arguments written in place) of an
-    operation; None for one that can make nothing new (a view of its input)."""
-    schema = func._schema
-    if schema.name in _COPIES:
-        return _PASS_THROUGH
-    written = tuple(
-        i
-        for i, a in enumerate(schema.arguments)
-        if a.alias_info is not None and a.alias_info.is_write
-    )
-    fresh = any(r.alias_info is None for r in schema.returns)
-    return (fresh, written) if (fresh or written) else None
-
-
-def _results(out, args, plan) -> list[torch.Tensor]:
-    """The tensors an operation made or wrote (lists of a foreach operation flattened)."""
-    fresh, written = plan
-    found = []
-    items = []
-    if fresh and isinstance(out, torch.Tensor):
-        items.append(out)
-    elif fresh and isinstance(out, (list, tuple)):
-        items += out
-    items += [args[i] for i in written if i < len(args)]
-    for item in items:
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, (list, tuple)):
-            found += [t for t in item if isinstance(t, torch.Tensor)]
-    return found
-
-
-def _whole_storage(t: torch.Tensor) -> bool:
-    """Whether ``t`` covers its whole storage (a view such as a diagonal does not)."""
-    try:
-        return t.numel() * t.element_size() == t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError):
-        return False
-
-
-def _floating(t) -> bool:
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0
 
 
 class trace_nonfinite:  # noqa: N801 (used as a function: ``with gradviz.trace_nonfinite()``)
