@@ -31,6 +31,7 @@ class ModuleOrigin:
         self._root = model
         self._sums: list[torch.Tensor] = []
         self._where: list[tuple[str, str]] = []  # (phase, module) of each sum
+        self._last_output: torch.Tensor | None = None  # the output summed last
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
             self._handles.append(m.register_forward_hook(self._on_output))
@@ -48,7 +49,10 @@ class ModuleOrigin:
     def _on_output(self, module, _args, output) -> None:
         name = self._names.get(id(module), type(module).__name__)
         for t in output if isinstance(output, (tuple, list)) else (output,):
-            if _floating(t):
+            if _floating(t) and t is not self._last_output:
+                # A container returning its last child's output: that tensor is summed once,
+                # under the innermost module that made it.
+                self._last_output = t
                 self._add("forward", name, t)
                 if t.requires_grad:
                     t.register_hook(self._gradient_hook(name))
@@ -68,7 +72,7 @@ class ModuleOrigin:
 
     def step_end(self, read: bool = True) -> dict | None:
         sums, where = self._sums, self._where
-        self._sums, self._where = [], []
+        self._sums, self._where, self._last_output = [], [], None
         if not sums:
             return None
         if not read:
