@@ -1,7 +1,8 @@
 """The module-level origin ``gradviz.watch`` checks at every step, cheaply.
 
-Forward hooks on each submodule of the watched model take one sum of its output (and of
-the root's inputs), and a hook on each output tensor one sum of the gradient reaching it.
+Forward hooks on the watched model's computing submodules (not containers, dropout,
+pooling and the like) take one sum of their output (and of the root's inputs), and a hook
+on each output tensor one sum of the gradient reaching it.
 The sums stay on the device; at the end of a step (``rec.log``) one stacked finiteness test
 says whether any of them went non-finite, and the first one in execution order names the
 module: its forward made the value, or (for a gradient) the backward of the module that
@@ -14,6 +15,24 @@ import math
 
 import torch
 from torch import nn
+
+#: Modules that only select, move or zero values (no NaN or Inf of their own making) and
+#: containers: not hooked, because a hook costs every call of a module microseconds.
+_PASSIVE = (
+    nn.Sequential,
+    nn.ModuleList,
+    nn.ModuleDict,
+    nn.Identity,
+    nn.Flatten,
+    nn.Unflatten,
+    nn.ReLU,
+    nn.modules.dropout._DropoutNd,
+    nn.modules.pooling._MaxPoolNd,
+    nn.modules.pooling._AdaptiveMaxPoolNd,
+)
+
+
+_HALF = (torch.float16, torch.bfloat16)
 
 
 class ModuleOrigin:
@@ -34,7 +53,8 @@ class ModuleOrigin:
         self._last_output: torch.Tensor | None = None  # the output summed last
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
-            self._handles.append(m.register_forward_hook(self._on_output))
+            if m is model or not isinstance(m, _PASSIVE):
+                self._handles.append(m.register_forward_hook(self._on_output))
 
     def remove(self) -> None:
         for handle in self._handles:
@@ -65,9 +85,8 @@ class ModuleOrigin:
         return hook
 
     def _add(self, phase: str, name: str, t: torch.Tensor) -> None:
-        with torch.no_grad():
-            total = t.detach().sum(dtype=torch.float32)
-        self._sums.append(total)
+        t = t.detach()  # (a sum of a detached tensor records no graph)
+        self._sums.append(t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum())
         self._where.append((phase, name))
 
     def step_end(self, read: bool = True) -> dict | None:
@@ -78,7 +97,7 @@ class ModuleOrigin:
         if not read:
             return None
         device = sums[0].device
-        values = torch.stack([s.to(device) for s in sums]).tolist()  # the one read
+        values = torch.stack([s.to(device, torch.float32) for s in sums]).tolist()  # one read
         for k, value in enumerate(values):
             if not math.isfinite(value):
                 return _origin(k, where, value)
