@@ -1,9 +1,10 @@
 """gradviz: see gradients of distance matrices and per-input Jacobians, live.
 
-The library face: ``pairwise_distances``, ``stop_gradient``, ``per_input_jacobians`` and
+The library face: ``pairwise_distances``, ``stop_gradient``, ``per_input_jacobians``,
 ``watch`` (a recorder for your own training loop, with ``wrap_comm_hook`` for DDP models
-that have their own communication hook). They are imported on first use, so
-``import gradviz`` stays light (no torch until one is used, never Qt).
+that have their own communication hook), and ``trace_nonfinite`` / ``find_origin`` (where a
+NaN or Inf started: operation, module, source line and cause). They are imported on first
+use, so ``import gradviz`` stays light (no torch until one is used, never Qt).
 """
 
 __version__ = "0.1.0"
@@ -17,6 +18,8 @@ _LAZY = {
     "Recorder": "gradviz.core.record.recorder",
     "Reader": "gradviz.core.record.reader",
     "wrap_comm_hook": "gradviz.core.record.ddp",
+    "trace_nonfinite": "gradviz.core.origin.tracer",
+    "find_origin": "gradviz.core.origin.tracer",
 }
 
 __all__ = ["__version__", *_LAZY]

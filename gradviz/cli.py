@@ -1,4 +1,5 @@
-"""The front door: ``gradviz`` (= ``gradviz gui``), ``fit``, ``jacobian``, ``inspect``, ``bench``.
+"""The front door: ``gradviz`` (= ``gradviz gui``), ``fit``, ``jacobian``, ``inspect``, ``bench``,
+``diagnose``.
 
 Each subcommand lives in ``gradviz.commands.<name>`` and is imported only when chosen, so
 ``gradviz --help`` stays instant. A GradvizError becomes one sentence on stderr and exit 2.
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_jacobian(sub)
     _add_inspect(sub)
     _add_bench(sub)
+    _add_diagnose(sub)
     return parser
 
 
@@ -195,12 +197,22 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--suite",
         default="all",
-        choices=["all", "distances", "jacobians", "gui", "watch", "ddp", "memory"],
+        choices=["all", "distances", "jacobians", "gui", "watch", "ddp", "memory", "origin"],
         help="which measurements to run",
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def _add_diagnose(sub) -> None:
+    p = sub.add_parser(
+        "diagnose",
+        help="run a training script with the NaN tracer armed; say where its first NaN began",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.add_argument("script", metavar="SCRIPT.py", help="the script, run as __main__")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
 
 
 def main(argv: list[str] | None = None) -> int:

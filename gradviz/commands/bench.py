@@ -12,7 +12,7 @@ from types import ModuleType
 from gradviz.commands.output import print_json
 from gradviz.core.errors import GradvizError
 
-SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory")
+SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory", "origin")
 
 
 def run(args) -> int:

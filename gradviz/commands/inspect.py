@@ -107,6 +107,9 @@ def recording_lines(summary: dict) -> list[str]:
         *_skipped_lines(summary["skipped_steps"]),
         f"  first non-finite gradient: {_first_words(summary['first_nonfinite'])}",
     ]
+    origin = (summary["first_nonfinite"] or {}).get("origin")
+    if origin:  # watch(origin=True) recorded where the first non-finite value started
+        lines.append(f"  where it started: {origin['cause']}")
     if len(per_rank) > 1:
         for r in per_rank:
             state = "complete" if r["complete"] else "not complete"

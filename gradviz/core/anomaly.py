@@ -1,47 +1,33 @@
-"""Diagnose: re-run one step of a distance fit under ``torch.autograd.detect_anomaly`` and
-name the operation that made the NaN, with the forward call that created it.
+"""Diagnose: re-run one step of a distance fit under gradviz's non-finite tracer and name
+the operation that made the first NaN or Inf, with its module, source line, entries and cause.
 
 The desktop app's Diagnose action calls this from its worker for the pinned first-NaN step.
-Two things are reported:
+The step (forward, backward and optimizer update) runs under ``core.origin``'s
+``trace_nonfinite``, which reports where the first non-finite value started:
 
-- the backward: the first autograd node whose backward returned NaN (``SqrtBackward0``)
-  and the forward traceback torch recorded for it;
-- the forward: the first torch operation that turned finite inputs into a non-finite
-  output (``torch.sqrt`` of a negative Gram square, ``torch.cdist`` overflowing), found with
-  a ``torch.overrides.TorchFunctionMode``, because when the forward pass is already NaN the
-  backward's first NaN is only the loss's.
+- in the backward: the autograd node running the operation (``SqrtBackward0``) and the
+  forward call that created it (``torch.sqrt`` in ``gradviz/core/distances.py``);
+- in the forward: the first operation that turned finite inputs into a non-finite output
+  (``aten.sqrt`` of a negative Gram square, an overflowing distance).
 
-Anomaly mode is process-wide and slow, so it is switched on only inside ``diagnose_step``,
-for one step; the warnings torch raises meanwhile are captured here and never leak.
-Another thread running autograd at the same time is slowed down (and checked) too: the app
-should pause its other runs while a diagnosis runs.
+The tracer is a dispatch mode of the calling thread only: unlike ``detect_anomaly`` it
+neither raises nor slows other threads' autograd.
 """
 
 from __future__ import annotations
 
+import linecache
 import math
-import os
-import re
-import traceback
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-from torch.overrides import TorchFunctionMode, resolve_name
 
 from gradviz.core.config import FitConfig
 from gradviz.core.errors import GradvizError
 from gradviz.core.fit import DistanceFitRun
 from gradviz.core.snapshot import Snapshot
-
-_NAN_ERROR = re.compile(r"Function '([^']+)' returned nan values in its (\d+)\w* output")
-_TRACE_HEADER = re.compile(r"Error detected in (\S+)\. Traceback of forward call")
-_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
-_ANOMALY_ENABLED = "Anomaly Detection has been enabled"
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 
 
 @dataclass(frozen=True)
@@ -70,7 +56,7 @@ class TraceFrame:
 class OperationTrace:
     """An operation and the call stack that ran it (outermost first, the call itself last)."""
 
-    operation: str  # "SqrtBackward0" (an autograd node) or "torch.sqrt" (a forward function)
+    operation: str  # "SqrtBackward0" (an autograd node) or "aten.sqrt.default" (an operation)
     frames: tuple[TraceFrame, ...]
 
     @property
@@ -84,15 +70,19 @@ class OperationTrace:
 
 @dataclass(frozen=True)
 class AnomalyReport:
-    """What one re-run step showed. ``found`` is False when nothing went non-finite."""
+    """What one re-run step showed. ``found`` is False when nothing went non-finite.
+
+    ``origin`` is the tracer's full answer (core.origin.Origin: phase, op, node, module,
+    source, entries, cause); ``backward`` / ``forward`` say the same as an operation with
+    its source line, for the one of the two phases where it started."""
 
     step: int | None  # the step re-run (0-based), when known
     loss: float  # the loss of that step's forward pass (NaN allowed)
-    backward: OperationTrace | None  # the node whose backward returned NaN, and its forward trace
-    output_index: int | None  # which output of that backward was NaN
-    forward: OperationTrace | None  # the first forward op with finite inputs, non-finite output
-    message: str  # torch's error message ("" when it raised none)
+    backward: OperationTrace | None  # the node whose backward made it, and its forward call
+    forward: OperationTrace | None  # the first op with finite inputs and a non-finite output
+    message: str  # the origin in words ("" when there is none)
     summary: str  # two or three sentences for the Diagnose panel
+    origin: object = None  # core.origin.Origin | None
 
     @property
     def found(self) -> bool:
@@ -184,7 +174,6 @@ def diagnose_first_nonfinite(
             step=None,
             loss=math.nan,
             backward=None,
-            output_index=None,
             forward=None,
             message="",
             summary=f"The run stays finite for all {config.steps} steps: nothing to diagnose.",
@@ -197,135 +186,63 @@ def diagnose_step(
     parameters: Mapping[str, object] | np.ndarray | torch.Tensor | None = None,
     step: int | None = None,
 ) -> AnomalyReport:
-    """Re-run one forward and backward of ``config``'s run under anomaly detection.
+    """Re-run one forward, backward and update of ``config``'s run under the tracer.
 
     ``parameters``: the state to re-run, as from ``pin_parameters`` (name -> array), or an
     (N, D) coordinate array for a run with free coordinates; None re-runs the initial state
     (step 0). ``step`` only labels the report. Raises GradvizError when the parameters do
     not fit the run that ``config`` builds.
     """
+    from gradviz.core.origin import trace_nonfinite
+
     run = DistanceFitRun(config.with_changes(steps=1, stop_on_nan=True, threads=None))
     if parameters is not None:
         _load_parameters(run, parameters)
     elif step is None:
         step = 0
-    loss = run.final_loss()  # forward only, before anomaly mode: the step's loss
-    finder = _FirstNonfiniteForward()
-    message, backward, output_index = "", None, None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            with torch.autograd.detect_anomaly(check_nan=True), finder:
-                run.step()
-        except RuntimeError as exc:
-            match = _NAN_ERROR.search(str(exc))
-            if match is None:
-                raise
-            message, output_index = str(exc), int(match.group(2))
-            backward = OperationTrace(match.group(1), ())
-    traced = _forward_trace_from_warnings(caught)
-    if backward is not None and traced is not None and traced.operation == backward.operation:
-        backward = traced
-    report = AnomalyReport(step, loss, backward, output_index, finder.found, message, "")
+    loss = run.final_loss()  # forward only, before the trace: the step's loss
+    # gradviz's distance methods are the code under study here: their lines are the answer.
+    with trace_nonfinite(skip_gradviz=False) as t:
+        run.step()
+    origin = t.origin  # while ``run`` still holds the step's gradients and parameters
+    backward = forward = None
+    if origin is not None:
+        trace = OperationTrace(origin.node or origin.op, _frames(origin))
+        if origin.phase == "backward":
+            backward = trace
+        else:
+            forward = trace
+    message = origin.words() if origin is not None else ""
+    report = AnomalyReport(step, loss, backward, forward, message, "", origin)
     return _with_summary(report)
 
 
-class _FirstNonfiniteForward(TorchFunctionMode):
-    """Remembers the first torch function, before ``backward``, whose output has a NaN or Inf
-    while none of its tensor inputs has one, with the Python stack that called it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: OperationTrace | None = None
-        self._in_backward = False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = resolve_name(func) or getattr(func, "__name__", repr(func))
-        if name in ("torch.Tensor.backward", "torch.autograd.backward"):
-            self._in_backward = True  # what follows is backward and optimizer, not forward
-        out = func(*args, **kwargs)
-        if (
-            self.found is None
-            and not self._in_backward
-            and _any_nonfinite(out)
-            and not _any_nonfinite((args, kwargs))
-        ):
-            self.found = OperationTrace(name, _caller_frames())
-        return out
-
-
-def _any_nonfinite(data) -> bool:
-    if isinstance(data, torch.Tensor):
-        return (
-            data.is_floating_point() and data.numel() > 0 and not bool(torch.isfinite(data).all())
-        )
-    if isinstance(data, (list, tuple)):
-        return any(_any_nonfinite(item) for item in data)
-    if isinstance(data, dict):
-        return any(_any_nonfinite(item) for item in data.values())
-    return False
-
-
-def _caller_frames() -> tuple[TraceFrame, ...]:
-    """The stack up to the call into torch (torch's own dispatch frames left out)."""
-    stack = traceback.extract_stack()[:-2]  # drop this function and __torch_function__
-    while stack and stack[-1].filename.startswith(_TORCH_DIR):
-        stack.pop()
-    frames = (TraceFrame(f.filename, f.lineno or 0, f.name, (f.line or "").strip()) for f in stack)
-    return _without_this_module(frames)
-
-
-def _forward_trace_from_warnings(caught: list[warnings.WarningMessage]) -> OperationTrace | None:
-    """Parse torch's "Error detected in X. Traceback of forward call ..." warning; re-issue
-    any warning that is not anomaly mode's own."""
-    found = None
-    for w in caught:
-        text = str(w.message)
-        header = _TRACE_HEADER.search(text)
-        if header is not None and found is None:
-            found = OperationTrace(header.group(1), _parse_frames(text))
-        elif header is None and not text.startswith(_ANOMALY_ENABLED):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return found
-
-
-def _parse_frames(text: str) -> tuple[TraceFrame, ...]:
-    lines = text.splitlines()
-    frames = []
-    for k, line in enumerate(lines):
-        match = _FRAME.match(line)
-        if match is None:
-            continue
-        nxt = lines[k + 1] if k + 1 < len(lines) else ""
-        code = nxt.strip() if nxt.startswith("    ") and _FRAME.match(nxt) is None else ""
-        frames.append(TraceFrame(match["file"], int(match["line"]), match["func"].strip(), code))
-    return _without_this_module(frames)
-
-
-def _without_this_module(frames) -> tuple[TraceFrame, ...]:
-    """Leave out the diagnosis's own frames (its call of the step, the function mode)."""
-    return tuple(f for f in frames if os.path.normcase(os.path.abspath(f.filename)) != _THIS_FILE)
+def _frames(origin) -> tuple[TraceFrame, ...]:
+    """The origin's source line as a one-frame trace (its code read from the file)."""
+    path, _, line = origin.source.rpartition(":")
+    if not path or not line.isdigit():
+        return ()
+    code = linecache.getline(path, int(line)).strip()
+    return (TraceFrame(path, int(line), origin.function, code),)
 
 
 def _with_summary(r: AnomalyReport) -> AnomalyReport:
-    sentences = []
-    if r.forward is not None:
-        where = f" at {r.forward.origin}" if r.forward.origin else ""
-        sentences.append(
-            f"The forward pass made the first non-finite value in {r.forward.operation}{where} "
-            "(its inputs were finite)."
-        )
-    if r.backward is not None:
-        where = f" Its forward call: {r.backward.origin}." if r.backward.origin else ""
-        sentences.append(
-            f"In the backward pass, {r.backward.operation} returned NaN (output "
-            f"{r.output_index}).{where}"
-        )
-    if not sentences:
-        sentences.append("No operation produced NaN in this step's backward pass")
-        sentences[-1] += "." if math.isfinite(r.loss) else f", but the loss is {r.loss}."
-    return replace(r, summary=" ".join(sentences))
+    o = r.origin
+    if o is None:
+        text = "No operation made a NaN or Inf in this step"
+        text += "." if math.isfinite(r.loss) else f", but the loss is {r.loss}."
+        return replace(r, summary=text)
+    trace = r.backward or r.forward
+    frame = trace.origin if trace is not None else None
+    where = f" in module {o.module}" if o.module else ""
+    if o.phase == "backward":
+        first = f"In the backward pass, {o.node} made {o.kind} ({o.op}){where}."
+        if frame is not None:
+            first += f" Its forward call: {frame}."
+    else:
+        at = f" at {frame}" if frame is not None else ""
+        first = f"The {o.phase} made the first non-finite value in {o.op}{where}{at}."
+    return replace(r, summary=f"{first} {o.cause}")
 
 
 def _named_parameters(run: DistanceFitRun) -> dict[str, torch.nn.Parameter]:

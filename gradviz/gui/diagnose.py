@@ -1,13 +1,14 @@
 """ "Why NaN here?" and Diagnose: the pinned first-NaN snapshot explained, and its step
-re-run under ``torch.autograd.detect_anomaly`` to name the failing operation.
+re-run under gradviz's non-finite tracer to name the operation, module, source line,
+entries and cause of the first NaN or Inf.
 
 The explanation is built from the snapshot's own arrays (``core.explain``), instantly, on
 the GUI thread. Diagnose replays the seeded run to its first non-finite step and re-runs
-that step under anomaly mode (``core.anomaly.diagnose_first_nonfinite``) off the GUI
-thread (``diagnose_when_others_idle`` through ``gui.background``). Anomaly mode and the
-warning capture it needs are process-wide, so the app pauses every other run first and the
-task waits until each one sits idle (``FitWorker.idle``) before it starts; the runs that
-were going resume after.
+that step under the tracer (``core.anomaly.diagnose_first_nonfinite``) off the GUI thread
+(``diagnose_when_others_idle`` through ``gui.background``). The tracer follows its own
+thread only, but its module hooks are global and the replay competes for the CPU, so the
+app still pauses every other run first and the task waits until each one sits idle
+(``FitWorker.idle``) before it starts; the runs that were going resume after.
 """
 
 from __future__ import annotations
@@ -72,22 +73,29 @@ def _wait_for_others(others: Sequence[object], should_stop: Callable[[], bool]) 
 
 
 def report_text(report) -> str:
-    """The AnomalyReport's operations and their traces as readable text."""
+    """The AnomalyReport's origin as readable text: where, which entries, why, and how it
+    spread."""
+    o = report.origin
+    if o is None:
+        return "No operation made a NaN or Inf in this step.\n"
     lines = []
     if report.backward is not None:
-        lines.append(
-            f"Backward: {report.backward.operation} returned NaN in output {report.output_index}"
-        )
-        lines.append("  its forward call (outermost first):")
-        lines += [f"    {frame}" for frame in report.backward.frames] or ["    (no trace)"]
-        lines.append("")
+        lines.append(f"Backward: {report.backward.operation} made {o.kind} in {o.op}")
+        lines.append("  its forward call:")
+        lines += [f"    {frame}" for frame in report.backward.frames] or ["    (not seen)"]
     if report.forward is not None:
-        lines.append(f"Forward: {report.forward.operation} made the first non-finite value")
-        lines.append("  called from (outermost first):")
-        lines += [f"    {frame}" for frame in report.forward.frames] or ["    (no trace)"]
-        lines.append("")
-    if report.message:
-        lines += ["torch said:", report.message]
+        lines.append(f"{o.phase.capitalize()}: {o.op} made the first non-finite value")
+        lines.append("  called from:")
+        lines += [f"    {frame}" for frame in report.forward.frames] or ["    (not seen)"]
+    lines.append(f"  module: {o.module or '(none: outside any nn.Module)'}")
+    shown = ", ".join(str(i) for i in o.indices)
+    lines.append(f"  entries: {o.count:,} of {o.numel:,} ({o.dtype}); first {shown}")
+    lines += ["", "Cause: " + o.cause]
+    if o.events:
+        lines += ["", "Then:"]
+        for e in o.events:
+            node = f" ({e.node})" if e.node else ""
+            lines.append(f"  {e.phase} {e.op}{node}: {e.count:,} {e.kind}")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -125,7 +133,7 @@ class WhyNanPanel(QDialog):
         self.examples = QListWidget()
         self.examples.setMaximumHeight(96)
         self.examples.setToolTip("Click to select the entry in the lab's matrices")
-        self.diagnose_button = QPushButton("Diagnose (re-run the step under detect_anomaly)")
+        self.diagnose_button = QPushButton("Diagnose (re-run the step under the NaN tracer)")
         self.diagnose_status = QLabel("")
         self.diagnose_status.setWordWrap(True)
         self.diagnose_summary = QLabel("")
@@ -139,8 +147,8 @@ class WhyNanPanel(QDialog):
         self.trace.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.trace.setPlaceholderText(
             "Diagnose replays the run to its first non-finite step and re-runs that step "
-            "with torch.autograd.detect_anomaly: the operation that made the NaN and its "
-            "forward call appear here. Other runs pause meanwhile."
+            "under gradviz's NaN tracer: the operation that made the first NaN or Inf, its "
+            "forward call, module, entries and cause appear here. Other runs pause meanwhile."
         )
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.close)
@@ -216,9 +224,10 @@ class WhyNanPanel(QDialog):
         if report is None:
             self.diagnose_status.setText("Diagnose was cancelled.")
             return
-        name = report.backward.operation if report.backward else None
+        trace = report.backward or report.forward
+        name = trace.operation if trace is not None else None
         self.diagnose_status.setText(
-            f"Failing operation: <b>{name}</b>" if name else "No failing backward operation."
+            f"Failing operation: <b>{name}</b>" if name else "No operation made a NaN or Inf."
         )
         self.diagnose_summary.setText(report.summary)
         self.trace.setPlainText(report_text(report))

@@ -2,10 +2,10 @@
 
 ``Investigations`` belongs to the lab: it connects the window's ``compare``,
 ``why_nan`` and ``about`` actions, owns the comparison window and the Diagnose worker, and
-joins their threads on shutdown. Diagnose pauses every other run first (anomaly mode is
-process-wide: a NaN in a run stepping meanwhile would raise inside that run), holds the
-Jacobian explorer's computations (a NaN in its backward passes would raise there, and they
-would run slowly under anomaly mode's checks), and resumes both when it is done.
+joins their threads on shutdown. Diagnose pauses every other run first and holds the
+Jacobian explorer's computations (the NaN tracer follows only its own thread, but its
+module hooks are global and the replay competes with them for the CPU), and resumes both
+when it is done.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class Investigations(QObject):
 
     @Slot()
     def diagnose(self) -> None:
-        """Re-run the pinned run's first non-finite step under anomaly mode, off the GUI
+        """Re-run the pinned run's first non-finite step under the NaN tracer, off the GUI
         thread, with every other run paused until it is done."""
         config = self.session.config
         if self._diagnosing or config is None or self.why_nan is None:

@@ -137,7 +137,7 @@ class MainWindow(QMainWindow):
         self._action("live", "Back to &live view", "Ctrl+L", "Follow the run again")
         self._action(
             "why_nan", "&Why NaN here?", "Ctrl+W",
-            "Explain the first NaN from the data, and diagnose its step under detect_anomaly",
+            "Explain the first NaN from the data, and diagnose its step under the NaN tracer",
         )  # fmt: skip
         self._action(
             "compare", "&Compare side by side…", "Ctrl+K",

@@ -74,7 +74,9 @@ def test_all_suites_skips_the_unavailable_ones_with_a_note(monkeypatch, capsys):
     fake.run = lambda repeats, quick, emit: calls.append((repeats, quick)) or {"ok": True}
     # Every other suite is unavailable (the real memory suite alone takes 20 s).
     _without_suites(
-        monkeypatch, {"jacobians", "gui", "watch", "ddp", "memory"}, {"distances": fake}
+        monkeypatch,
+        {"jacobians", "gui", "watch", "ddp", "memory", "origin"},
+        {"distances": fake},
     )
     assert main(["bench", "--quick", "--repeats", "2", "--json"]) == 0
     captured = capsys.readouterr()

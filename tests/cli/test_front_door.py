@@ -18,7 +18,7 @@ def run_gradviz(*args):
 def test_help_lists_every_subcommand():
     result = run_gradviz("--help")
     assert result.returncode == 0
-    for name in ("gui", "fit", "jacobian", "inspect", "bench"):
+    for name in ("gui", "fit", "jacobian", "inspect", "bench", "diagnose"):
         assert name in result.stdout
 
 

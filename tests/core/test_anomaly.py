@@ -1,5 +1,6 @@
-"""Diagnose: a step re-run under anomaly detection names the failing operation and the
-forward call that created it, and leaves no anomaly mode or warning behind."""
+"""Diagnose: a step re-run under the non-finite tracer names the failing operation, the
+forward call that created it, the entries and the cause, and leaves no anomaly mode or
+warning behind."""
 
 from __future__ import annotations
 
@@ -20,7 +21,15 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.explain import explain_first_nan
 from gradviz.core.fit import DistanceFitRun
 
-DIVERGING = {"method": "safe", "optimizer": "sgd", "lr": 1e3, "steps": 100}
+# Ten Gaussian points pushed to overflow by a huge SGD step (pinned: the app's defaults differ).
+DIVERGING = {
+    "target": "gaussian",
+    "n": 10,
+    "method": "safe",
+    "optimizer": "sgd",
+    "lr": 1e3,
+    "steps": 100,
+}
 
 
 def near_coincident_at_scale_100() -> np.ndarray:
@@ -31,9 +40,10 @@ def near_coincident_at_scale_100() -> np.ndarray:
 
 
 def test_naive_at_step_0_names_sqrt_backward_and_its_call_in_distances(recwarn):
-    report = diagnose_step(FitConfig(method="naive"))
+    config = FitConfig(method="naive")
+    report = diagnose_step(config)
     assert report.found and report.step == 0
-    assert report.backward.operation == "SqrtBackward0" and report.output_index == 0
+    assert report.backward.operation == "SqrtBackward0"
     origin = report.backward.origin
     assert origin.short_filename == "gradviz/core/distances.py"
     assert origin.function == "naive" and "torch.sqrt" in origin.code
@@ -41,6 +51,12 @@ def test_naive_at_step_0_names_sqrt_backward_and_its_call_in_distances(recwarn):
     assert report.forward is None  # sqrt(0) = 0: the forward pass is finite
     assert math.isfinite(report.loss)
     assert "SqrtBackward0" in report.summary and "distances.py" in report.summary
+    # The tracer's answer: the diagonal entries, 0 / 0 in sqrt's backward, and why.
+    traced = report.origin
+    assert (traced.phase, traced.op, traced.module) == ("backward", "aten.div.Tensor", "")
+    assert traced.count == config.n  # the N diagonal entries
+    assert traced.indices == ((0, 0), (1, 1), (2, 2), (3, 3))
+    assert traced.cause_code == "sqrt_at_zero" and "sqrt at 0" in report.summary
     assert len(recwarn) == 0
     assert not torch.is_anomaly_enabled()
 
@@ -49,18 +65,18 @@ def test_safe_reports_no_anomaly(recwarn):
     report = diagnose_step(FitConfig(method="safe"))
     assert not report.found
     assert report.backward is None and report.forward is None and report.message == ""
-    assert report.summary == "No operation produced NaN in this step's backward pass."
+    assert report.summary == "No operation made a NaN or Inf in this step."
     assert len(recwarn) == 0 and not torch.is_anomaly_enabled()
 
 
 def test_masked_on_near_coincident_points_names_sqrt_in_the_forward_pass():
     report = diagnose_step(FitConfig(method="masked", n=32), near_coincident_at_scale_100())
-    assert report.forward.operation == "torch.sqrt"
+    assert report.forward.operation == "aten.sqrt.default"
     assert report.forward.origin.function == "masked"
     assert report.forward.origin.short_filename == "gradviz/core/distances.py"
-    # The backward's first NaN is the loss's: the forward had already gone NaN.
-    assert report.backward.operation == "MseLossBackward0"
-    assert report.backward.origin.short_filename == "gradviz/core/fit.py"
+    # The origin is the forward's sqrt of a negative Gram square; the backward only spread it.
+    assert report.backward is None
+    assert report.origin.cause_code == "domain" and "sqrt of a negative number" in report.summary
     assert math.isnan(report.loss)
 
 
@@ -69,8 +85,11 @@ def test_diverging_run_is_replayed_to_its_first_nan_step_and_blames_the_overflow
     plain.run()
     report = diagnose_first_nonfinite(FitConfig(**DIVERGING))
     assert report.step == plain.first_nonfinite_grad_step is not None
-    assert report.forward.operation == "torch.functional.cdist"  # overflow of finite coordinates
-    assert report.backward is not None and not math.isfinite(report.loss)
+    # Overflow of finite coordinates, inside the exact distances' forward.
+    assert report.forward.operation == "aten._cdist_forward.default"
+    assert report.origin.cause_code == "float_overflow" and report.origin.kind == "inf"
+    assert report.origin.spread_code == "division_by_zero"  # then Inf / 0 on the diagonal
+    assert report.backward is None and not math.isfinite(report.loss)
 
 
 def test_replay_pins_the_same_parameters_as_a_stop_on_nan_run():

@@ -164,3 +164,22 @@ def test_cuda_grad_scaler_skips_under_autocast_are_recorded_as_skips(tmp_path, p
     assert OVERFLOW_STEP in [e["step"] for e in reader.rank(0).skipped]
     assert reader.first_nonfinite() is None
     assert np.all(reader.rank(0).tensor("0.weight").grad_norm < 100)
+
+
+def test_a_skipped_overflow_is_not_the_origin_of_a_later_nan(tmp_path):
+    # The skipped step's scaled gradients overflow inside the modules' backward; the
+    # module-level origin must name the later NaN's step, not that overflow.
+    model, opt, x, y = _setup()
+    scaler = torch.amp.GradScaler("cpu")
+    nan_at = OVERFLOW_STEP + 2
+    with gradviz.watch(model, tmp_path / "run", every=1, scaler=scaler) as rec:
+        for step in range(STEPS):
+            opt.zero_grad()
+            loss = _loss(model, x, y, step, nan_at=nan_at)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            rec.log(loss=loss)
+    first = Reader(tmp_path / "run").first_nonfinite()
+    assert first["step"] == nan_at
+    assert first["origin"]["step"] == nan_at and first["origin"]["phase"] == "backward"

@@ -137,6 +137,11 @@ def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(
     trace = panel.trace.toPlainText()
     assert "SqrtBackward0" in trace
     assert "gradviz/core/distances.py" in trace  # the forward call that made the sqrt
+    assert "torch.sqrt" in trace
+    # The tracer also says which entries (the diagonal), the module and why.
+    assert "first (0, 0), (1, 1)" in trace and "module: (none" in trace
+    assert "Cause: sqrt at 0 in the backward" in trace
+    assert "sqrt at 0" in panel.diagnose_summary.text()
     assert "SqrtBackward0" in panel.diagnose_status.text()
     assert lab.session.state is RunState.RUNNING  # paused for the diagnosis, resumed after
     assert lab.views.snapshot is lab.session.pinned  # still explaining the pinned state

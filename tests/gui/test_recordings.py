@@ -71,6 +71,12 @@ def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_reco
     assert (worst[:, 7] == Health.NAN).all() and (worst[:, :7] == Health.FINITE).all()
     # The first non-finite gradient is one click away: timeline, histogram and image follow.
     assert "step 7" in page.first_bad.text()
+    # Where it began (watch's module-level origin): the NaN loss's backward, before any module.
+    assert "began in the backward, outside modules" in page.first_bad.text()
+    shown = page.origin.values()
+    assert page.origin.isVisible() and shown["phase"] == "backward (step 7)"
+    assert shown["module"].startswith("(none") and shown["op"] == "-"
+    assert "the loss's backward" in shown["cause"] and "2's output" in shown["cause"]
     qtbot.mouseClick(page.first_bad, Qt.MouseButton.LeftButton)
     assert page.timeline.step == 7
     hist = page.histogram.histogram
@@ -79,6 +85,25 @@ def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_reco
     assert page.image_choice.currentText() == "hidden"
     assert page.entry_health.counts()[Health.NAN] == 16 * 8
     assert data.complete and page.timeline.state_label.text() == "complete"
+
+
+def test_the_origin_panel_shows_a_traced_origin_with_a_selectable_source_line(qtbot):
+    from gradviz.gui.recordings.origin_panel import OriginPanel
+
+    panel = OriginPanel()
+    qtbot.addWidget(panel)
+    panel.show_origin(None)
+    assert not panel.isVisibleTo(None)
+    origin = {"phase": "backward", "module": "enc.attn", "op": "aten.div.Tensor",
+              "source": "train.py:42", "cause": "sqrt at 0 in the backward.", "count": 6,
+              "numel": 36, "indices": [[0, 0], [1, 1]]}  # fmt: skip
+    panel.show_origin(origin)
+    shown = panel.values()
+    assert shown["module"] == "enc.attn" and shown["op"] == "aten.div.Tensor"
+    assert shown["entries"] == "6 of 36; first (0, 0), (1, 1)"
+    source = panel.fields["source"]
+    source.selectAll()
+    assert source.selectedText() == "train.py:42" and source.isReadOnly()
 
 
 def test_moving_the_slider_shows_that_steps_histogram(qtbot, lab, watch_recording):

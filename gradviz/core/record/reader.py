@@ -378,7 +378,12 @@ def _first_fields(first: dict | None, with_rank: bool) -> dict | None:
     keys = ("step", "tensor", "index", "kind")
     if with_rank:
         keys += ("rank", "ranks", "before_reduction")
-    return None if first is None else {k: first.get(k) for k in keys}
+    if first is None:
+        return None
+    fields = {k: first.get(k) for k in keys}
+    if "origin" in first:  # watch(origin=True): where the first non-finite value started
+        fields["origin"] = first["origin"]
+    return fields
 
 
 def _union(names_per_stream) -> list[str]:

@@ -10,6 +10,8 @@ synchronisation): the first non-finite step is still named exactly, with its ten
 What a step hands over (its statistics, the logged scalars, a GradScaler's skip, a DDP
 rank's own first non-finite step) goes through the recording's ``StepSink``, under its
 lock, so that it reaches the disk also when no further step follows (see ``sink``).
+With ``origin=True`` the module-level origin of the first non-finite step joins it there
+(see ``origin_notes``, which also holds what ``gradviz diagnose`` hooks into).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.record import ddp, stats
 from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
 from gradviz.core.record.gradients import FirstNonfinite, ParameterCopies
+from gradviz.core.record.origin_notes import STEP_LISTENERS, OriginNotes, untraced
+from gradviz.core.record.origin_notes import UNTRACED as UNTRACED  # diagnose hooks in here
 from gradviz.core.record.scalars import scalar_values
 from gradviz.core.record.sink import Pending, StepSink, watch_owner
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
@@ -52,6 +56,7 @@ class Recorder:
         meta: dict | None = None,
         scaler: torch.amp.GradScaler | None = None,
         ddp_model: nn.Module | None = None,
+        origin: bool = True,
     ) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise GradvizError(f"every must be a whole number >= 1, got {every!r}.")
@@ -59,6 +64,8 @@ class Recorder:
             raise GradvizError(
                 f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
             )
+        # A compiled module's forward hooks would be traced into its graph: no origin there.
+        origin = origin and _uncompiled(target) is target
         target = _uncompiled(target)
         self._module = target if isinstance(target, nn.Module) else None
         self._named = _named_tensors(target)
@@ -93,6 +100,8 @@ class Recorder:
         # close(), at exit, after an exception or on SIGTERM (see sink).
         self._sink = StepSink(self._writer)
         watch_owner(self, self._sink)
+        self._origin = OriginNotes(self._module) if origin and self._module is not None else None
+        self._sink.origin = self._origin
         self._optimizer_hook = (
             optimizer.register_step_pre_hook(lambda *_: self._on_optimizer_step())
             if optimizer is not None
@@ -179,6 +188,8 @@ class Recorder:
             return
         with self._sink.lock:
             self._sink.close()
+        if self._origin is not None:
+            self._origin.remove()
         if self._amp is not None:
             self._amp.release()
         ddp.uninstall(self)
@@ -202,7 +213,9 @@ class Recorder:
     # ---- one step ------------------------------------------------------------------------------
     def _on_step(self, loss, step: int | None, values: dict | None = None) -> None:
         number = self._count if step is None else int(step)
-        with self._sink.lock:
+        for listener in STEP_LISTENERS:
+            listener(self, number)
+        with self._sink.lock, untraced():
             self._sink.ensure_open()  # closed at exit or on a signal meanwhile
             self._sink.add_scalars(number, values or {})
             self._sink.write_pending()
@@ -218,6 +231,7 @@ class Recorder:
                 self._record_skip(number, skip)
                 return
             bad_now = self._first_bad.check(grads, number)
+            self._note_origin(number)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
                     grads = [None if g is None else g.detach() / scale for g in grads]
@@ -228,6 +242,13 @@ class Recorder:
         self._captured.clear()
         self._last_step = number
         self._count += 1
+
+    def _note_origin(self, number: int) -> None:
+        """End the step's module-level origin checks (read on the CPU at every step, on an
+        accelerator at the steps of the interval, which synchronise anyway)."""
+        if self._origin is not None:
+            read = self.device.type == "cpu" or self._count % self.interval == 0
+            self._origin.note(number, read)
 
     def _on_optimizer_step(self) -> None:
         if self._amp is None and self._scaler_searches < _SCALER_SEARCHES:
@@ -273,7 +294,10 @@ class Recorder:
 
     def _record_skip(self, number: int, skip: Skip) -> None:
         """A step GradScaler skipped: noted as such, not as a non-finite gradient (called
-        with the sink's lock held)."""
+        with the sink's lock held). Its module-level sums are dropped: the overflow of its
+        scaled gradients is no module's doing."""
+        if self._origin is not None:
+            self._origin.forget()
         self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
         self._next_step(number)
 
@@ -354,6 +378,7 @@ def watch(
     probe: torch.Tensor | None = None,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
     scaler: torch.amp.GradScaler | None = None,
+    origin: bool = True,
 ) -> Recorder:
     """Record the gradients of ``target`` into a new recording directory at ``path``.
 
@@ -364,7 +389,10 @@ def watch(
     steps (and every step with a non-finite gradient), within ``budget_bytes`` per rank:
     the interval doubles as the budget fills. ``probe`` (a batch of inputs) adds the
     model's per-input Jacobians at each recorded step. Under ``torch.distributed`` every
-    rank writes its own stream into the same recording.
+    rank writes its own stream into the same recording. ``origin`` (for a module target)
+    also checks, every step, the finiteness of each module's output and of the gradient
+    reaching it, so that the first non-finite step names the module whose forward or
+    backward made it (``first_nonfinite["origin"]``); not for a ``torch.compile``d module.
 
     Mixed precision: pass ``scaler=`` (a ``torch.amp.GradScaler``; with ``optimizer=`` it is
     also found on the optimizer's step). The steps it skips (their scaled gradients
@@ -387,6 +415,7 @@ def watch(
         probe=probe,
         budget_bytes=budget_bytes,
         scaler=scaler,
+        origin=origin,
     )
 
 

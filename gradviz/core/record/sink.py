@@ -35,6 +35,7 @@ import torch
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record import stats
+from gradviz.core.record.origin_notes import untraced
 from gradviz.core.record.scalars import ScalarBuffer, Values
 from gradviz.core.record.writer import BackgroundWriter
 
@@ -66,7 +67,9 @@ class Pending:
 class StepSink:
     """The pending step, the logged scalars, the writer and the lock that orders them (see
     the module). ``local`` (set under DDP): the rank's own bucket checks, whose device record
-    of the first non-finite step travels with each recorded step's host copy."""
+    of the first non-finite step travels with each recorded step's host copy. ``origin``
+    (set by ``watch(origin=True)``): the module-level origin that joins the first non-finite
+    gradient when its step is written."""
 
     def __init__(self, writer: BackgroundWriter) -> None:
         self.writer = writer
@@ -74,6 +77,7 @@ class StepSink:
         self.pending: Pending | None = None
         self.scalars = ScalarBuffer(writer)
         self.local = None  # a ddp.LocalChecks under DDP
+        self.origin = None  # an origin_notes.OriginNotes under watch(origin=True)
         self.unamended: Pending | None = None  # written before its update size was known
         self.closed = False
         self._released = False  # the Recorder is gone: close from the idle thread
@@ -105,10 +109,14 @@ class StepSink:
     def write_pending(self, update_known: bool = True) -> None:
         """Write the pending step: one copy to the host. With ``update_known`` its update
         norms are measured now (the optimizer has stepped); otherwise they stay NaN until
-        ``amend`` (the next step) measures them."""
+        ``amend`` (the next step) measures them. The recorder's own operations: untraced."""
         pending, self.pending = self.pending, None
         if pending is None:
             return
+        with untraced():
+            self._write(pending, update_known)
+
+    def _write(self, pending: Pending, update_known: bool) -> None:
         rows = pending.rows
         if update_known:
             _fill_update_norms(rows, pending)
@@ -136,6 +144,8 @@ class StepSink:
             )
         images.update(pending.host_images)
         first = first_nonfinite(pending.step, pending.names, host_rows, first_bad)
+        if self.origin is not None:
+            self.origin.attach(first)
         self.writer.append(pending.step, loss_value, host_rows, images, first)
         if not update_known:
             self.unamended = pending
@@ -151,6 +161,10 @@ class StepSink:
         pending, self.unamended = self.unamended, None
         if pending is None:
             return
+        with untraced():
+            self._amend(pending)
+
+    def _amend(self, pending: Pending) -> None:
         filled = pending.rows.new_full((len(pending.names), 4), math.nan)
         _fill_update_norms(filled, pending)
         norms = filled[:, 3].cpu().numpy()

@@ -2,7 +2,8 @@
 
 A heatmap of the watched tensors (rows, model order) over the recorded steps (columns),
 the loss on the same step axis, the selected tensor's histogram and counts at the selected
-step, the first non-finite gradient one click away, a rank selector, the per-entry health
+step, the first non-finite gradient one click away (with where it began, when the recording
+knows: ``OriginPanel``), a rank selector, the per-entry health
 matrices of watched intermediate tensors (``rec.tensor``), and the timeline. It is fed
 ``RecordingData`` (``set_data``) and never reads files itself.
 """
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from gradviz.gui.recordings.data import RecordingData
 from gradviz.gui.recordings.health_plots import HealthOverTime, StepLoss, TensorHistogram
+from gradviz.gui.recordings.origin_panel import OriginPanel
 from gradviz.gui.recordings.timeline import Timeline
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
@@ -60,6 +62,7 @@ class ModelHealthPage(QWidget):
         self.loss = StepLoss()
         self.loss.plot.setXLink(self.health.plot)
         self.histogram = TensorHistogram()
+        self.origin = OriginPanel()
         self.entry_health = HealthMapView("per-entry health", legend_columns=3)
         self.entry_values = HeatmapView("values")
         self.timeline = Timeline()
@@ -84,6 +87,7 @@ class ModelHealthPage(QWidget):
         box.addWidget(self.entry_values, 1)
         self.entry_values.hide()
         right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.origin)
         right.addWidget(self.histogram)
         right.addWidget(images)
         body = QSplitter(Qt.Orientation.Horizontal)
@@ -128,12 +132,16 @@ class ModelHealthPage(QWidget):
     def _set_first_bad(self, first: dict | None) -> None:
         self.first_bad.setEnabled(first is not None)
         self.timeline.set_first_bad_step(None if first is None else int(first["step"]))
+        origin = None if first is None else first.get("origin")
+        self.origin.show_origin(origin)
         if first is None:
             self.first_bad.setText("No non-finite gradient")
             return
-        self.first_bad.setText(
-            f"First {first['kind']}: step {first['step']}, {first['tensor']}[{first['index']}]"
-        )
+        text = f"First {first['kind']}: step {first['step']}, {first['tensor']}[{first['index']}]"
+        if origin is not None:
+            where = f"module {origin['module']}" if origin.get("module") else "outside modules"
+            text += f" · began in the {origin['phase']}, {where}"
+        self.first_bad.setText(text)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The page's arrays, for File > Export view data (empty before a recording)."""

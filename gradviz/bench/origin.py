@@ -1,0 +1,169 @@
+"""Benchmark: the cost of finding where NaN starts, as ratios to the bare training step.
+
+Two CPU training steps (zero_grad, forward, loss, backward, Adam), one torch thread: the
+classic MNIST CNN (conv 1->32, conv 32->64, max-pool, 9216->128->10; batch 64) and a
+6-layer transformer encoder (d_model 64, 4 heads, feed-forward 128, 32 tokens, batch 8:
+many small operations). Each is timed bare, under ``gradviz.trace_nonfinite``, under
+``torch.autograd.detect_anomaly(check_nan=True)`` (the peer: backward only, raises), and
+with ``gradviz.watch`` at its default interval with and without the module-level origin.
+Cases are interleaved; times are CPU time of this process (see ``bench.watch``).
+Targets: trace_nonfinite <= 2x on the CNN, <= 3x on the transformer; watch(origin=True)
+at its default interval <= 1.05x.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradviz
+from gradviz.bench.harness import Timing, format_table, median_ratio, torch_threads
+from gradviz.core.record.recorder import DEFAULT_EVERY
+
+BASELINE = "bare"
+TARGETS = {"trace_nonfinite": {"CNN": 2.0, "transformer": 3.0}, "watch origin": 1.05}
+#: Steps per repeat of the cases that are alike every step (the watch cases run a whole
+#: recording interval, so that their recorded step is paid for).
+TRACE_CALLS = 5
+
+
+def mnist_cnn() -> tuple[nn.Module, torch.Tensor, Callable]:
+    net = nn.Sequential(
+        nn.Conv2d(1, 32, 3),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(9216, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
+    )
+    y = torch.randint(0, 10, (64,))
+    return net, torch.randn(64, 1, 28, 28), lambda out: F.cross_entropy(out, y)
+
+
+def transformer() -> tuple[nn.Module, torch.Tensor, Callable]:
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+    net = nn.TransformerEncoder(layer, 6, enable_nested_tensor=False)
+    return net, torch.randn(8, 32, 64), lambda out: out.square().mean()
+
+
+NETS = {"CNN": ("MNIST CNN, B=64", mnist_cnn), "transformer": ("6-layer encoder", transformer)}
+
+
+def training_step(build, folder: Path, how: str) -> Callable[[], None]:
+    torch.manual_seed(0)
+    net, x, loss_of = build()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    rec = None
+    if how.startswith("watch"):
+        rec = gradviz.watch(net, folder / how.replace(" ", "_"), origin=how == "watch origin")
+
+    def plain() -> None:
+        opt.zero_grad()
+        loss = loss_of(net(x))
+        loss.backward()
+        if rec is not None:
+            rec.log(loss=loss)
+        opt.step()
+
+    if how == "trace_nonfinite":
+
+        def step() -> None:
+            with gradviz.trace_nonfinite():
+                plain()
+    elif how == "detect_anomaly":
+
+        def step() -> None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "Anomaly Detection has been enabled"
+                with torch.autograd.detect_anomaly(check_nan=True):
+                    plain()
+    else:
+        step = plain
+    step.close = rec.close if rec is not None else (lambda: None)
+    return step
+
+
+CASES = (BASELINE, "trace_nonfinite", "detect_anomaly", "watch origin", "watch no origin")
+
+
+def time_cases(steps: dict[str, Callable[[], None]], repeats: int, every: int) -> dict:
+    """CPU seconds per step of each case, ``repeats`` interleaved rounds after warm-up."""
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    with torch_threads(1):
+        for step in steps.values():
+            for _ in range(3):
+                step()
+        for _ in range(repeats):
+            for name, step in steps.items():
+                n = every if name.startswith("watch") else TRACE_CALLS
+                c0 = time.process_time()
+                for _ in range(n):
+                    step()
+                cpu[name].append((time.process_time() - c0) / n)
+    return {n: Timing(n, 1, tuple(v)) for n, v in cpu.items()}
+
+
+def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+    """Time every case on both nets; ``quick`` leaves the watch cases out."""
+    every = DEFAULT_EVERY
+    cases = CASES[:3] if quick else CASES
+    emit(
+        f"origin: training-step CPU time under trace_nonfinite, detect_anomaly and watch "
+        f"(K = {every}), ratio to the bare step, one torch thread, {repeats} interleaved "
+        "repeat(s)"
+    )
+    ms: dict[str, dict[str, float]] = {}
+    ratios: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, (title, build) in NETS.items():
+            steps = {c: training_step(build, Path(tmp) / key, c) for c in cases}
+            started = time.perf_counter()
+            cpu = time_cases(steps, repeats, every)
+            for fn in steps.values():
+                fn.close()
+            ms[key] = {n: t.median * 1e3 for n, t in cpu.items()}
+            ratios[key] = {n: median_ratio(cpu[BASELINE], t) for n, t in cpu.items()}
+            emit(f"  {title}: measured in {time.perf_counter() - started:.1f} s")
+    headers = ["case", *(NETS[k][0] for k in ms)]
+    emit("CPU ms per training step")
+    for line in format_table(headers, [[c, *(ms[k][c] for k in ms)] for c in cases]):
+        emit("  " + line)
+    emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
+    for line in format_table(headers, [[c, *(ratios[k][c] for k in ratios)] for c in cases]):
+        emit("  " + line)
+    checks = {
+        f"trace_nonfinite {k}": (ratios[k]["trace_nonfinite"], t)
+        for k, t in TARGETS["trace_nonfinite"].items()
+    }
+    if not quick:
+        for k in ratios:
+            checks[f"watch origin {k}"] = (ratios[k]["watch origin"], TARGETS["watch origin"])
+    met = all(r <= t for r, t in checks.values())
+    summary = "targets: " + ", ".join(
+        f"{name} {r:.2f}x (<= {t}x {'met' if r <= t else 'NOT met'})"
+        for name, (r, t) in checks.items()
+    )
+    emit(summary)
+    return {
+        "unit": "CPU ms per training step",
+        "threads": 1,
+        "repeats": repeats,
+        "every": every,
+        "ms": ms,
+        "ratio_to_bare": ratios,
+        "target": {
+            "ratios": {n: r for n, (r, _) in checks.items()},
+            "met": met,
+            "summary": summary,
+        },
+    }

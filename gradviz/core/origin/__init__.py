@@ -1,0 +1,10 @@
+"""Where a non-finite value starts: the operation, module, source line and cause.
+
+``trace_nonfinite`` (a dispatch mode over any code) and ``find_origin`` are the library's;
+``modules`` holds the cheap module-level check that ``gradviz.watch`` runs every step.
+"""
+
+from gradviz.core.origin.result import Event, Origin
+from gradviz.core.origin.tracer import find_origin, trace_nonfinite
+
+__all__ = ["Event", "Origin", "find_origin", "trace_nonfinite"]

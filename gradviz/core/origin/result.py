@@ -1,0 +1,80 @@
+"""What a trace found: the origin of the first non-finite value, and how it spread."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+#: Phases, in the order a training step runs them ("input": it came from outside).
+PHASES = ("input", "forward", "backward", "optimizer")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One operation that made or received non-finite values.
+
+    ``indices`` are the first few non-finite entries of its output, as index tuples into
+    the output's shape; ``inputs`` the floating inputs' values at those entries where an
+    input has the output's shape after broadcasting (else ``None`` for that input).
+    """
+
+    phase: str  # "input", "forward", "backward" or "optimizer"
+    op: str  # "aten.div.Tensor"
+    node: str | None  # the autograd node running it ("SqrtBackward0"); None outside backward
+    module: str  # dotted path of the innermost module ("" outside any module)
+    source: str  # "train.py:42", the user's line (for a backward op: its forward call)
+    function: str  # the function that line is in ("naive")
+    kind: str  # "nan", "inf" or "-inf": the first non-finite entry's kind
+    count: int  # non-finite entries of the output
+    numel: int  # entries of the output
+    indices: tuple[tuple[int, ...], ...] = ()
+    inputs: tuple[tuple[float, ...] | None, ...] = ()
+    dtype: str = ""  # the output's dtype, "float32"
+
+
+@dataclass(frozen=True)
+class Origin(Event):
+    """Where the first non-finite value started (an Event) and why.
+
+    ``cause`` is one or two sentences for a person; ``cause_code`` a short code for
+    programs ("sqrt_at_zero", "log_of_zero", "division_by_zero", "exp_overflow",
+    "zero_times_inf", "inf_minus_inf", "domain", "low_precision_overflow",
+    "float_overflow", "nonfinite_input", "custom_backward", "optimizer_overflow",
+    "constant", "fully_masked", "unknown"). ``tensor`` names the input tensor for phase "input"
+    ("fc1.weight", or "" for a tensor from outside the model such as the batch).
+    """
+
+    cause: str = ""
+    cause_code: str = "unknown"
+    spread_code: str = ""  # where an Inf became NaN later: that operation's cause code
+    tensor: str = ""
+    events: tuple[Event, ...] = field(default=(), compare=False)
+
+    def to_dict(self, *, events: bool = True) -> dict:
+        """Plain JSON-ready data (index tuples as lists)."""
+        data = asdict(self)
+        data["indices"] = [list(i) for i in self.indices]
+        data["inputs"] = [None if v is None else list(v) for v in self.inputs]
+        if events:
+            data["events"] = [
+                {k: v for k, v in asdict(e).items() if k not in ("indices", "inputs")}
+                for e in self.events
+            ]
+        else:
+            data.pop("events")
+        return data
+
+    def words(self) -> str:
+        """Two or three lines for a terminal or a panel."""
+        where = f" in module {self.module}" if self.module else " outside any module"
+        node = f" (autograd node {self.node})" if self.node else ""
+        first = (
+            f"The first non-finite value ({self.kind}, {self.count:,} of {self.numel:,} "
+            f"entries) started in the {self.phase} phase: {self.op}{node}{where}"
+            + (f", at {self.source}" if self.source else "")
+            + "."
+        )
+        lines = [first, self.cause]
+        if self.indices:
+            shown = ", ".join(str(i if len(i) != 1 else i[0]) for i in self.indices)
+            lines.append(f"First entries: {shown}.")
+        return "\n".join(line for line in lines if line)

@@ -1,0 +1,325 @@
+"""``trace_nonfinite``: watch every floating result of every aten operation of a block
+(forward, backward and optimizer step) and name where the first non-finite value started.
+
+A ``TorchDispatchMode`` sees each operation below autograd, so the backward's operations
+are seen too while ``.backward()`` runs inside the block. It never changes a value and
+never raises: a result is tested with one sum (a NaN or Inf anywhere makes it non-finite)
+and searched entry by entry only on suspicion. Non-finite values are followed by their
+storage, so a NaN made later is traced back to the Inf that started it.
+
+Which value is the origin:
+
+- where a NaN appeared, the start of its chain: the operation that made the Inf it came
+  from, or the NaN-making operation itself, or the input it came from (phase "input");
+- where only Inf appeared, the first operation that made it from finite values (or the
+  input it came from);
+- infinities written on purpose (``masked_fill(mask, -inf)``, ``torch.full(..., inf)``)
+  start nothing by themselves: a clean transformer with masked attention reports None,
+  a softmax over a fully masked row reports the softmax.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten
+
+from gradviz.core.origin import inspect_values as V
+from gradviz.core.origin.causes import cause_of, spread_sentence
+from gradviz.core.origin.chains import Chain
+from gradviz.core.origin.plans import (
+    PASS_THROUGH,
+    UNPLANNED,
+    floating,
+    plan_of,
+    results_of,
+    whole_storage,
+)
+from gradviz.core.origin.provenance import ModuleTracker, NodeMap, storage_key, user_source
+from gradviz.core.origin.result import Event, Origin
+
+#: Events kept after the origin (how it spread).
+MAX_EVENTS = 8
+#: Non-finite entries listed per event.
+MAX_INDICES = 4  #: Chains remembered per trace (interval).
+MAX_CHAINS = 256
+
+_current_node = torch._C._current_autograd_node
+
+
+class NonfiniteTracer(TorchDispatchMode):
+    """The dispatch mode behind ``trace_nonfinite``; ``origin`` and ``events`` after it."""
+
+    def __init__(self, max_events: int = MAX_EVENTS, skip_gradviz: bool = True) -> None:
+        super().__init__()
+        self.max_events = max_events
+        self.skip_gradviz = skip_gradviz
+        self.modules = ModuleTracker()
+        self.nodes = NodeMap()
+        self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
+        self._chains: dict[int, Chain] = {}  # storage key -> where its non-finite values began
+        self._made: list[Chain] = []  # chains started by computed values or inputs, in order
+        self._nans: list[tuple[Chain, Chain]] = []  # (an op that made NaN, its chain's start)
+        self._optimizer = 0
+        self._parameters: set[int] = set()  # ids of the tensors optimizers update
+        self._thread = threading.get_ident()
+        self._optimizer_hooks: list = []
+        self._done = False
+
+    def reset(self) -> None:
+        """Forget what was seen (the mode stays armed): the next interval starts afresh."""
+        self._chains.clear()
+        self._made, self._nans = [], []
+        self._done = False
+        self.nodes.clear()
+
+    # ---- arming ---------------------------------------------------------------------------------
+    def __enter__(self):
+        self._thread = threading.get_ident()
+        self.modules.install()
+        self._optimizer_hooks = [
+            register_optimizer_step_pre_hook(self._on_optimizer_pre),
+            register_optimizer_step_post_hook(self._on_optimizer_post),
+        ]
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self.modules.remove()
+            for handle in self._optimizer_hooks:
+                handle.remove()
+            self._optimizer_hooks = []
+
+    def _on_optimizer_pre(self, optimizer, *_args) -> None:
+        if threading.get_ident() == self._thread:  # the hooks are global: this thread only
+            self._optimizer += 1
+            self._parameters.update(id(p) for g in optimizer.param_groups for p in g["params"])
+
+    def _on_optimizer_post(self, *_args) -> None:
+        if threading.get_ident() == self._thread:
+            self._optimizer = max(0, self._optimizer - 1)
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in a dynamo-disabling wrapper by default,
+        # which costs microseconds per operation (a third of the tracer's cost on a
+        # transformer step); the tracer runs eagerly, so it does without.
+        return False
+
+    # ---- every operation ------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        node = _current_node()
+        if node is None and not self._optimizer:
+            number = self.nodes.changed()
+            if number is not None:  # a forward op that made an autograd node: remember where
+                self.nodes.remember(number, (self.modules.current, *user_source(self.skip_gradviz)))
+        out = func(*args, **kwargs)
+        if self._done:
+            return out
+        plan = self._plans.get(id(func), UNPLANNED)  # ids: operations live for the process
+        if plan is UNPLANNED:
+            plan = self._plans[id(func)] = plan_of(func)
+        if plan is None:  # a view: it carries whatever its base carries (x.grad is a detach)
+            if self._chains and type(out) is torch.Tensor:
+                chain = self._chains.get(storage_key(out))
+                if chain is not None:
+                    chain.carry(out)
+            return out
+        if plan is PASS_THROUGH:  # cannot make a non-finite value from finite ones
+            if self._chains and type(out) is torch.Tensor:
+                self._carry_through(args, out)
+            return out
+        if self._optimizer and not self._chains and not self._writes_parameter(args, plan[1]):
+            return out  # the optimizer's state: its overflow shows in the parameter it updates
+        try:
+            results = (
+                (out,) if type(out) is torch.Tensor and not plan[1] else results_of(out, args, plan)
+            )
+            for t in results:
+                if t.is_floating_point() and t.numel() and not V.looks_finite(t):
+                    bad = V.nonfinite_mask(t)
+                    if bad is not None:
+                        self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
+                elif plan[1] and self._chains and whole_storage(t):
+                    self._chains.pop(storage_key(t), None)  # all finite again: carries nothing
+        except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
+            pass
+        return out
+
+    def _carry_through(self, args, out: torch.Tensor) -> None:
+        """``out`` of a copying operation carries the chain of its first input that has one."""
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                chain = self._chains.get(storage_key(a))
+                if chain is not None:
+                    self._chains[storage_key(out)] = chain
+                    chain.carry(out)
+                    return
+
+    def _writes_parameter(self, args, written: tuple[int, ...]) -> bool:
+        for i in written:
+            target = args[i] if i < len(args) else None
+            if isinstance(target, (list, tuple)):
+                target = target[0] if target else None
+            if id(target) in self._parameters:
+                return True
+        return False
+
+    # ---- a non-finite result --------------------------------------------------------------------
+    def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
+        phase, module, source, function = self._where(node)
+        kind, count, flat = V.describe(out, bad, MAX_INDICES)
+        flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
+        tensors = [a for i, a in enumerate(flat_inputs) if floating(a) and a is not out]
+        scalars = tuple(float(a) for a in flat_inputs if isinstance(a, float))
+        in_bad = [t for t in tensors if not V.looks_finite(t) and V.nonfinite_mask(t) is not None]
+        prior = self._chains.get(storage_key(out)) if written else None
+        event = Event(
+            phase=phase,
+            op=str(func),
+            node=None if node is None else node.name(),
+            module=module,
+            source=source,
+            function=function,
+            kind=kind,
+            count=count,
+            numel=out.numel(),
+            indices=tuple(V.unravel(flat, out.shape)),
+            inputs=tuple(V.values_at(t, out.shape, flat) for t in tensors),
+            dtype=str(out.dtype).removeprefix("torch."),
+        )
+        tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
+        here = Chain(event, scalars, node, tensor)
+        made_nan = kind == "nan" or V.has_nan(out)
+        chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
+        start = next((c for c in chains if c is not None), None)
+        fresh = start is None
+        if start is None and in_bad and phase != "optimizer":
+            start = self._input_chain(in_bad[0], event)  # (an optimizer's state is not followed)
+        if start is None:  # made here, from finite values (or written on purpose)
+            constant = any(not math.isfinite(s) for s in scalars) or not tensors
+            here.constant = constant and phase not in ("optimizer", "backward")
+            start = here
+        self._chains[storage_key(out)] = start
+        start.carry(out)
+        if fresh and not start.constant and len(self._made) < MAX_CHAINS:
+            self._made.append(start)
+        if made_nan and not any(V.has_nan(t) for t in in_bad) and len(self._nans) < MAX_CHAINS:
+            self._nans.append((here, start))
+        if start.event is not event and len(start.events) < self.max_events:
+            start.events.append(event)
+        first = self._nans[0][1] if self._nans else None
+        if first is not None and first.spread and len(first.events) >= self.max_events:
+            self._done = True  # the story is told and cannot be undone: the rest runs untouched
+
+    def _input_chain(self, t: torch.Tensor, consumer: Event) -> Chain:
+        """A non-finite tensor no traced operation made: it came in from outside."""
+        bad = V.nonfinite_mask(t)
+        kind, count, flat = V.describe(t, bad, MAX_INDICES)
+        event = Event(
+            phase="input",
+            op=consumer.op,
+            node=consumer.node,
+            module=consumer.module,
+            source=consumer.source,
+            function=consumer.function,
+            kind=kind,
+            count=count,
+            numel=t.numel(),
+            indices=tuple(V.unravel(flat, t.shape)),
+            inputs=(),
+            dtype=str(t.dtype).removeprefix("torch."),
+        )
+        return Chain(event, tensor=self.modules.tensor_name(t) or "")
+
+    def _where(self, node) -> tuple[str, str, str, str]:
+        """(phase, module, source, function) of the operation running now."""
+        if node is not None:
+            return ("backward", *self.nodes.lookup(node))
+        if self._optimizer:
+            return ("optimizer", "", *user_source(self.skip_gradviz))
+        return ("forward", self.modules.current, *user_source(self.skip_gradviz))
+
+    # ---- the answer -----------------------------------------------------------------------------
+    @property
+    def origin(self) -> Origin | None:
+        """Where the first non-finite value that lasted started, or None (see the module
+        docstring)."""
+        with _disable_current_modes():  # our own checks must not be traced
+            return self._origin()
+
+    def _origin(self) -> Origin | None:
+        chosen = then = None
+        for nan_here, start in self._nans:
+            if start.alive():
+                chosen = nan_here if start.constant or start is nan_here else start
+                then = None if chosen is nan_here else nan_here
+                events = start.events
+                break
+        else:
+            chosen = next((c for c in self._made if c.alive()), None)
+            events = chosen.events if chosen is not None else []
+        if chosen is None:
+            return None
+        code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, chosen.tensor)
+        spread = ""
+        if then is not None:
+            spread, then_text = cause_of(then.event, then.scalars, then.node, then.tensor)
+            sentence += " " + spread_sentence(then_text, then.event)
+        fields = {k: getattr(chosen.event, k) for k in Event.__dataclass_fields__}
+        return Origin(
+            **fields,
+            cause=sentence,
+            cause_code=code,
+            spread_code=spread,
+            tensor=chosen.tensor,
+            events=tuple(e for e in events if e is not chosen.event),
+        )
+
+
+class trace_nonfinite:  # noqa: N801 (used as a function: ``with gradviz.trace_nonfinite()``)
+    """``with gradviz.trace_nonfinite() as t:`` around any code; then ``t.origin`` (None
+    or an Origin) and ``t.events`` (the first few operations after it that made or received
+    non-finite values). Never changes a value, never raises; costs a sum per result.
+    """
+
+    def __init__(self, max_events: int = MAX_EVENTS, *, skip_gradviz: bool = True) -> None:
+        self._mode = NonfiniteTracer(max_events, skip_gradviz)
+
+    def __enter__(self) -> trace_nonfinite:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
+
+    @property
+    def origin(self) -> Origin | None:
+        return self._mode.origin
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        origin = self.origin
+        return origin.events if origin is not None else ()
+
+
+def find_origin(step: Callable[..., Any], *args, **kwargs) -> Origin | None:
+    """Run ``step(*args, **kwargs)`` once under ``trace_nonfinite`` and return the origin
+    (for replaying a saved batch and checkpoint). An exception from ``step`` propagates."""
+    with trace_nonfinite() as t:
+        result = step(*args, **kwargs)
+    origin = t.origin  # while ``result`` still holds what the step returned
+    del result
+    return origin

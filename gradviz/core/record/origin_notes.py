@@ -1,0 +1,64 @@
+"""A Recorder's part in finding where a non-finite value started.
+
+- ``watch(origin=True)``: ``OriginNotes`` keeps the module-level origin
+  (``core.origin.modules``) of the first step that had one, and the ``StepSink`` adds it to
+  the recording's ``first_nonfinite`` as ``origin`` when it writes that step;
+- ``gradviz diagnose``: ``STEP_LISTENERS`` are told of every logged step before the
+  recorder reads it (the tracer is looked at and re-armed there), and the recorder does its
+  own work (its sums, the sink's writes) under ``untraced()``: those operations are not the
+  user's and must never be blamed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from torch import nn
+
+#: Called as ``listener(recorder, step)`` at every logged step, before it is read
+#: (``gradviz diagnose`` re-arms its tracer there).
+STEP_LISTENERS: list = []
+#: Context-manager factories under which the recorder does its own work (``gradviz
+#: diagnose`` pauses its tracer there: the recorder's sums are not the user's).
+UNTRACED: list = []
+
+#: What a recording's ``first_nonfinite["origin"]`` holds.
+ORIGIN_KEYS = ("phase", "module", "op", "cause", "step")
+
+
+def untraced():
+    """The context the recorder's own work runs in (no tracer's, where one is armed)."""
+    return UNTRACED[-1]() if UNTRACED else contextlib.nullcontext()
+
+
+class OriginNotes:
+    """The first module-level origin seen in a run of ``model``, with its step."""
+
+    def __init__(self, model: nn.Module) -> None:
+        from gradviz.core.origin.modules import ModuleOrigin  # only where origin is asked for
+
+        self._origin = ModuleOrigin(model)
+        self.found: dict | None = None
+
+    def note(self, number: int, read: bool) -> None:
+        """End step ``number``: remember its origin if it is the first one and ``read``
+        (the recorder reads on the CPU at every step, on an accelerator at the steps of the
+        interval, which synchronise anyway); otherwise only forget the step's sums."""
+        found = self._origin.step_end(read=read and self.found is None)
+        if found is not None:
+            self.found = {**found, "step": number}
+
+    def forget(self) -> None:
+        """Drop the step's sums unread (a step GradScaler skipped: its scaled gradients
+        overflowed, which is no module's doing)."""
+        self._origin.step_end(read=False)
+
+    def attach(self, first: dict | None) -> None:
+        """Add the origin to the run's ``first`` non-finite gradient where it was seen by
+        that step (a later one started elsewhere)."""
+        found = self.found
+        if first is not None and found is not None and found["step"] <= first["step"]:
+            first["origin"] = {k: found[k] for k in ORIGIN_KEYS}
+
+    def remove(self) -> None:
+        self._origin.remove()

@@ -1,0 +1,426 @@
+"""trace_nonfinite: one small program per cause, each checked for the phase, operation,
+node, module, source line and cause of the first non-finite value, and clean runs that
+report None and are bitwise the same as without the tracer."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import gradviz
+from gradviz.core.origin import trace_nonfinite
+
+HERE = os.path.relpath(__file__) if not os.path.relpath(__file__).startswith("..") else __file__
+
+
+def line(marker: str) -> str:
+    """``tests/core/test_origin.py:N`` of the line ending in ``# <marker>``."""
+    with open(__file__, encoding="utf-8") as f:
+        for number, text in enumerate(f, start=1):
+            if text.rstrip().endswith(f"# {marker}"):
+                return f"{HERE}:{number}"
+    raise AssertionError(marker)
+
+
+def traced(step, *args):
+    """The origin of ``step(*args)``, asked while its result is still held (a non-finite
+    value that nothing holds any more was masked away and started nothing)."""
+    with trace_nonfinite() as t:
+        result = step(*args)
+    origin = t.origin
+    del result
+    return origin
+
+
+# ---- the seed: the naive distance matrix ---------------------------------------------------------
+class NaiveDistances(nn.Module):
+    def forward(self, x):
+        sq = ((x[:, None] - x[None]) ** 2).sum(-1)
+        return torch.sqrt(sq)  # naive sqrt
+
+
+class Fit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dist = NaiveDistances()
+
+    def forward(self, x):
+        return self.dist(x)
+
+
+def test_naive_distances_start_in_sqrt_backward_on_the_diagonal():
+    torch.manual_seed(0)
+    x = torch.randn(6, 3, requires_grad=True)
+    target = torch.cdist(torch.randn(6, 3), torch.randn(6, 3)).fill_diagonal_(0)
+    model = Fit()
+
+    def step():
+        loss = ((model(x) - target) ** 2).mean()
+        loss.backward()
+
+    origin = traced(step)
+    assert origin.phase == "backward"
+    assert origin.op == "aten.div.Tensor" and origin.node == "SqrtBackward0"
+    assert origin.module == "dist"
+    assert origin.source == line("naive sqrt")
+    assert origin.cause_code == "sqrt_at_zero" and "sqrt at 0" in origin.cause
+    assert origin.kind == "nan" and origin.count == 6 and origin.numel == 36
+    assert origin.indices == ((0, 0), (1, 1), (2, 2), (3, 3))
+    # The incoming gradient (0 on the diagonal) and 2 sqrt(0) = 0: 0 / 0.
+    assert origin.inputs == ((0.0,) * 4, (0.0,) * 4)
+    assert origin.events and all(e.kind == "nan" for e in origin.events)
+    assert x.grad.isnan().any()  # the tracer changed nothing: the NaN is still there
+
+
+# ---- one program per cause ----------------------------------------------------------------------
+class LogLoss(nn.Module):
+    def forward(self, p):
+        return -torch.log(p).mean()  # log
+
+
+def test_log_of_zero_is_named_in_the_forward():
+    p = torch.tensor([0.5, 0.0, 0.25], requires_grad=True)
+
+    def step():
+        loss = LogLoss()(p)
+        loss.backward()
+        return loss
+
+    origin = traced(step)
+    assert (origin.phase, origin.op, origin.node) == ("forward", "aten.log.default", None)
+    assert origin.module == "" and origin.source == line("log")
+    assert origin.cause_code == "log_of_zero" and origin.kind == "-inf"
+    assert origin.indices == ((1,),) and origin.inputs == ((0.0,),)
+
+
+def test_log_at_zero_in_the_backward_is_named_when_the_forward_value_was_dropped():
+    p = torch.tensor([0.5, 0.0], requires_grad=True)
+    origin = traced(lambda: LogLoss()(p).backward())  # the -Inf loss is not kept: the grad is
+    assert (origin.phase, origin.node, origin.source) == ("backward", "LogBackward0", line("log"))
+    assert origin.cause_code == "log_of_zero" and p.grad[1] == -math.inf
+
+
+def test_log_of_a_negative_number_is_nan_in_the_forward():
+    p = torch.tensor([0.5, -2.0])
+    origin = traced(lambda: LogLoss()(p))
+    assert origin.cause_code == "log_of_negative" and origin.kind == "nan"
+    assert "-2" in origin.cause and origin.source == line("log")
+
+
+class MeanOfSelected(nn.Module):
+    def forward(self, x, keep):
+        return (x * keep).sum() / keep.sum()  # divide
+
+
+class Pooled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(3, 3)
+        self.pool = MeanOfSelected()
+
+    def forward(self, x, keep):
+        return self.pool(self.body(x), keep)
+
+
+def test_division_by_zero_is_named_with_its_module():
+    origin = traced(lambda: Pooled()(torch.randn(2, 3), torch.zeros(2, 3)))
+    assert (origin.phase, origin.op) == ("forward", "aten.div.Tensor")
+    assert origin.module == "pool" and origin.source == line("divide")
+    assert origin.cause_code == "division_by_zero" and origin.kind == "nan"
+
+
+class NaiveSoftmax(nn.Module):
+    def forward(self, z):
+        e = torch.exp(z)  # exp
+        return e / e.sum(-1, keepdim=True)
+
+
+def test_softmax_without_the_max_subtracted_overflows_in_exp():
+    z = torch.tensor([[1.0, 100.0, 2.0]])
+    origin = traced(lambda: NaiveSoftmax()(z))
+    assert (origin.phase, origin.op) == ("forward", "aten.exp.default")
+    assert origin.source == line("exp") and origin.kind == "inf"
+    assert origin.cause_code == "exp_overflow" and "100" in origin.cause
+    assert origin.spread_code == "inf_over_inf" and "Inf / Inf" in origin.cause
+    assert [e.op for e in origin.events] == ["aten.sum.dim_IntList", "aten.div.Tensor"]
+
+
+def masked_reciprocal(x):
+    return torch.where(x != 0, 1 / x, torch.zeros_like(x))  # where
+
+
+def test_masked_where_whose_other_branch_is_inf_gives_zero_times_inf_in_backward():
+    x = torch.tensor([2.0, 0.0, 4.0], requires_grad=True)
+    y = None
+
+    def step():
+        nonlocal y
+        y = masked_reciprocal(x)
+        y.sum().backward()
+
+    origin = traced(step)
+    assert torch.isfinite(y).all()  # the forward looks fine: where hid the Inf
+    assert (origin.phase, origin.op) == ("forward", "aten.reciprocal.default")
+    assert origin.source == line("where") and origin.kind == "inf"
+    assert origin.cause_code == "division_by_zero"
+    assert origin.spread_code == "zero_times_inf" and "0 x Inf" in origin.cause
+    assert x.grad.isnan().tolist() == [False, True, False]
+
+
+def test_inf_minus_inf_is_where_the_overflow_became_nan():
+    z = torch.tensor([90.0, 1.0])
+
+    def step():
+        big = torch.exp(z)  # inf source
+        return big - torch.exp(z)
+
+    origin = traced(step)
+    assert origin.op == "aten.exp.default" and origin.source == line("inf source")
+    assert origin.spread_code == "inf_minus_inf" and "Inf - Inf" in origin.cause
+
+
+def test_acos_outside_its_domain_is_nan():
+    u = torch.tensor([3.0, 4.0])
+
+    def step():
+        cosine = (u * u).sum() / (u.norm() * u.norm()) * 1.001
+        return torch.acos(cosine)  # acos
+
+    origin = traced(step)
+    assert (origin.op, origin.source) == ("aten.acos.default", line("acos"))
+    assert origin.cause_code == "domain" and "[-1, 1]" in origin.cause
+
+
+def test_float16_overflow_is_named():
+    x = torch.full((4,), 300.0, dtype=torch.float16)
+
+    def step():
+        return x * x  # half
+
+    origin = traced(step)
+    assert (origin.op, origin.source, origin.dtype) == ("aten.mul.Tensor", line("half"), "float16")
+    assert origin.cause_code == "low_precision_overflow" and "65504" in origin.cause
+
+
+# ---- values from outside, custom backward, optimizer ------------------------------------------
+def test_nan_in_the_batch_is_an_input_named_at_the_module_that_received_it():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+    batch = torch.randn(5, 4)
+    batch[2, 1] = math.nan
+
+    def step():
+        model(batch).sum().backward()  # batch
+
+    origin = traced(step)
+    assert origin.phase == "input" and origin.tensor == ""
+    assert origin.op == "aten.addmm.default" and origin.module == "0"
+    assert origin.source == line("batch")
+    assert origin.cause_code == "nonfinite_input" and origin.count == 1
+    assert origin.indices == ((2, 1),)
+
+
+def test_a_nan_parameter_is_an_input_named_by_its_path():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
+    with torch.no_grad():
+        model[2].weight[0, 1] = math.nan
+    origin = traced(lambda: model(torch.ones(3, 2)))
+    assert origin.phase == "input" and origin.tensor == "2.weight" and origin.module == "2"
+
+
+class NanBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("nan")
+
+
+class UsesNanBackward(nn.Module):
+    def forward(self, x):
+        return NanBackward.apply(x).sum()  # custom
+
+
+def test_custom_function_whose_backward_returns_nan():
+    x = torch.ones(3, requires_grad=True)
+    model = nn.Sequential(UsesNanBackward())
+    origin = traced(lambda: model(x).backward())
+    assert (origin.phase, origin.op) == ("backward", "aten.mul.Tensor")
+    assert origin.node == "NanBackwardBackward"  # torch names the node class <Function>Backward
+    assert origin.module == "0" and origin.source == line("custom")
+    assert origin.cause_code == "custom_backward"
+    assert "custom autograd.Function NanBackward " in origin.cause
+
+
+def test_adam_with_a_huge_learning_rate_overflows_in_the_optimizer_step():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    # Each step moves every weight by lr (beta1 = 0: the update is lr * g / |g|): the
+    # fourth passes float32's largest value, 3.4e38, while the forward stays finite.
+    opt = torch.optim.Adam(model.parameters(), lr=1e38, betas=(0.0, 0.999))
+
+    def step():
+        opt.zero_grad()
+        model(torch.full((1, 3), 1e-3)).mean().backward()
+        opt.step()  # optimizer
+
+    for _ in range(3):
+        step()
+    assert torch.isfinite(model.weight).all()
+    origin = traced(step)
+    assert origin.phase == "optimizer" and origin.node is None
+    assert origin.op == "aten.addcdiv_.default" and origin.tensor == "weight"
+    assert origin.source == line("optimizer") and origin.module == ""
+    assert origin.cause_code == "optimizer_overflow" and "learning rate" in origin.cause
+
+
+class NormPenalty(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(3))
+
+    def forward(self, x):
+        return (x * self.w).sum() + torch.sqrt((self.w * self.w).sum())  # penalty
+
+
+def test_nan_that_starts_in_the_backward_and_shows_in_the_next_forward():
+    model = NormPenalty()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.ones(3)
+    losses = []
+
+    def step():
+        opt.zero_grad()
+        loss = model(x)
+        losses.append(float(loss.detach()))
+        loss.backward()
+        opt.step()
+
+    with trace_nonfinite() as t:
+        step()
+        step()
+    assert math.isfinite(losses[0]) and math.isnan(losses[1])  # it shows in step 2's forward
+    origin = t.origin
+    assert (origin.phase, origin.node, origin.module) == ("backward", "SqrtBackward0", "")
+    assert origin.source == line("penalty") and origin.cause_code == "sqrt_at_zero"
+    # Traced from step 2 only, the NaN came in with the parameter.
+    later = traced(step)
+    assert later.phase == "input" and later.tensor == "w"
+
+
+def test_find_origin_runs_a_step_once_and_returns_its_origin():
+    calls = []
+
+    def step(p, scale=1.0):
+        calls.append(1)
+        return torch.log(p * scale)  # find
+
+    origin = gradviz.find_origin(step, torch.tensor([0.0, 1.0]), scale=2.0)
+    assert calls == [1] and origin.source == line("find")
+    assert gradviz.find_origin(step, torch.tensor([1.0])) is None
+
+
+# ---- clean runs -------------------------------------------------------------------------------
+def _train(model, batch, mask=None, steps=2):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    outs = []
+    for _ in range(steps):
+        opt.zero_grad()
+        out = model(batch, src_key_padding_mask=mask) if mask is not None else model(batch)
+        out.square().mean().backward()
+        opt.step()
+        outs.append(out.detach().clone())
+    return outs, [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["mlp", "transformer"])
+def test_clean_training_reports_none_and_is_bitwise_unchanged(kind):
+    def build():
+        torch.manual_seed(0)
+        if kind == "mlp":
+            return (
+                nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)),
+                torch.randn(6, 4),
+                None,
+            )
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        mask = torch.zeros(2, 5, dtype=torch.bool)
+        mask[:, -2:] = True  # padding: attention masked with -inf on purpose
+        return (
+            nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+            torch.randn(2, 5, 8),
+            mask,
+        )
+
+    model, batch, mask = build()
+    bare_out, bare_grads = _train(model, batch, mask)
+    model, batch, mask = build()
+    with trace_nonfinite() as t:
+        traced_out, traced_grads = _train(model, batch, mask)
+    assert t.origin is None and t.events == ()
+    for a, b in zip(bare_out + bare_grads, traced_out + traced_grads, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_softmax_over_a_fully_masked_row_is_named_though_the_mask_is_deliberate():
+    scores = torch.randn(2, 3)
+
+    def step():
+        masked = scores.masked_fill(torch.tensor([[False] * 3, [True] * 3]), -math.inf)
+        return torch.softmax(masked, -1)  # all masked
+
+    origin = traced(step)
+    assert (origin.phase, origin.op) == ("forward", "aten._softmax.default")
+    assert origin.source == line("all masked") and origin.cause_code == "fully_masked"
+
+
+def test_the_tracer_never_raises_and_leaves_no_hooks_behind():
+    x = torch.ones(2)
+    with pytest.raises(ValueError), trace_nonfinite():
+        torch.log(x - 1)
+        raise ValueError("the user's own error")
+    seen = []
+    handle = nn.modules.module.register_module_forward_hook(lambda *a: seen.append(1))
+    try:
+        nn.Linear(2, 2)(torch.ones(1, 2))
+    finally:
+        handle.remove()
+    assert seen == [1]
+    from torch.nn.modules import module as m
+
+    assert not m._global_forward_hooks and not m._global_forward_pre_hooks
+
+
+def test_a_nan_made_and_masked_away_inside_a_step_starts_nothing():
+    # gradviz's exact distances divide 0 / 0 on the diagonal in their backward and replace
+    # the NaN at once: every gradient is finite, so there is nothing to report.
+    x = torch.randn(8, 3, requires_grad=True)
+
+    def step():
+        loss = gradviz.pairwise_distances(x).square().mean()
+        loss.backward()
+        return loss
+
+    assert traced(step) is None and torch.isfinite(x.grad).all()
+
+
+def test_another_threads_operations_and_modules_are_not_traced():
+    import threading
+
+    def elsewhere():
+        LogLoss()(torch.zeros(2))  # -Inf, in a thread the trace does not follow
+
+    x = torch.ones(2)
+    with trace_nonfinite() as t:
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()
+        y = MeanOfSelected()(x, torch.zeros(2))  # divide
+    assert t.origin.source == line("divide") and t.origin.module == ""
+    del y
