@@ -255,7 +255,7 @@ def test_preflight_refusal_in_the_cli_is_one_sentence_with_both_numbers(monkeypa
     from gradviz.cli import main
 
     monkeypatch.setenv(memory.ENV_LIMIT, "20M")
-    code = main(["fit", "--n", "3000", "--steps", "1", "--device", "cpu"])
+    code = main(["fit", "--n", "3000", "--steps", "1", "--device", "cpu", "--method", "safe"])
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.count("\n") == 0 and err.endswith(".")
