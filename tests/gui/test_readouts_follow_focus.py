@@ -77,3 +77,22 @@ def test_the_status_bar_verdict_comes_from_the_shown_recording_not_the_lab(
     verdict = lab.window.status_labels["nan"].text()
     assert verdict != "gradients finite"
     assert "step 0" in verdict  # as gradviz inspect says: the first non-finite step is 0
+
+
+def test_show_first_nan_moves_the_timeline_to_the_first_nan_step(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    lab = make_lab(small("naive", n=12, steps=100_000))
+    lab.start()
+    timeline = lab.recordings.timeline
+    qtbot.waitUntil(lambda: lab.session.pinned is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: lab.session.latest.step > 20, timeout=WAIT_MS)
+    lab.pause()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
+    newest = timeline.step
+    lab.session.show_first_nan()
+    pinned = lab.session.pinned
+    assert lab.session.shown is pinned  # the first NaN stays on screen
+    assert timeline.step is not None and timeline.step <= pinned.step < newest
+    assert not timeline.following
