@@ -75,6 +75,10 @@ class WorkspacePages(QObject):
 
     @Slot(int)
     def _on_tab_changed(self, index: int) -> None:
+        # The status bar's labels describe the lab's run: other pages say their own state
+        # in their headers, never the lab's verdict beside data it is not about.
+        for label in getattr(self.window, "status_labels", {}).values():
+            label.setVisible(index == 0)
         if index == 0:
             if self.stack.isVisible():
                 self.stack.hide()

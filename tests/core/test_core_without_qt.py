@@ -33,11 +33,11 @@ SCRIPT = textwrap.dedent(
     for info in pkgutil.iter_modules(gradviz.core.__path__, "gradviz.core."):
         __import__(info.name)
 
-    run = DistanceFitRun(FitConfig(n=8, steps=5, net="4-8-3:tanh"))
+    run = DistanceFitRun(FitConfig(target="gaussian", n=8, steps=5, net="4-8-3:tanh"))
     run.run()
     snap = run.snapshot()
     assert snap.step == 5 and snap.jacobians.shape == (8, 3, 4)
-    run = DistanceFitRun(FitConfig(n=8, steps=5, method="naive"))
+    run = DistanceFitRun(FitConfig(target="gaussian", n=8, steps=5, method="naive"))
     run.run()
     assert run.first_nonfinite_grad_step == 0
     loaded = [m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED)]

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import weakref
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,12 @@ import pytest
 import torch
 
 from gradviz.core import memory
-from gradviz.core.config import FitConfig
+from gradviz.core.config import FitConfig as _FitConfig
 from gradviz.core.fit import DistanceFitRun
+
+#: The small run these tests were written for (the shared defaults are the app's
+#: teaching experiment, 200 points for 2000 steps); a test's own values win.
+FitConfig = partial(_FitConfig, target="gaussian", n=10, method="safe", lr=1e-3, steps=500)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,8 +35,10 @@ CPU_OOM = (
 # above glibc's largest mmap threshold, so freed matrices go back to the system at once.
 _MEASURE = r"""
 import gc, json, sys
+from functools import partial
 import torch
 from gradviz.core.config import FitConfig
+FitConfig = partial(FitConfig, target="gaussian", n=10, method="safe", lr=1e-3, steps=500)
 from gradviz.core.fit import DistanceFitRun
 from gradviz.core import memory
 
@@ -248,7 +255,7 @@ def test_preflight_refusal_in_the_cli_is_one_sentence_with_both_numbers(monkeypa
     from gradviz.cli import main
 
     monkeypatch.setenv(memory.ENV_LIMIT, "20M")
-    code = main(["fit", "--n", "3000", "--steps", "1", "--device", "cpu"])
+    code = main(["fit", "--n", "3000", "--steps", "1", "--device", "cpu", "--method", "safe"])
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.count("\n") == 0 and err.endswith(".")

@@ -308,4 +308,5 @@ def test_copy_as_command_puts_the_matching_fit_line_on_the_clipboard(make_lab):
     lab.window.actions["copy_command"].trigger()
     line = QGuiApplication.clipboard().text()
     assert line.startswith("gradviz fit ")
-    assert "--method naive" in line and "--n 30" in line and "--target helix" in line
+    assert "--method naive" in line and "--n 30" in line
+    assert "--target" not in line  # helix is the shared default: the CLI needs no option

@@ -39,8 +39,8 @@ def test_a_screenshot_prints_the_file_its_size_and_the_runs_state_and_step(tmp_p
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, proc.stdout
-    match = re.fullmatch(rf"saved {re.escape(str(out))} \((\d+)x(\d+)\); run running at step (\d+)",
-                         lines[0])  # fmt: skip
+    match = re.fullmatch(rf"saved {re.escape(str(out))} \((\d+)x(\d+)\); run running at step (\d+)"
+                         r"; page Distance-fit lab; status: running \| .+", lines[0])  # fmt: skip
     assert match is not None, lines[0]
     assert (int(match[1]), int(match[2])) == (1440, 900)
     assert int(match[3]) >= 0  # the step on screen (0 when the first update is not drawn yet)

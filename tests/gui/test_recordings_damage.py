@@ -112,3 +112,16 @@ def test_missing_cells_never_take_the_finite_colour():
     rgba = health_rgba(worst, np.ones((1, 3)), np.array([[False, True, False]]))
     finite = tuple(int(OKABE_ITO[Health.FINITE][k : k + 2], 16) for k in (1, 3, 5))
     assert tuple(rgba[0, 1]) == MISSING_COLOUR and tuple(rgba[0, 1, :3]) != finite
+
+
+def test_opening_a_second_recording_clears_the_readout_of_the_first(
+    qtbot, lab, long_recording, damaged
+):
+    from gradviz.gui.recordings.health_plots import READOUT_HINT
+
+    open_and_wait(qtbot, lab, long_recording)
+    health = lab.recordings.page.health
+    health.readout.setText(health.describe(0, 3))  # as hovering cell (0, 3) does
+    (damaged / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()
+    open_and_wait(qtbot, lab, damaged)  # another recording
+    assert health.readout.text() == READOUT_HINT

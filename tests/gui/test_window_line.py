@@ -27,3 +27,14 @@ def test_the_status_part_joins_the_labels_that_say_something(qtbot, make_lab):  
     labels["state"].setText("paused")
     labels["nan"].setText("gradients finite")
     assert status_text(lab.window) == "paused | gradients finite"
+
+
+def test_pages_other_than_the_lab_never_show_the_labs_status(qtbot, make_lab):  # noqa: F811
+    lab = make_lab()
+    window = lab.window
+    assert "steps done" in status_text(window)
+    for index in range(1, window.pages.bar.count()):  # Model health, Runs, the explorer ...
+        window.pages.show_page(index)
+        assert status_text(window) == "", window.pages.bar.tabText(index)
+    window.pages.show_page(0)
+    assert "steps done" in status_text(window)

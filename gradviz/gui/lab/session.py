@@ -310,8 +310,19 @@ class RunSession(QObject):
             self._steps_per_second = steps_per_second
         if self._pin.wants(snapshot):
             self._set_pinned(snapshot)
-        if not self._pin.viewing:
+        if not self._pin.viewing and not self._showing_another_source():
             self.show(snapshot)
+
+    def _showing_another_source(self) -> bool:
+        """A recording (or another source) is on screen while this run is paused or
+        stopped: a late frame of that run must not take the views back from it. Resuming,
+        starting or resetting the run brings its frames back."""
+        shown = self._shown
+        return (
+            shown is not None
+            and shown.generation != self.generation
+            and self._state in (RunState.PAUSED, RunState.STOPPED)
+        )
 
     @Slot(object)
     def _on_first_nan_pinned(self, snapshot: Snapshot) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
+from gradviz.core.health import Health
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.lab.session import RunSession, RunState
 
@@ -47,19 +49,37 @@ def loss_label(snapshot: Snapshot) -> str:
 
 
 def first_nonfinite_text(session: RunSession) -> str:
-    """Where the run's gradients and loss first went non-finite, each named; empty when
-    both are finite so far. The step numbers are the CLI's (0-based step indices)."""
-    latest = session.latest
-    if latest is None:
+    """Where the shown run's gradients and loss first went non-finite, each named; empty
+    when both are finite so far. Read from the snapshot on screen (a live step, a recorded
+    one, the pinned first NaN), never from the lab's run when another source is shown. The
+    step numbers are the CLI's (0-based step indices)."""
+    shown = session.shown
+    if shown is None:
         return ""
-    grad = session.first_nonfinite_grad_step
-    loss = latest.first_nonfinite_loss_step
+    # The lab's own run knows its first bad step from the pin (also past a scrubbed step).
+    own_run = shown.generation == session.generation
+    grad = session.first_nonfinite_grad_step if own_run else shown.first_nonfinite_grad_step
+    loss = shown.first_nonfinite_loss_step
     parts = []
     if grad is not None:
         parts.append(f"NaN/Inf gradient first at step {grad}")
     if loss is not None:
         parts.append(f"non-finite loss first at step {loss}")
+    if not parts and has_nonfinite_gradients(shown):
+        parts.append("NaN/Inf gradients in this step")
     return " · ".join(parts)
+
+
+#: Health codes that say a gradient is not finite.
+_ALARMS = (int(Health.NAN), int(Health.POS_INF), int(Health.NEG_INF))
+
+
+def has_nonfinite_gradients(snapshot: Snapshot) -> bool:
+    """Whether the snapshot's own health codes hold a NaN or Inf gradient."""
+    codes = [np.asarray(snapshot.entry_health), np.asarray(snapshot.coord_health)]
+    if any(np.isin(c, _ALARMS).any() for c in codes if c.size):
+        return True
+    return any(int(code) in _ALARMS for _, code in snapshot.param_health)
 
 
 def failure_text(session: RunSession) -> str:

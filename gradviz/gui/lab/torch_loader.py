@@ -102,4 +102,4 @@ def _warm_up_optimizer() -> None:
     from gradviz.core.config import FitConfig
     from gradviz.core.fit import DistanceFitRun
 
-    DistanceFitRun(FitConfig(n=3, dim=2, steps=1, device="cpu")).step()
+    DistanceFitRun(FitConfig(target="gaussian", n=3, dim=2, steps=1, device="cpu")).step()

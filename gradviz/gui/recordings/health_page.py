@@ -23,7 +23,12 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.gui.recordings.data import RecordingData
-from gradviz.gui.recordings.health_plots import HealthOverTime, StepLoss, TensorHistogram
+from gradviz.gui.recordings.health_plots import (
+    READOUT_HINT,
+    HealthOverTime,
+    StepLoss,
+    TensorHistogram,
+)
 from gradviz.gui.recordings.origin_panel import OriginPanel
 from gradviz.gui.recordings.timeline import Timeline
 from gradviz.gui.widgets.healthmap import HealthMapView
@@ -105,6 +110,9 @@ class ModelHealthPage(QWidget):
     # ---- feeding ----------------------------------------------------------------------------
     def set_data(self, data: RecordingData) -> None:
         """Show ``data`` (a new recording or a re-read one with more steps)."""
+        if self.data is None or (self.data.path, self.data.rank) != (data.path, data.rank):
+            # Another recording (or rank): no readout may still name the previous one's cell.
+            self.health.readout.setText(READOUT_HINT)
         self.data = data
         self.path_label.setText(f"{data.path}  ({data.source}, {len(data.tensors)} tensors)")
         self.rank.clear()

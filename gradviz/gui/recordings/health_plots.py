@@ -24,6 +24,8 @@ DIM, BRIGHT = 0.3, 1.0
 #: Cells whose statistics a damaged recording lost: a light grey no health category uses.
 MISSING_COLOUR = (200, 200, 200, 255)
 MISSING_LABEL = "missing"
+#: The readout under the map before a cell of the recording shown was hovered.
+READOUT_HINT = "hover a cell for its numbers; click it for its histogram"
 
 
 class StepAxis(AxisItem):
@@ -89,7 +91,7 @@ class HealthOverTime(QWidget):
         self.plot.addItem(self.image)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
         self.plot.addItem(self.cursor)
-        self.readout = ElidedLabel("hover a cell for its numbers; click it for its histogram")
+        self.readout = ElidedLabel(READOUT_HINT)
         self.readout.setObjectName("health-readout")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)

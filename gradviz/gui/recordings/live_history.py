@@ -101,10 +101,23 @@ class LiveTimeline(QObject):
     def _on_snapshot(self, snapshot: Snapshot) -> None:
         if snapshot.generation != self.session.generation:
             return  # a recorded step, or a late one of an older run
+        if self.active and self.session.viewing_pinned:
+            self._point_at(snapshot)  # Show first NaN: the timeline says which step it is
+            return
         if self.history.add(snapshot) and self.active:
             self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
             if self.timeline.following:
                 self.timeline.set_steps(self.history.steps())
+
+    def _point_at(self, snapshot: Snapshot) -> None:
+        """Put the timeline's cursor on ``snapshot``'s step without showing another one
+        (the pinned first-NaN snapshot stays on screen)."""
+        self.timeline.set_following(False)
+        blocked = self.timeline.blockSignals(True)
+        try:
+            self.timeline.select_step(snapshot.step)
+        finally:
+            self.timeline.blockSignals(blocked)
 
     @Slot()
     def _on_cleared(self) -> None:

@@ -1,0 +1,98 @@
+"""Readouts follow the source in focus: a recording opened over a paused live run is shown
+at once, and the status bar's verdict comes from the shown snapshot's own run."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
+from recording_fixtures import write_fit_recording
+
+from gradviz.cli import main as cli_main
+from gradviz.gui.lab.session import RunState
+
+WAIT_MS = 60_000
+
+
+def _read_once(path):
+    """zarr's I/O threads live as long as the process: start them here, before the tests
+    that check no thread is left behind."""
+    import zarr
+
+    zarr.open_group(path, mode="r")["rank0/images/distances/data"][:]
+    return path
+
+
+@pytest.fixture(scope="module")
+def fit_recording(tmp_path_factory):
+    return _read_once(write_fit_recording(tmp_path_factory.mktemp("fit") / "run", steps=8))
+
+
+@pytest.fixture(scope="module")
+def naive_recording(tmp_path_factory):
+    """``gradviz fit --method naive --record``: NaN gradients from step 0."""
+    path = tmp_path_factory.mktemp("naive") / "run"
+    args = ["fit", "--method", "naive", "--target", "gaussian", "--n", "10", "--steps", "6"]
+    assert cli_main([*args, "--record", str(path)]) == 0
+    return _read_once(path)
+
+
+def open_and_wait(qtbot, lab, path):
+    shown = []
+    lab.recordings.shown.connect(shown.append)
+    assert lab.recordings.open(str(path))
+    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
+    return shown[-1]
+
+
+def test_a_lab_recording_opened_over_a_paused_run_is_shown_at_once(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    fit_recording,
+):
+    lab = make_lab(small("safe", n=12, steps=100_000))
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=WAIT_MS)
+    lab.pause()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
+    live_generation = lab.session.generation
+    open_and_wait(qtbot, lab, fit_recording)
+    # Let any late frame of the stopped live run arrive: it must not take the views back.
+    qtbot.waitUntil(lambda: lab.session.state is not RunState.PAUSED, timeout=WAIT_MS)
+    qtbot.wait(300)
+    shown = lab.session.shown
+    assert shown.generation < 0 and shown.generation != live_generation
+    views = lab.views.snapshot
+    assert views is shown  # every view shows the recording's step, not the live run's
+
+
+def test_the_status_bar_verdict_comes_from_the_shown_recording_not_the_lab(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    lab = make_lab()
+    open_and_wait(qtbot, lab, naive_recording)
+    qtbot.waitUntil(lambda: lab.session.shown is not None and lab.session.shown.generation < 0,
+                    timeout=WAIT_MS)  # fmt: skip
+    verdict = lab.window.status_labels["nan"].text()
+    assert verdict != "gradients finite"
+    assert "step 0" in verdict  # as gradviz inspect says: the first non-finite step is 0
+
+
+def test_show_first_nan_moves_the_timeline_to_the_first_nan_step(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    lab = make_lab(small("naive", n=12, steps=100_000))
+    lab.start()
+    timeline = lab.recordings.timeline
+    qtbot.waitUntil(lambda: lab.session.pinned is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: lab.session.latest.step > 20, timeout=WAIT_MS)
+    lab.pause()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
+    newest = timeline.step
+    lab.session.show_first_nan()
+    pinned = lab.session.pinned
+    assert lab.session.shown is pinned  # the first NaN stays on screen
+    assert timeline.step is not None and timeline.step <= pinned.step < newest
+    assert not timeline.following
