@@ -19,6 +19,9 @@ from gradviz.core.graph.model import (
     module_id,
 )
 
+#: The label of a live module's tree (the program may know its connections; this graph does not).
+TREE_LABEL = "structure from the module tree: the order and the connections are not shown"
+
 #: Names are cut into at most this many levels; deeper dots stay in the last level's name,
 #: so a hostile name of a million dots makes one node, not a million.
 MAX_NAME_DEPTH = 32
@@ -60,10 +63,19 @@ def graph_from_names(
 def graph_from_module_tree(
     module, notes: tuple[str, ...] = (), types: Mapping[str, str] | None = None
 ) -> ModelGraph:
-    """The names graph of a live module's parameters and buffers, its modules typed by class
-    (``types`` where the class name is elsewhere, as TorchScript's ``original_name``)."""
-    if types is None:
-        types = {path: type(sub).__name__ for path, sub in module.named_modules() if path}
-    names = [name for name, _ in module.named_parameters()]
-    names += [name for name, _ in module.named_buffers()]
-    return graph_from_names(names, types, notes)
+    """The names graph of a live module: every submodule (with or without tensors), typed by
+    class (``types`` where the class name is elsewhere, as TorchScript's ``original_name``),
+    and its own parameters and buffers; no edges."""
+    nodes: list[GraphNode] = []
+    for path, sub in module.named_modules():
+        parent = module_id(path) if path else None
+        if path:
+            prefix, _, leaf = path.rpartition(".")
+            kind = (types or {}).get(path, type(sub).__name__)
+            owner = module_id(prefix) if prefix else None
+            nodes.append(GraphNode(module_id(path), leaf, MODULE, path, owner, kind))
+        own = list(sub.named_parameters(recurse=False)) + list(sub.named_buffers(recurse=False))
+        for leaf, _ in own:
+            full = f"{path}.{leaf}" if path else leaf
+            nodes.append(GraphNode(f"p:{full}", leaf, PARAMETER, path, parent))
+    return ModelGraph(tuple(nodes), (), NAMES, (TREE_LABEL, *notes))
