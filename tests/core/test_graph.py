@@ -241,3 +241,30 @@ def test_layout_of_names_is_a_tree_and_pieces_do_not_overlap():
     left = span(["m:a", "m:a.b", "m:a.c", "p:a.b.weight", "p:a.c.weight"])
     right = span(["m:d", "p:d.weight"])
     assert left[1] < right[0] or right[1] < left[0]
+
+
+jit_deprecated = pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.(script|trace|trace_method|save)` is deprecated:FutureWarning",
+)
+
+
+@jit_deprecated
+@pytest.mark.parametrize("make", ["script", "trace"])
+def test_a_torchscript_files_graph_has_the_skip_connection_and_places_weighted_ops(make, tmp_path):
+    from gradviz.core.graph import graph_of_file
+
+    net = ResidualNet().eval()
+    program = torch.jit.script(net) if make == "script" else torch.jit.trace(net, SAMPLE)
+    path = tmp_path / "net.ts"
+    torch.jit.save(program, path)
+    with pytest.raises(GradvizError, match="--trust"):
+        graph_of_file(path)
+    graph = graph_of_file(path, trust=True)
+    assert graph.source == "torchscript" and "no module scopes" in graph.notes[0]
+    (add,) = graph.by_name(OP)["add"]
+    assert sorted(graph.node(i).name for i in graph.inputs_of(add.id)) == ["relu", "x"]
+    (linear,) = graph.by_name(OP)["linear"]  # placed by the weights it reads
+    assert (linear.module, linear.parent) == ("fc", "m:fc")
+    weights = {graph.node(i).module for i in graph.inputs_of(linear.id)} - {""}
+    assert weights == {"fc"}

@@ -4,7 +4,7 @@
 file                                graph                                        trust
 ==================================  ===========================================  =======
 .pt2 (torch.export)                 the program's own graph                      yes
-TorchScript                         the module tree of the program (by names)    yes
+TorchScript                         the program's inlined graph (no scopes kept)  yes
 weights + ``--model-class``         torch.export (else torch.fx) of the class    yes
                                     run on zeros of ``--input-shape``
 state_dict, safetensors, pickled    the module tree by names, no edges           no
@@ -99,7 +99,7 @@ def _graph_of_program(name: str, data: bytes, kind: str, trust: bool) -> ModelGr
 def _graph_of_torchscript(name: str, data: bytes) -> ModelGraph:
     import torch
 
-    from gradviz.core.graph.names import graph_from_module_tree
+    from gradviz.core.graph.torchscript import graph_from_torchscript
     from gradviz.core.torch_notices import torch_deprecations_logged
 
     try:
@@ -107,11 +107,7 @@ def _graph_of_torchscript(name: str, data: bytes) -> ModelGraph:
             module = torch.jit.load(io.BytesIO(data), map_location="cpu")
     except Exception as exc:
         raise GradvizError(f"{name} is a damaged TorchScript file ({_line(exc)}).") from None
-    return graph_from_module_tree(
-        module,
-        ("A TorchScript program is shown as its module tree; its operations are not read yet.",),
-        types={p: getattr(m, "original_name", type(m).__name__) for p, m in module.named_modules()},
-    )
+    return graph_from_torchscript(module)
 
 
 def _graph_of_user_class(
