@@ -50,7 +50,7 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
     """Lay ``graph`` out in layers, top to bottom (see the module docstring for what is
     laid out and what is boxed)."""
     try:
-        from grandalf.graphs import Edge, Graph, Vertex
+        from grandalf.graphs import Edge, Vertex, graph_core
         from grandalf.layouts import SugiyamaLayout
     except ImportError:
         raise GradvizError(
@@ -69,12 +69,15 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
     vertices = {node_id: Vertex(node_id) for node_id in sizes}
     for node_id, vertex in vertices.items():
         vertex.view = _View(*sizes[node_id])
-    edges = [Edge(vertices[a], vertices[b]) for a, b in links if a in vertices and b in vertices]
-    drawing = Graph(list(vertices.values()), edges)
+    links = [(a, b) for a, b in links if a in vertices and b in vertices]
 
     positions: dict[str, tuple[float, float]] = {}
     left = 0.0
-    for component in drawing.C:
+    for ids, component_links in _components(list(vertices), links):
+        # One connected piece at a time, built directly: grandalf's Graph() finds the pieces
+        # itself in O(V x E) (list membership tests), 1.8 s of 3.3 s for 1,000 nodes.
+        edges = [Edge(vertices[a], vertices[b]) for a, b in component_links]
+        component = graph_core([vertices[i] for i in ids], edges)
         sugiyama = SugiyamaLayout(component)
         sugiyama.init_all()
         sugiyama.draw()
@@ -89,6 +92,26 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
     width = max((x + sizes[k][0] / 2 for k, (x, _) in positions.items()), default=0.0)
     height = max((y + sizes[k][1] / 2 for k, (_, y) in positions.items()), default=0.0)
     return GraphLayout(positions, sizes, boxes, float(width), float(height))
+
+
+def _components(ids: list[str], links: list[tuple[str, str]]):
+    """Connected pieces (union-find), each as (node ids, links), in first-seen order."""
+    root = {i: i for i in ids}
+
+    def find(i: str) -> str:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for a, b in links:
+        root[find(a)] = find(b)
+    pieces: dict[str, tuple[list, list]] = {}
+    for i in ids:
+        pieces.setdefault(find(i), ([], []))[0].append(i)
+    for a, b in links:
+        pieces[find(a)][1].append((a, b))
+    return list(pieces.values())
 
 
 class _View:
