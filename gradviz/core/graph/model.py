@@ -71,8 +71,9 @@ class GraphNode:
 
 @dataclass(frozen=True)
 class Collapsed:
-    """Why and how far a graph over the node limit was collapsed: modules deeper than
-    ``depth`` stand for everything inside them; ``nodes`` is the count before collapsing."""
+    """Why and how far a graph over the node limit was collapsed: each module at ``depth``
+    stands for the modules inside it and their nodes (at 0: each top-level module for
+    everything inside it); ``nodes`` is the count before collapsing."""
 
     limit: int
     nodes: int
@@ -80,10 +81,13 @@ class Collapsed:
 
     @property
     def sentence(self) -> str:
-        where = "every module" if self.depth == 0 else f"modules below depth {self.depth}"
+        if self.depth == 0:
+            where = "each top-level module stands for everything inside it"
+        else:
+            levels = "level" if self.depth == 1 else "levels"
+            where = f"each module {self.depth} {levels} deep stands for the modules inside it"
         return (
-            f"The graph has {self.nodes:,} nodes, more than the limit of {self.limit:,}: "
-            f"{where} is shown collapsed, standing for the nodes inside it."
+            f"The graph has {self.nodes:,} nodes, more than the limit of {self.limit:,}: {where}."
         )
 
     def to_dict(self) -> dict:
