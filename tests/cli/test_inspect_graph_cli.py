@@ -152,3 +152,24 @@ def test_model_options_without_graph_and_recordings_are_one_sentence(files, tmp_
     assert code == 2 and "apply to inspect --graph only" in err
     code, _, err = run(capsys, tmp_path, "--graph")
     assert code == 2 and "recording is not available yet" in err
+
+
+def test_the_installed_command_prints_the_graph_as_its_last_line(files):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "gradviz", "inspect", str(files / "sd.pt"), "--graph", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert result.returncode == 0, result.stderr
+    data = graph_json(result.stdout)
+    assert data["source"] == "names" and data["edges"] == []
+    assert {n["name"] for n in data["nodes"] if n["kind"] == "module"} == {"block", "conv", "fc"}
