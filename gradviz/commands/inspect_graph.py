@@ -1,4 +1,5 @@
-"""``gradviz inspect MODEL --graph [--json]``: the model as a graph.
+"""``gradviz inspect MODEL --graph [--json]``, ``gradviz inspect RECORDING --graph [--json]
+[--step K]``: the model as a graph (a recording's coloured by its health at step K).
 
 Prints what the graph holds (where it came from, how many nodes of each kind, the notes a
 reader must see); with ``--json`` the last line of stdout is the graph as one compact JSON
@@ -25,6 +26,13 @@ def add_arguments(parser) -> None:
         help="describe the model as a graph of modules and operations (--json: the graph)",
     )
     parser.add_argument(
+        "--step",
+        type=int,
+        metavar="K",
+        help="with --graph on a recording: the recorded step whose health the graph carries "
+        "(default: the last)",
+    )
+    parser.add_argument(
         "--input-shape",
         metavar="S",
         help="with --model-class: shape of one input to trace the model on, e.g. 3,32,32",
@@ -38,19 +46,19 @@ def wanted(args) -> bool:
         or args.model_class is not None
         or args.model_args is not None
         or args.input_shape is not None
+        or args.step is not None
     )
 
 
 def run(args) -> int:
     if not args.graph:
         raise GradvizError(
-            "--model-class, --model-args and --input-shape apply to inspect --graph only."
+            "--model-class, --model-args, --input-shape and --step apply to inspect --graph only."
         )
-    if Path(args.path).is_dir():
-        raise GradvizError(
-            f"{args.path} is a directory; the graph of a recording is not available yet, "
-            "only that of a model file."
-        )
+    if Path(args.path).is_dir():  # a recording is a directory; model files are files
+        return _print(args, _recording_graph(args))
+    if args.step is not None:
+        raise GradvizError("--step picks a step of a recording; a model file has none.")
     if args.model_args is not None and args.model_class is None:
         raise GradvizError("--model-args gives the arguments of --model-class; give both.")
     from gradviz.commands.jacobian import _input_shape  # the same parsing and message
@@ -63,6 +71,19 @@ def run(args) -> int:
         model_args=args.model_args,
         input_shape=_input_shape(args.input_shape),
     )
+    return _print(args, graph)
+
+
+def _recording_graph(args) -> ModelGraph:
+    if args.model_class is not None or args.input_shape is not None:
+        raise GradvizError("--model-class and --input-shape apply to model files, not recordings.")
+    from gradviz.core.graph.collapse import limit_nodes
+    from gradviz.core.graph.recording import graph_of_recording
+
+    return limit_nodes(graph_of_recording(args.path, step=args.step))
+
+
+def _print(args, graph: ModelGraph) -> int:
     for line in summary_lines(args.path, graph):
         print(line)
     if args.json:
@@ -80,6 +101,14 @@ def summary_lines(path: str, graph: ModelGraph) -> list[str]:
         f"  edges (data flow): {len(graph.edges):,}",
     ]
     lines.extend(f"  note: {sentence}" for sentence in graph.notes)
+    unhealthy = [
+        f"{n.module}.{n.name}" if n.module else n.name
+        for n in graph.nodes
+        if n.kind == "parameter" and n.health is not None and n.health["worst"] != "finite"
+    ]
+    if unhealthy:
+        more = f" and {len(unhealthy) - 10:,} more" if len(unhealthy) > 10 else ""
+        lines.append(f"  gradients not finite or zero: {', '.join(unhealthy[:10])}{more}")
     if graph.collapsed is not None:
         lines.append(f"  collapsed: {graph.collapsed.sentence}")
     return lines

@@ -150,8 +150,8 @@ def test_a_huge_state_dict_is_collapsed_and_the_json_says_so(tmp_path, capsys):
 def test_model_options_without_graph_and_recordings_are_one_sentence(files, tmp_path, capsys):
     code, _, err = run(capsys, files / "sd.pt", "--input-shape", "3,4,4")
     assert code == 2 and "apply to inspect --graph only" in err
-    code, _, err = run(capsys, tmp_path, "--graph")
-    assert code == 2 and "recording is not available yet" in err
+    code, _, err = run(capsys, files / "sd.pt", "--graph", "--step", "3")
+    assert code == 2 and "a model file has none" in err
 
 
 def test_the_installed_command_prints_the_graph_as_its_last_line(files):
@@ -173,3 +173,59 @@ def test_the_installed_command_prints_the_graph_as_its_last_line(files):
     data = graph_json(result.stdout)
     assert data["source"] == "names" and data["edges"] == []
     assert {n["name"] for n in data["nodes"] if n["kind"] == "module"} == {"block", "conv", "fc"}
+
+
+def watched_residual_mlp(path, nan_step: int, steps: int = 4) -> None:
+    """A residual MLP watched every step; its block's first weight gets a NaN gradient at
+    ``nan_step`` (after backward, before the optimizer step, as a bad batch would)."""
+    import gradviz
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = torch.nn.Linear(2, 4)
+            self.block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+            self.out = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            h = self.inp(x)
+            return self.out(h + self.block(h))
+
+    torch.manual_seed(0)
+    model = Residual()
+    with gradviz.watch(model, path, every=1) as rec:
+        for step in range(steps):
+            loss = model(torch.randn(8, 2)).pow(2).mean()
+            model.zero_grad()
+            loss.backward()
+            if step == nan_step:
+                model.block[0].weight.grad[0, 0] = float("nan")
+            rec.log(loss=loss)
+
+
+def test_a_recordings_graph_carries_its_health_at_the_step(tmp_path, capsys):
+    path = tmp_path / "run"
+    watched_residual_mlp(path, nan_step=2)
+    code, out, err = run(capsys, path, "--graph", "--step", "2", "--json")
+    assert code == 0, err
+    data = graph_json(out)
+    assert data["source"] == "recording" and data["edges"] == []
+    worst = {n["id"]: n["health"]["worst"] for n in data["nodes"]}
+    assert worst["p:block.0.weight"] == worst["m:block.0"] == worst["m:block"] == "NaN"
+    assert worst["p:block.0.bias"] == worst["m:inp"] == worst["m:out"] == "finite"
+    counts = {n["id"]: n["health"]["counts"] for n in data["nodes"]}
+    assert counts["m:block"] == {"finite": 19, "zero": 0, "NaN": 1, "+Inf": 0, "-Inf": 0}
+    assert "gradients not finite or zero: block.0.weight" in out
+
+    norms = {n["id"]: n["health"]["grad_norm"] for n in data["nodes"]}
+    assert norms["p:block.0.weight"] is None and norms["m:block"] is None  # JSON has no NaN
+
+    code, out, err = run(capsys, path, "--graph", "--step", "1", "--json")
+    before = graph_json(out)["nodes"]
+    assert all(n["health"]["worst"] == "finite" for n in before)
+    norms = {n["id"]: n["health"]["grad_norm"] for n in before}
+    # A module's norm is the norm of all its gradients together.
+    expected = (norms["p:inp.weight"] ** 2 + norms["p:inp.bias"] ** 2) ** 0.5
+    assert norms["m:inp"] == pytest.approx(expected, rel=1e-12)
+    code, out, err = run(capsys, path, "--graph", "--step", "7")
+    assert code == 2 and "Step 7 is not recorded" in err and "from 0 to 3" in err
