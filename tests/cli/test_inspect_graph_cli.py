@@ -217,9 +217,6 @@ def test_a_recordings_graph_carries_its_health_at_the_step(tmp_path, capsys):
     assert counts["m:block"] == {"finite": 19, "zero": 0, "NaN": 1, "+Inf": 0, "-Inf": 0}
     assert "gradients not finite or zero: block.0.weight" in out
 
-    norms = {n["id"]: n["health"]["grad_norm"] for n in data["nodes"]}
-    assert norms["p:block.0.weight"] is None and norms["m:block"] is None  # JSON has no NaN
-
     code, out, err = run(capsys, path, "--graph", "--step", "1", "--json")
     before = graph_json(out)["nodes"]
     assert all(n["health"]["worst"] == "finite" for n in before)
