@@ -25,6 +25,7 @@ from gradviz.core.graph.collapse import NODE_LIMIT, limit_nodes
 from gradviz.core.graph.model import ModelGraph
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
+from gradviz.core.modelio.limits import bounded
 
 
 def graph_of_file(
@@ -40,16 +41,21 @@ def graph_of_file(
     ``input_shape`` is one sample's shape (3, 32, 32) for tracing ``model_class``, where the
     file does not say. Raises GradvizError with one sentence for anything it cannot read."""
     name = os.fspath(path)
-    if model_class is not None:
-        graph = _graph_of_user_class(name, model_class, model_args, trust, input_shape)
-    else:
-        data = sniff.read_model_bytes(name)
-        kind = sniff.detect_format(data, name)
-        if kind in (sniff.EXPORTED_PROGRAM, sniff.TORCHSCRIPT):
-            graph = _graph_of_program(name, data, kind, trust)
+    try:
+        if model_class is not None:
+            graph = _graph_of_user_class(name, model_class, model_args, trust, input_shape)
         else:
-            graph = _graph_of_weights(name, trust)
-    return limit_nodes(graph, node_limit)
+            data = sniff.read_model_bytes(name)
+            kind = sniff.detect_format(data, name)
+            if kind in (sniff.EXPORTED_PROGRAM, sniff.TORCHSCRIPT):
+                graph = _graph_of_program(name, data, kind, trust)
+            else:
+                graph = _graph_of_weights(name, trust)
+        return limit_nodes(graph, node_limit)
+    except GradvizError as exc:
+        # Names and torch's errors in a message come from the file or the user's code: one
+        # line of bounded length, as modelio's own messages are.
+        raise GradvizError(bounded(str(exc))) from None
 
 
 def _graph_of_weights(name: str, trust: bool) -> ModelGraph:
