@@ -226,3 +226,33 @@ def test_a_recordings_graph_carries_its_health_at_the_step(tmp_path, capsys):
     assert norms["m:inp"] == pytest.approx(expected, rel=1e-12)
     code, out, err = run(capsys, path, "--graph", "--step", "7")
     assert code == 2 and "Step 7 is not recorded" in err and "from 0 to 3" in err
+
+
+def _hostile():
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "core"))
+    import hostile_files
+
+    return hostile_files
+
+
+@pytest.mark.parametrize(
+    "build", ["stride_zero", "storage_too_small", "deep_nesting", "many_tensors_pt"]
+)
+def test_a_hostile_file_graph_is_one_sentence(build, tmp_path, capsys):
+    path = getattr(_hostile(), build)(tmp_path)
+    code, out, err = run(capsys, path, "--graph", "--json", "--trust")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and len(err) < 500
+
+
+@pytest.mark.parametrize("kind", ["popen", "exec", "import"])
+def test_a_payload_in_a_checkpoint_never_runs_for_its_graph(kind, tmp_path, capsys):
+    marker = tmp_path / "ran"
+    path = _hostile().payload_in_unused_key(tmp_path, kind, marker)
+    code, out, err = run(capsys, path, "--graph", "--json", "--trust")
+    assert not marker.exists()
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "hostile" in err
