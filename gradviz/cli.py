@@ -163,7 +163,10 @@ def _add_inspect(sub) -> None:
         choices=list(ACTIVATIONS),
         help="activation to assume where the file cannot say",
     )
-    _add_assume_sequential(p)
+    _add_model_choices(p)
+    from gradviz.commands import inspect_graph  # --graph, --input-shape (argparse only)
+
+    inspect_graph.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
 
 

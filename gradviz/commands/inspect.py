@@ -15,6 +15,10 @@ from gradviz.core.modelio.limits import escaped
 
 
 def run(args) -> int:
+    from gradviz.commands import inspect_graph
+
+    if inspect_graph.wanted(args):  # --graph and its options: the graph command's own module
+        return inspect_graph.run(args)
     if Path(args.path).is_dir():  # a recording is a directory; model files are files
         return _inspect_recording(args)
     info = inspect_model(

@@ -1,0 +1,72 @@
+"""The node limit: a graph with more nodes than it is collapsed to modules, never cut.
+
+Collapsing to depth ``d`` keeps module nodes down to depth ``d``; everything owned by a
+deeper module is represented by its ancestor at depth ``d`` (which then carries the edges in
+and out, and says how many nodes it stands for). The deepest ``d`` that fits is chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.graph.model import MODULE, Collapsed, ModelGraph, module_id
+
+#: Nodes a graph may have before it is collapsed (the issue's page collapses past 200 on
+#: screen; the data keeps more).
+NODE_LIMIT = 2_000
+
+
+def limit_nodes(graph: ModelGraph, limit: int = NODE_LIMIT) -> ModelGraph:
+    """``graph`` itself when it has at most ``limit`` nodes, else collapsed to the deepest
+    module depth that fits, with ``collapsed`` saying so. GradvizError (one sentence) where
+    even depth 0 (every top-level module collapsed) has more than ``limit`` nodes."""
+    if len(graph.nodes) <= limit:
+        return graph
+    deepest = max((_depth(node.module) for node in graph.nodes), default=0)
+    for depth in range(deepest - 1, -1, -1):
+        collapsed = collapse_to_depth(graph, depth)
+        if len(collapsed.nodes) <= limit:
+            return replace(collapsed, collapsed=Collapsed(limit, len(graph.nodes), depth))
+    coarsest = len(collapse_to_depth(graph, 0).nodes)
+    raise GradvizError(
+        f"The graph has {len(graph.nodes):,} nodes and still {coarsest:,} with every module "
+        f"collapsed, more than the limit of {limit:,}; gradviz does not show part of a graph."
+    )
+
+
+def collapse_to_depth(graph: ModelGraph, depth: int) -> ModelGraph:
+    """Every node owned by a module deeper than ``depth`` folded into that module's
+    ancestor at ``depth`` (depth 0: into the top-level modules)."""
+    represent: dict[str, str] = {}
+    hidden: dict[str, int] = {}
+    for node in graph.nodes:
+        if _depth(node.module) <= depth:
+            continue
+        target = _cut(node.module, max(depth, 1))  # a top-level module is the coarsest node
+        if node.kind == MODULE and node.module == target:
+            continue  # depth 0: the top-level modules themselves stay
+        represent[node.id] = module_id(target)
+        hidden[module_id(target)] = hidden.get(module_id(target), 0) + 1
+    nodes = []
+    for node in graph.nodes:
+        if node.id in represent:
+            continue
+        if node.id in hidden:
+            node = replace(node, hidden=hidden[node.id])
+        nodes.append(node)
+    edges = []
+    for a, b in graph.edges:
+        a, b = represent.get(a, a), represent.get(b, b)
+        if a != b:
+            edges.append((a, b))
+    return ModelGraph(tuple(nodes), tuple(dict.fromkeys(edges)), graph.source, graph.notes)
+
+
+def _depth(path: str) -> int:
+    return 0 if not path else path.count(".") + 1
+
+
+def _cut(path: str, depth: int) -> str:
+    """``block.conv.inner`` cut to depth 1 -> ``block``."""
+    return ".".join(path.split(".")[:depth]) if path else ""
