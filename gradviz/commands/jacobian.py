@@ -97,7 +97,7 @@ def run(args) -> int:
     # What the result rests on, in the sentences the app's model panel shows.
     summary["assumptions"] = list(assumptions)
     for sentence in assumptions:
-        print(f"assumed: {escaped(sentence)}")
+        say(args, f"assumed: {escaped(sentence)}")
     if args.json:
         print_json(summary)
     return 0

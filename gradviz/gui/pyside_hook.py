@@ -29,7 +29,10 @@ def install() -> bool:
         return False
 
     def uses_pyside(module: ModuleType) -> bool:
-        path = getattr(module, "__file__", None)
+        try:
+            path = getattr(module, "__file__", None)
+        except Exception:  # a module object of its own kind (torch.classes raises RuntimeError)
+            path = None
         if not isinstance(path, str) or not path.endswith(".py"):
             return original(module)
         try:

@@ -206,10 +206,12 @@ def test_nan_weights_are_reported_before_the_jacobian(capsys, tmp_path):
         net[2].weight[0, 1] = float("nan")
     path = tmp_path / "nan.pt"
     torch.save(net, path)
-    code, out, err = run(capsys, "jacobian", "--model", path, "--batch", "2", "--json")
+    code, out, err = run(capsys, "jacobian", "--model", path, "--batch", "2")
     assert code == 0, err
     assert out.splitlines()[0] == "NaN or Inf in weights: 2.weight"
-    assert json.loads(out.splitlines()[-1])["nonfinite_weights"] == ["2.weight"]
+    code, out, err = run(capsys, "jacobian", "--model", path, "--batch", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["nonfinite_weights"] == ["2.weight"]  # --json: the document alone
 
 
 class TinyViT(torch.nn.Module):
@@ -372,11 +374,13 @@ def test_torchscript_with_nan_weights_reports_them_not_sample_mixing(capsys, tmp
         net[0].weight[1, 0] = float("nan")
     path = tmp_path / "nan_script.pt"
     torch.jit.save(torch.jit.script(net), path)
-    code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--in-dim", "2",
-                         "--batch", "3", "--json")  # fmt: skip
+    argv = ("jacobian", "--model", path, "--trust", "--in-dim", "2", "--batch", "3")
+    code, out, err = run(capsys, *argv)
     assert code == 0, err
-    summary = json.loads(out.splitlines()[-1])
     assert out.splitlines()[0] == "NaN or Inf in weights: 0.weight"
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    summary = json.loads(out)  # --json: the document alone
     assert summary["nonfinite_weights"] == ["0.weight"]
     assert "mixes samples" not in summary["reason"] and "NaN" in summary["reason"]
 

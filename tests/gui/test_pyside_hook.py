@@ -17,6 +17,8 @@ def getsource_answer(module) -> bool:
         return "PySide6" in inspect.getsource(module)
     except (TypeError, OSError, SyntaxError):
         return False
+    except RuntimeError:  # torch.classes answers every attribute, __wrapped__ too, by raising
+        return False
 
 
 def test_the_check_reads_bytes_and_agrees_with_getsource_on_every_imported_module(monkeypatch):
