@@ -58,7 +58,7 @@ def test_a_nan_gradient_is_blamed_on_the_backward_that_made_it(tmp_path):
     first = _train(Penalised(), tmp_path / "run", [torch.randn(4, 3)])
     origin = first["origin"]
     assert (origin["phase"], origin["module"]) == ("backward", "")  # the loss, not a module
-    assert "head's output" in origin["cause"] and first["step"] == 0
+    assert "the output of module 'head'" in origin["cause"] and first["step"] == 0
 
 
 def test_nan_in_the_batch_is_an_input_and_origin_false_records_none(tmp_path):
@@ -87,3 +87,29 @@ def test_inspect_says_where_it_started_and_each_rank_keeps_it(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     started = [line for line in lines if line.startswith("  where it started: ")]
     assert started == [f"  where it started: {summary['first_nonfinite']['origin']['cause']}"]
+
+
+def test_a_loss_already_non_finite_outside_every_module_is_named_as_the_forward(tmp_path):
+    """log(0) in the loss, outside every module: every module's output is finite, and the
+    first bad gradient reaches the last module from the loss. The recording must say it
+    started in the loss's forward, not in a backward."""
+    import gradviz
+    from gradviz.core.record.reader import Reader
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = gradviz.watch(model, tmp_path / "rec", every=5)
+    for step in range(4):
+        y = model(torch.randn(16, 4))
+        if step == 2:
+            y = torch.log(y - y.detach())  # log(0) = -inf, outside any module
+        loss = y.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        rec.log(loss=loss)
+    rec.close()
+    origin = Reader(tmp_path / "rec").first_nonfinite()["origin"]
+    assert origin["step"] == 2 and origin["phase"] == "forward" and origin["module"] == ""
+    assert origin["cause"].startswith("The loss was Inf though every module's output was finite")

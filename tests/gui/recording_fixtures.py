@@ -14,10 +14,11 @@ from pathlib import Path
 
 WRITER = textwrap.dedent(
     """
-    import sys, time, torch, gradviz
+    import os, sys, time, torch, gradviz
     from torch import nn
     path, steps, delay, nan_at, die = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \\
         int(sys.argv[4]), sys.argv[5] == "die"
+    gate = sys.argv[6] if len(sys.argv) > 6 else None
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -32,6 +33,8 @@ WRITER = textwrap.dedent(
         rec.log(loss=loss)
         opt.step()
         time.sleep(delay)
+        while gate and step == 1 and not os.path.exists(gate):
+            time.sleep(0.02)  # two steps written: wait until the test lets the rest come
     if die:
         time.sleep(600)  # hangs until killed: the recording is never marked complete
     rec.close()
@@ -46,11 +49,19 @@ def write_recording(path: Path, steps: int = 12, nan_at: int = -1) -> Path:
 
 
 def run_writer(
-    path: Path, steps: int, delay_s: float, nan_at: int = -1, die: bool = False
+    path: Path,
+    steps: int,
+    delay_s: float,
+    nan_at: int = -1,
+    die: bool = False,
+    gate: Path | None = None,
 ) -> subprocess.Popen:
-    """Start a subprocess that watches a small model for ``steps`` steps, ``delay_s`` apart."""
+    """Start a subprocess that watches a small model for ``steps`` steps, ``delay_s`` apart;
+    with ``gate``, it stops after two steps until that file exists (so a test sees a
+    recording still being written however busy the machine is)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     args = [str(path), str(steps), str(delay_s), str(nan_at), "die" if die else "close"]
+    args += [str(gate)] if gate is not None else []
     return subprocess.Popen([sys.executable, "-c", WRITER, *args], env=env)
 
 

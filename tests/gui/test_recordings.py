@@ -71,12 +71,12 @@ def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_reco
     assert (worst[:, 7] == Health.NAN).all() and (worst[:, :7] == Health.FINITE).all()
     # The first non-finite gradient is one click away: timeline, histogram and image follow.
     assert "step 7" in page.first_bad.text()
-    # Where it began (watch's module-level origin): the NaN loss's backward, before any module.
-    assert "began in the backward, outside modules" in page.first_bad.text()
+    # Where it began (watch's module-level origin): the loss, made NaN outside every module.
+    assert "began in the forward, outside modules" in page.first_bad.text()
     shown = page.origin.values()
-    assert page.origin.isVisible() and shown["phase"] == "backward (step 7)"
+    assert page.origin.isVisible() and shown["phase"] == "forward (step 7)"
     assert shown["module"].startswith("(none") and shown["op"] == "-"
-    assert "the loss's backward" in shown["cause"] and "2's output" in shown["cause"]
+    assert shown["cause"].startswith("The loss was NaN though every module's output was finite")
     qtbot.mouseClick(page.first_bad, Qt.MouseButton.LeftButton)
     assert page.timeline.step == 7
     hist = page.histogram.histogram
@@ -167,16 +167,16 @@ def _drawn_equals(widget, matrix) -> bool:
 
 def test_a_recording_being_written_is_followed(qtbot, lab, tmp_path):
     path = tmp_path / "live"
-    writer = run_writer(path, steps=20, delay_s=0.12)
+    gate = tmp_path / "go"
+    writer = run_writer(path, steps=20, delay_s=0.12, gate=gate)
     try:
-        from gradviz.core.record.reader import is_recording
-
-        qtbot.waitUntil(lambda: is_recording(path), timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: _recorded_steps(path) >= 2, timeout=WAIT_MS)
         page = lab.recordings.page
         lab.recordings.open(str(path))
         qtbot.waitUntil(lambda: page.data is not None, timeout=WAIT_MS)
         first = page.data.n_steps
         qtbot.waitUntil(lambda: page.timeline.state_label.text() == "following", timeout=WAIT_MS)
+        gate.touch()  # the writer goes on only now that the page follows it
         qtbot.waitUntil(lambda: page.data.n_steps > first, timeout=WAIT_MS)  # new steps arrive
         assert page.timeline.following and page.timeline.index == page.data.n_steps - 1
         page.timeline.select_index(0)  # scrubbing back ends following

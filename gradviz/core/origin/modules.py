@@ -119,21 +119,26 @@ def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:
             "phase": "forward",
             "module": module,
             "op": None,
-            "cause": f"Module {module or '(the model)'}'s forward made {kind} from finite inputs "
+            "cause": f"The forward of {_named(module)} made {kind} from finite inputs "
             "(run `gradviz diagnose` for the operation and line).",
         }
     # A gradient reaching ``module``'s output: made by the backward of the module whose
     # output gradient came just before it (its consumer), or by the loss.
     before = [m for p, m in where[:k] if p == "backward"]
     producer = before[-1] if before else ""
-    made_by = f"module {producer}'s backward" if producer else "the loss's backward"
+    made_by = f"the backward of {_named(producer)}" if producer else "the loss's backward"
     return {
         "phase": "backward",
         "module": producer,
         "op": None,
-        "cause": f"The gradient reaching {module or 'the model'}'s output was {kind}, made by "
+        "cause": f"The gradient reaching the output of {_named(module)} was {kind}, made by "
         f"{made_by} (run `gradviz diagnose` for the operation and line).",
     }
+
+
+def _named(module: str) -> str:
+    """A module in a sentence: module 'encoder.0', or the model itself."""
+    return f"module '{module}'" if module else "the model"
 
 
 def _floating(t) -> bool:

@@ -40,13 +40,15 @@ class OriginNotes:
         self._origin = ModuleOrigin(model)
         self.found: dict | None = None
 
-    def note(self, number: int, read: bool) -> None:
+    def note(self, number: int, read: bool, loss=None) -> None:
         """End step ``number``: remember its origin if it is the first one and ``read``
         (the recorder reads on the CPU at every step, on an accelerator at the steps of the
-        interval, which synchronise anyway); otherwise only forget the step's sums."""
+        interval, which synchronise anyway); otherwise only forget the step's sums. ``loss``
+        (the step's logged loss, if any) tells a loss that was already non-finite from one
+        whose backward made the first bad gradient."""
         found = self._origin.step_end(read=read and self.found is None)
         if found is not None:
-            self.found = {**found, "step": number}
+            self.found = {**_outside_modules(found, loss), "step": number}
 
     def forget(self) -> None:
         """Drop the step's sums unread (a step GradScaler skipped: its scaled gradients
@@ -62,3 +64,24 @@ class OriginNotes:
 
     def remove(self) -> None:
         self._origin.remove()
+
+
+def _outside_modules(found: dict, loss) -> dict:
+    """Every module's forward was finite and the first bad gradient came from outside them:
+    where the logged loss is itself non-finite, the value started in the loss's forward
+    (outside every module), not in a backward."""
+    if found["phase"] != "backward" or found["module"] or loss is None:
+        return found
+    import math
+
+    value = float(loss.detach().float().sum()) if hasattr(loss, "detach") else float(loss)
+    if math.isfinite(value):
+        return found
+    kind = "NaN" if math.isnan(value) else "Inf"
+    return {
+        **found,
+        "phase": "forward",
+        "cause": f"The loss was {kind} though every module's output was finite: it started "
+        "in the loss's computation, outside the modules (run `gradviz diagnose` for the "
+        "operation and line).",
+    }

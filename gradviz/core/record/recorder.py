@@ -231,7 +231,7 @@ class Recorder:
                 self._record_skip(number, skip)
                 return
             bad_now = self._first_bad.check(grads, number)
-            self._note_origin(number)
+            self._note_origin(number, loss)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
                     grads = [None if g is None else g.detach() / scale for g in grads]
@@ -243,12 +243,12 @@ class Recorder:
         self._last_step = number
         self._count += 1
 
-    def _note_origin(self, number: int) -> None:
+    def _note_origin(self, number: int, loss) -> None:
         """End the step's module-level origin checks (read on the CPU at every step, on an
         accelerator at the steps of the interval, which synchronise anyway)."""
         if self._origin is not None:
             read = self.device.type == "cpu" or self._count % self.interval == 0
-            self._origin.note(number, read)
+            self._origin.note(number, read, loss)
 
     def _on_optimizer_step(self) -> None:
         if self._amp is None and self._scaler_searches < _SCALER_SEARCHES:

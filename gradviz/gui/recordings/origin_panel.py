@@ -38,6 +38,8 @@ class OriginPanel(QGroupBox):
                 field = QLabel()
                 field.setWordWrap(True)
                 field.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            if key == "cause":  # a sentence or two: room for three lines, never cut mid-line
+                field.setMinimumHeight(3 * field.fontMetrics().lineSpacing())
             field.setObjectName(f"origin-{key}")
             self.fields[key] = field
             form.addRow(label, field)
@@ -48,7 +50,9 @@ class OriginPanel(QGroupBox):
         if origin is None:
             return
         for key, field in self.fields.items():
-            field.setText(_text(key, origin))
+            text = _text(key, origin)
+            field.setText(text)
+            field.setToolTip(text)  # the whole text, where the panel is too narrow for it
         self.fields["source"].setCursorPosition(0)
 
     def values(self) -> dict[str, str]:
