@@ -30,16 +30,18 @@ def live_jacobian(model, x):
 
 
 def cli_jacobian(capsys, tmp_path, path, x, *extra):
-    """J by `gradviz jacobian --model path` in float64, its stdout lines and its JSON."""
+    """J by `gradviz jacobian --model path` in float64, its stdout lines (the words, printed
+    without --json) and its JSON (with --json, stdout holds the document alone)."""
     inputs, out = tmp_path / "x.npy", tmp_path / "j.npy"
     np.save(inputs, x.numpy())
-    code, stdout, err = run(
-        capsys, "jacobian", "--model", path, "--inputs", f"file:{inputs}", "--out", out,
-        "--dtype", "float64", "--json", *extra,
-    )  # fmt: skip
+    argv = ("jacobian", "--model", path, "--inputs", f"file:{inputs}", "--out", out,
+            "--dtype", "float64", *extra)  # fmt: skip
+    code, stdout, err = run(capsys, *argv)
     assert code == 0, err
     lines = stdout.strip().splitlines()
-    return np.load(out), lines, json.loads(lines[-1])
+    code, stdout, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return np.load(out), lines, json.loads(stdout)
 
 
 def refused(capsys, *argv):
