@@ -65,16 +65,16 @@ def is_ddp(module) -> bool:
 
 def install(module, listener) -> str:
     """Listen to ``module``'s buckets; returns how: "gradviz" (our hook registered), "wrapped"
-    (the user's hook, wrapped by ``wrap_comm_hook``) or "user" (their own hook, unwrapped:
-    the rank is read after the reduction)."""
+    (the user's hook, wrapped by ``wrap_comm_hook``), "user" (their own hook, unwrapped: the
+    rank is read after the reduction) or "refused" (DDP would not take a hook now)."""
     _LISTENERS.add(listener)
     hooks = getattr(module, "_comm_hooks", [])
     if hooks:
         return "wrapped" if any(getattr(h, "__gradviz__", False) for h, _ in hooks) else "user"
     try:
         module.register_comm_hook(None, default_checked_hook())
-    except RuntimeError:  # a hook registered some other way (e.g. a builtin C++ one)
-        return "user"
+    except RuntimeError:  # a builtin C++ hook already there, or training already begun
+        return "refused"
     return "gradviz"
 
 

@@ -267,14 +267,20 @@ class Recorder:
         how = ddp.install(module, self)
         self._writer.meta["comm_hook"] = how
         self._writer.meta["local_first_nonfinite"] = None
-        if how == "user":
+        if how in ("user", "refused"):
             import warnings
 
+            why = (
+                "this DDP model has its own communication hook"
+                if how == "user"
+                else "DDP refused gradviz's communication hook (one is there already, or "
+                "training began before watch)"
+            )
             warnings.warn(
-                "gradviz: this DDP model has its own communication hook, so each rank's "
-                "gradients are read after the all-reduce and every rank shares the first "
-                "non-finite step; register gradviz.wrap_comm_hook(your_hook) instead to "
-                "see which rank went bad first.",
+                f"gradviz: {why}, so each rank's gradients are read after the all-reduce "
+                "and every rank shares the first non-finite step; register "
+                "gradviz.wrap_comm_hook(your_hook) before training to see which rank went "
+                "bad first.",
                 stacklevel=3,
             )
 
