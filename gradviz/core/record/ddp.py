@@ -66,16 +66,16 @@ def is_ddp(module) -> bool:
 
 def install(module, listener) -> str:
     """Listen to ``module``'s buckets; returns how: "gradviz" (our hook registered), "wrapped"
-    (the user's hook, wrapped by ``wrap_comm_hook``) or "user" (their own hook, unwrapped:
-    the rank is read after the reduction)."""
+    (the user's hook, wrapped by ``wrap_comm_hook``), "user" (their own hook, unwrapped: the
+    rank is read after the reduction) or "refused" (DDP would not take a hook now)."""
     _LISTENERS.add(listener)
     hooks = getattr(module, "_comm_hooks", [])
     if hooks:
         return "wrapped" if any(getattr(h, "__gradviz__", False) for h, _ in hooks) else "user"
     try:
         module.register_comm_hook(None, default_checked_hook())
-    except RuntimeError:  # a hook registered some other way (e.g. a builtin C++ one)
-        return "user"
+    except RuntimeError:  # a builtin C++ hook already there, or training already begun
+        return "refused"
     return "gradviz"
 
 
@@ -176,12 +176,18 @@ def listen(module, listener, named: dict, device: torch.device, meta: dict) -> L
     how = install(module, listener)
     meta["comm_hook"] = how
     meta["local_first_nonfinite"] = None
-    if how == "user":
+    if how in ("user", "refused"):
+        why = (
+            "this DDP model has its own communication hook"
+            if how == "user"
+            else "DDP refused gradviz's communication hook (one is there already, or "
+            "training began before watch)"
+        )
         warnings.warn(
-            "gradviz: this DDP model has its own communication hook, so each rank's "
-            "gradients are read after the all-reduce and every rank shares the first "
-            "non-finite step; register gradviz.wrap_comm_hook(your_hook) instead to "
-            "see which rank went bad first.",
+            f"gradviz: {why}, so each rank's gradients are read after the all-reduce "
+            "and every rank shares the first non-finite step; register "
+            "gradviz.wrap_comm_hook(your_hook) before training to see which rank went "
+            "bad first.",
             stacklevel=3,
         )
     return checks
