@@ -52,12 +52,25 @@ def user_source(skip_gradviz: bool = True) -> tuple[str, str]:
     while frame is not None:
         if not _is_internal(frame.f_code, skip_gradviz):
             caller = frame.f_back
-            if caller is not None and caller.f_code.co_filename == _FUNCTION_PY:
+            if caller is not None and _in_function_forward(frame, caller, skip_gradviz):
                 frame = caller  # inside Function.forward: report the apply call
                 continue
             return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}", frame.f_code.co_name
         frame = frame.f_back
     return "", ""
+
+
+def _in_function_forward(frame, caller, skip_gradviz: bool) -> bool:
+    """Whether ``frame`` runs a custom ``autograd.Function``'s forward: called from
+    function.py (torch 2.13), or straight from torch's C++ apply (2.14: the caller is then
+    the user's own line or torch's), with the Function's context as its first argument."""
+    if caller.f_code.co_filename == _FUNCTION_PY:
+        return True
+    code = frame.f_code
+    if code.co_name != "forward" or not code.co_argcount:
+        return False
+    ctx = frame.f_locals.get(code.co_varnames[0])
+    return isinstance(ctx, torch.autograd.function.FunctionCtx)
 
 
 @functools.lru_cache(maxsize=4096)
