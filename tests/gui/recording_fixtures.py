@@ -73,3 +73,13 @@ def write_fit_recording(path: Path, steps: int = 8) -> Path:
                  "--method", "safe", "--record", str(path)])  # fmt: skip
     assert code == 0
     return path
+
+
+def open_and_wait(qtbot, lab, path, timeout_ms: int = 60_000):
+    """Open the recording at ``path`` in ``lab`` (a controller) and wait until it is shown
+    (read off the GUI thread: generous on a busy machine); returns what was shown."""
+    shown = []
+    lab.recordings.shown.connect(shown.append)
+    assert lab.recordings.open(str(path))
+    qtbot.waitUntil(lambda: bool(shown), timeout=timeout_ms)
+    return shown[-1]

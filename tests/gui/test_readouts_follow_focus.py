@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
-from recording_fixtures import write_fit_recording
+from recording_fixtures import open_and_wait, write_fit_recording
 
 from gradviz.cli import main as cli_main
 from gradviz.gui.lab.session import RunState
@@ -34,14 +34,6 @@ def naive_recording(tmp_path_factory):
     args = ["fit", "--method", "naive", "--target", "gaussian", "--n", "10", "--steps", "6"]
     assert cli_main([*args, "--record", str(path)]) == 0
     return _read_once(path)
-
-
-def open_and_wait(qtbot, lab, path):
-    shown = []
-    lab.recordings.shown.connect(shown.append)
-    assert lab.recordings.open(str(path))
-    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
-    return shown[-1]
 
 
 def test_a_lab_recording_opened_over_a_paused_run_is_shown_at_once(

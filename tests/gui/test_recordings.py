@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
-from recording_fixtures import run_writer, write_fit_recording, write_recording
+from recording_fixtures import open_and_wait, run_writer, write_fit_recording, write_recording
 
 from gradviz.core.health import Health
 from gradviz.core.record import layout as L
@@ -51,14 +51,6 @@ def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
     controller.shutdown()
     controller.window.close()
     controller.window.deleteLater()
-
-
-def open_and_wait(qtbot, lab, path):
-    shown = []
-    lab.recordings.shown.connect(shown.append)
-    assert lab.recordings.open(str(path))
-    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
-    return shown[-1]
 
 
 def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_recording):

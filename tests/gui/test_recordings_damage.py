@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 from fixtures_app import isolated_settings  # noqa: F401 - fixture
-from recording_fixtures import write_recording
+from recording_fixtures import open_and_wait, write_recording
 
 from gradviz.core.health import Health
 from gradviz.gui.recordings.health_plots import MISSING_COLOUR, health_rgba
@@ -53,14 +53,6 @@ def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
     controller.shutdown()
     controller.window.close()
     controller.window.deleteLater()
-
-
-def open_and_wait(qtbot, lab, path):
-    shown = []
-    lab.recordings.shown.connect(shown.append)
-    assert lab.recordings.open(str(path))
-    qtbot.waitUntil(lambda: bool(shown), timeout=WAIT_MS)
-    return shown[-1]
 
 
 def test_missing_steps_are_drawn_in_their_own_colour_and_named_in_one_line(qtbot, lab, damaged):
