@@ -2,23 +2,22 @@
 step, names where its first NaN started (exit 0 either way), exit 2 for a bad script."""
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from cli_runner import run_cli as run_gradviz
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _in_the_repository(monkeypatch):
+    """The example is named relative to the repository, as a user in a checkout runs it."""
+    monkeypatch.chdir(ROOT)
+
+
 EXAMPLE = "resources/examples/classic_nan_distances.py"
-
-
-def run_gradviz(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "gradviz", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=180,
-    )
 
 
 def script(tmp_path, body: str) -> str:
