@@ -1,12 +1,11 @@
 """`gradviz bench`: the quick distances run end to end, and how missing suites are handled."""
 
 import json
-import subprocess
-import sys
 import types
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 import gradviz.commands.bench as bench_command
 from gradviz.cli import main
@@ -16,24 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quick_distances_bench_reports_every_method_as_json_on_the_last_line():
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gradviz",
-            "bench",
-            "--suite",
-            "distances",
-            "--quick",
-            "--repeats",
-            "1",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=180,
-    )
+    result = run_cli("bench", "--suite", "distances", "--quick", "--repeats", "1", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     distances = summary["suites"]["distances"]

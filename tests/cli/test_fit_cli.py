@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import run_cli
 
 from gradviz.cli import main
 from gradviz.core.pointsets import generate, save_points
@@ -38,26 +39,8 @@ def _fit_json(capsys, *args) -> dict:
 
 
 def test_naive_json_reports_the_classic_failure_as_a_result():
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gradviz",
-            "fit",
-            "--method",
-            "naive",
-            "--json",
-            "--threads",
-            "1",
-            "--steps",
-            "50",
-            "--n",
-            "20",
-        ],  # fmt: skip
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_cli(
+        "fit", "--method", "naive", "--json", "--threads", "1", "--steps", "50", "--n", "20"
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no progress bar when stderr is not a terminal

@@ -9,18 +9,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_gradviz(*args, env=None):
+    """In this process, unless the test sets the environment (then a real process, so the
+    variable reaches torch as a user's shell would pass it)."""
+    if env is None:
+        return run_cli(*args)
     return subprocess.run(
         [sys.executable, "-m", "gradviz", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=120,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **env},
     )
 
 
