@@ -11,12 +11,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
+from gloo_ranks import run_two_ranks
 
 from gradviz.core.record.reader import Reader, is_recording
 
 REPO = Path(__file__).resolve().parents[2]
 #: Generous: the machine may be busy; the waits end as soon as the condition holds.
-TIMEOUT_S = 90
+TIMEOUT_S = 300
 
 WRITER = textwrap.dedent(
     """
@@ -89,48 +91,46 @@ def test_a_reader_in_another_process_follows_a_growing_recording(tmp_path):
     assert reader.rank(0).complete and list(reader.rank(0).losses()) == list(range(12))
 
 
+# One pair of processes records a DDP run, then an FSDP run (``fully_shard``), each into its
+# own path, so the torch imports and the rendezvous are paid once.
 DISTRIBUTED_RANK = textwrap.dedent(
     """
     import sys, torch, torch.distributed as dist, gradviz
     from torch import nn
-    rank, init, path, wrap = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    from torch.distributed.fsdp import fully_shard
+    rank, init, folder = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
-    if wrap == "ddp":
-        model = nn.parallel.DistributedDataParallel(model)
-    else:
-        from torch.distributed.fsdp import fully_shard
-        fully_shard(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(8, 4) + rank
-    with gradviz.watch(model, path, every=1) as rec:
-        for step in range(3):
-            opt.zero_grad()
-            loss = model(x).pow(2).mean()
-            loss.backward()
-            rec.log(loss=loss)
-            opt.step()
+    for wrap in ("ddp", "fsdp"):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+        if wrap == "ddp":
+            model = nn.parallel.DistributedDataParallel(model)
+        else:
+            fully_shard(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(8, 4) + rank
+        with gradviz.watch(model, f"{folder}/{wrap}", every=1) as rec:
+            for step in range(3):
+                opt.zero_grad()
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                rec.log(loss=loss)
+                opt.step()
     dist.destroy_process_group()
     """
 )
 
 
-def record_two_ranks(tmp_path, wrap: str) -> Reader:
-    path, init = tmp_path / wrap, f"file://{tmp_path / 'init'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", DISTRIBUTED_RANK, str(r), init, str(path), wrap], env=env
-        )
-        for r in (0, 1)
-    ]
-    assert [p.wait(TIMEOUT_S) for p in ranks] == [0, 0]
-    return Reader(path)
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> dict[str, Reader]:
+    """The DDP and the FSDP recordings of the same two gloo ranks."""
+    folder = tmp_path_factory.mktemp("ranks")
+    run_two_ranks(DISTRIBUTED_RANK, f"file://{folder / 'init'}", str(folder))
+    return {wrap: Reader(folder / wrap) for wrap in ("ddp", "fsdp")}
 
 
-def test_a_two_process_gloo_ddp_run_records_both_ranks(tmp_path):
-    reader = record_two_ranks(tmp_path, "ddp")
+def test_a_two_process_gloo_ddp_run_records_both_ranks(two_ranks):
+    reader = two_ranks["ddp"]
     summary = reader.describe()
     assert summary["ranks"] == [0, 1] and summary["complete"] and summary["steps"] == 3
     assert summary["tensors"] == [
@@ -148,8 +148,8 @@ def test_a_two_process_gloo_ddp_run_records_both_ranks(tmp_path):
     assert not np.allclose(r0.losses(), r1.losses())
 
 
-def test_a_two_process_fsdp_run_records_each_ranks_shard(tmp_path):
-    reader = record_two_ranks(tmp_path, "fsdp")
+def test_a_two_process_fsdp_run_records_each_ranks_shard(two_ranks):
+    reader = two_ranks["fsdp"]
     assert reader.ranks == [0, 1] and reader.describe()["complete"]
     # Each rank records its own shard of the (8, 4) weight: together every entry, once.
     entries = [reader.rank(r).tensor("0.weight").counts[0].sum() for r in (0, 1)]
