@@ -20,7 +20,13 @@ import zarr
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
-from gradviz.core.record.damage import Damage, check_images, check_scalars, check_stream
+from gradviz.core.record.damage import (
+    Damage,
+    check_images,
+    check_scalars,
+    check_stream,
+    read_rows,
+)
 
 
 def is_recording(path: str | os.PathLike) -> bool:
@@ -166,6 +172,17 @@ class RankStream:
             raise GradvizError(f"No scalar {name!r} in this recording; it holds: {names}.")
         rows = self._check_scalars()[0][name]  # rows that cannot be read left out
         return ScalarSeries(name, rows[:, 0].astype(np.int64), rows[:, 1].copy())
+
+    def wall_times(self) -> ScalarSeries | None:
+        """When each step was logged: ``values`` (K,) Unix time in seconds at ``steps`` (K,);
+        None for a recording made before wall times were recorded (rows that cannot be read
+        are left out, as a scalar's)."""
+        info = self.meta.get("wall_time")
+        if info is None:
+            return None
+        rows, _ = read_rows(self._group, "wall_time", int(info.get("count", 0)), (2,))
+        rows = rows[~np.isnan(rows[:, 0])]
+        return ScalarSeries("wall_time", rows[:, 0].astype(np.int64), rows[:, 1].copy())
 
     def image_names(self) -> list[str]:
         return list(self.meta["images"])
