@@ -250,9 +250,9 @@ class Reader:
         self.refresh()
 
     def refresh(self) -> bool:
-        """Re-read the metadata of every rank; True when a step or a rank was added or a
-        stream was completed since the last call."""
-        before = {r: (s.steps, s.complete) for r, s in self._streams.items()}
+        """Re-read the metadata of every rank; True when a step, a logged scalar or a rank
+        was added or a stream was completed since the last call."""
+        before = {r: _growth(s) for r, s in self._streams.items()}
         streams, unreadable = {}, []
         self._unreadable = unreadable  # _rank_groups adds to it
         for name, group in self._rank_groups():
@@ -267,7 +267,7 @@ class Reader:
                 continue
             streams[stream.rank] = stream
         self._streams = dict(sorted(streams.items()))
-        return before != {r: (s.steps, s.complete) for r, s in self._streams.items()}
+        return before != {r: _growth(s) for r, s in self._streams.items()}
 
     def _rank_groups(self) -> list:
         """The rank groups written so far, found from the directory itself: zarr's own
@@ -366,6 +366,12 @@ class Reader:
             "damaged": damaged,
         }
         return summary
+
+
+def _growth(stream: RankStream) -> tuple:
+    """What grows while a writer runs: the steps, each scalar's count, completion."""
+    scalars = tuple((n, i.get("count")) for n, i in stream.meta.get("scalars", {}).items())
+    return stream.steps, stream.complete, scalars
 
 
 def _totals(streams: list[RankStream]) -> dict:
