@@ -108,7 +108,8 @@ class RunsOverlay(QWidget):
         self.plot = pg.PlotWidget(plotItem=PlotItem(axisItems={"bottom": self.time_axis}))
         self.plot.setObjectName("runs-plot")
         self.plot.showGrid(x=True, y=True, alpha=0.25)
-        self.legend = self.plot.addLegend(offset=(-10, 10))
+        # Below the marks of NaN and +Inf, which run along the top edge.
+        self.legend = self.plot.addLegend(offset=(-10, 36))
         self.plot.getPlotItem().export_csv = _weak_method(self.write_csv)
         self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.hover = QLabel("Point at the plot for every run's value there.")
@@ -195,7 +196,8 @@ class RunsOverlay(QWidget):
         if isinstance(run.feed, LiveFeed):
             run.feed.following = False
         run.feed = feed
-        run.state = "following the live run"
+        run.state = "following"
+        self._show_state(run)
         ref, key = weakref.ref(self), feed.label
         feed.loaded.connect(lambda s: (p := ref()) and p.set_series(key, s))
         feed.ended.connect(lambda: (p := ref()) and p._set_state(key, "ended"))
@@ -208,7 +210,7 @@ class RunsOverlay(QWidget):
         if run is None:
             return
         run.series = series
-        run.item.setText(run.label)
+        self._show_state(run)
         self._offer_quantities()
         self._redraw()
 
@@ -235,12 +237,23 @@ class RunsOverlay(QWidget):
         run = OverlaidRun(key, colour, curve, raw, marks, item)
         self.runs[key] = run
         self.list.addItem(item)
+        self._show_state(run)
         return run
 
     def _set_state(self, key: str, state: str) -> None:
         if key in self.runs:
             self.runs[key].state = state
+            self._show_state(self.runs[key])
             self._redraw()
+
+    @staticmethod
+    def _show_state(run: OverlaidRun) -> None:
+        """The list names the run and where it stands (following, complete, ...)."""
+        blocked = run.item.listWidget().blockSignals(True) if run.item.listWidget() else None
+        run.item.setText(f"{run.label}  ({run.state})")
+        run.item.setToolTip(f"{run.label}: {run.state}. Tick to show its curve.")
+        if blocked is not None:
+            run.item.listWidget().blockSignals(blocked)
 
     def _offer_quantities(self) -> None:
         """The picker lists every quantity some run has (the chosen one stays)."""
@@ -276,6 +289,7 @@ class RunsOverlay(QWidget):
         item.setLogMode(y=log)
         item.setLabel("left", quantity_text(key))
         self.time_axis.clock = kind == "wall"
+        self.time_axis.enableAutoSIPrefix(kind != "wall")  # never "wall time (x1e+09)"
         item.setLabel("bottom", X_AXES[kind])
         self.time_axis.picture = None  # the tick strings change with the kind
         notes = []
@@ -346,11 +360,14 @@ class RunsOverlay(QWidget):
         self.hover.setText(self.hover_text(self._hover_x))
 
     def hover_values(self, x: float) -> list[tuple[str, int, float]]:
-        """Every shown run's point nearest to ``x``: (run key, step, raw value)."""
+        """Every shown run's point nearest to ``x``: (run key, step, raw value); a run
+        whose points all lie well away from ``x`` (before its start, after its end) has none."""
+        (x0, x1), _ = self.plot.getPlotItem().getViewBox().viewRange()
+        slack = 0.02 * (x1 - x0)
         found = []
         for key in self.visible_runs():
             steps, xs, raw, _ = self.runs[key].drawn
-            if len(xs):
+            if len(xs) and xs[0] - slack <= x <= xs[-1] + slack:
                 i = int(np.argmin(np.abs(xs - x)))
                 found.append((key, int(steps[i]), float(raw[i])))
         return found

@@ -70,12 +70,17 @@ class LiveFeed(QObject):
 
 
 def _extend_times(times: np.ndarray, steps: int, steps_per_second: float) -> np.ndarray:
-    """(steps,) Unix seconds: the known ``times``, then now for the new steps; a first
-    call dates the steps already taken back at ``steps_per_second`` (now if unknown)."""
+    """(steps,) Unix seconds: the known ``times``, then the new steps spread evenly up to
+    now (a frame shows several steps at once: no staircase); a first call dates the steps
+    already taken back at ``steps_per_second`` (now if unknown)."""
     now = time.time()
     if len(times) >= steps:
         return times[:steps]
-    new = np.full(steps - len(times), now)
-    if not len(times) and steps_per_second and steps_per_second > 0:
-        new = now - (steps - 1 - np.arange(steps)) / steps_per_second
+    k = steps - len(times)
+    if len(times):
+        new = times[-1] + (now - times[-1]) * np.arange(1, k + 1) / k
+    elif steps_per_second and steps_per_second > 0:
+        new = now - (k - 1 - np.arange(k)) / steps_per_second
+    else:
+        new = np.full(k, now)
     return np.concatenate([times, new])

@@ -28,10 +28,12 @@ KINDS = {
 }
 #: Where the marks sit, as a fraction of the view's height from its top (or bottom) edge.
 EDGE_INSET = 0.04
-#: The legend of the marks, as rich text for a label beside the plot.
+_GLYPHS = {"nan": "◆", "+inf": "▲", "-inf": "▼"}
+#: The legend of the marks, as rich text for a label beside the plot (each glyph on the
+#: plot's dark background: NaN's yellow is unreadable on the window's light one).
 LEGEND_HTML = " ".join(
-    f'<span style="color:{colour}">{"◆" if kind == "nan" else "▲" if kind == "+inf" else "▼"}'
-    f"</span>&nbsp;{words}"
+    f'<span style="background-color:#000000;color:{colour}">&nbsp;{_GLYPHS[kind]}&nbsp;</span>'
+    f"&nbsp;{words}"
     for kind, (_, colour, words) in KINDS.items()
 )
 
