@@ -19,6 +19,7 @@ from recording_fixtures import run_writer
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
 from gradviz.core.record.writer import RankWriter
+from gradviz.gui.recordings.export import export_plot
 from gradviz.gui.recordings.runs_data import GRAD_NORM_ALL, debiased_ema, scalar_key
 
 WAIT_MS = 60_000
@@ -247,7 +248,7 @@ def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, pag
     assert page.readouts()["runs"][0]["last_step"] == 11
     with open(tmp_path / "early.csv") as f:
         assert 2 <= len(list(csv.reader(f))) - 1 < 12  # what was drawn then
-    page.write_csv(str(tmp_path / "now.csv"))
+    export_plot(page.plot, str(tmp_path / "now.csv"))  # the plot's Export data as CSV…
     with open(tmp_path / "now.csv") as f:
         header, *rows = list(csv.reader(f))
     assert header == ["run", "step", "step", "loss", "smoothed"]
@@ -255,6 +256,7 @@ def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, pag
     assert rows[7][3] == "nan" and rows[7][4] == "nan"  # written as such, not dropped
     loss = Reader(path).rank(0).scalar("loss").values
     np.testing.assert_array_equal([float(r[3]) for r in rows], loss)
+    np.testing.assert_array_equal(page.arrays()["run0.values"], loss)  # File > Export view data
 
 
 def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make_lab):  # noqa: F811

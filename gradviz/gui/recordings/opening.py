@@ -245,9 +245,12 @@ class Recordings(QObject):
         return self.choose_export_path(parent, suffix)
 
     def view_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays of what is on screen: the Model health page's, or the lab's snapshot."""
+        """The arrays of what is on screen: the Model health page's, the Runs page's, or
+        the lab's snapshot."""
         if self.pages.current() == self.page_index:
             return self.page.arrays()
+        if self.pages.current() == self.overlay_index:
+            return self.overlay.arrays()
         snapshot = self.views.snapshot if self.pages.current() == 0 else None
         if snapshot is None:
             return {}

@@ -416,6 +416,15 @@ class RunsOverlay(QWidget):
             "runs": runs,
         }
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The shown runs' points as drawn, for File > Export view data (NPY): per run i
+        ``run<i>.steps``, ``run<i>.x``, ``run<i>.values`` and ``run<i>.smoothed`` (K,)."""
+        out = {}
+        for i, key in enumerate(self.visible_runs()):
+            for name, array in zip(("steps", "x", "values", "smoothed"), self.runs[key].drawn):
+                out[f"run{i}.{name}"] = np.asarray(array)
+        return out
+
     def write_csv(self, path: str) -> None:
         """The data as drawn now, one row per point: run, step, x, value, smoothed value
         (NaN and Inf written as nan, inf, -inf)."""
