@@ -161,14 +161,30 @@ def debiased_ema(values: np.ndarray, weight: float) -> np.ndarray:
     so that the first points are not pulled towards 0. A non-finite value is passed through
     as it is and leaves the average alone. (K,) float64 -> (K,) float64."""
     values = np.asarray(values, dtype=np.float64)
-    if weight <= 0 or not len(values):
-        return values.copy()
     out = values.copy()
-    last, n = 0.0, 0
-    for i, v in enumerate(values):
-        if not np.isfinite(v):
-            continue
-        last = last * weight + (1 - weight) * v
-        n += 1
-        out[i] = last / (1 - weight**n)
+    finite = np.isfinite(values)
+    if weight <= 0 or not finite.any():
+        return out
+    averaged = _ema(values[finite], float(weight))
+    out[finite] = averaged / (1 - weight ** np.arange(1, len(averaged) + 1))
+    return out
+
+
+def _ema(c: np.ndarray, w: float) -> np.ndarray:
+    """(n,) ``last_k = w * last_(k-1) + (1 - w) * c_k`` from ``last_0 = 0``, in blocks of
+    numpy operations (a Python loop over 100,000 steps took 1.5 s on the GUI thread): within a
+    block ``sum_i w^(j-i) c_i = w^j * cumsum(w^-i c_i)``, its length kept so that ``w^-i``
+    stays below 1e150."""
+    n = len(c)
+    block = int(min(1024, max(1, 150 / max(-np.log10(w), 1e-12))))
+    j = np.arange(block, dtype=np.float64)
+    grow, shrink, carry_decay = w**-j, w**j, w ** (j + 1)
+    out = np.empty(n)
+    carry = 0.0
+    for start in range(0, n, block):
+        part = c[start : start + block]
+        m = len(part)
+        sums = np.cumsum(part * grow[:m]) * shrink[:m]
+        out[start : start + m] = carry * carry_decay[:m] + (1 - w) * sums
+        carry = out[start + m - 1]
     return out
