@@ -12,7 +12,6 @@ GUI thread); ``add_live(session)`` follows the lab's current run (a ``LiveFeed``
 
 from __future__ import annotations
 
-import csv
 import time
 import weakref
 from dataclasses import dataclass
@@ -35,14 +34,17 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.gui.recordings.follower import FollowState, RecordingSource
-from gradviz.gui.recordings.runs_data import (
-    X_AXES,
-    RunSeries,
-    debiased_ema,
-    quantity_text,
-    read_runs,
-    scalar_key,
+from gradviz.gui.recordings.runs_data import X_AXES, RunSeries, quantity_text, read_runs, scalar_key
+from gradviz.gui.recordings.runs_drawn import (
+    EMPTY,
+    Drawn,
+    nearest,
+    number_text,
+    points,
+    run_readout,
+    write_csv,
 )
+from gradviz.gui.recordings.runs_drawn import notes as run_notes
 from gradviz.gui.recordings.runs_live import LiveFeed
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
 from gradviz.gui.widgets.nonfinite_marks import LEGEND_HTML, NonfiniteMarks
@@ -53,7 +55,6 @@ PAGE_TITLE = "Runs"
 RUN_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442")
 #: The smoothing slider's default weight (TensorBoard's).
 DEFAULT_SMOOTHING = 0.6
-STEP_ONLY = "step only: recorded without wall times"
 
 
 class TimeAxis(AxisItem):
@@ -81,8 +82,7 @@ class OverlaidRun:
     series: RunSeries | None = None
     state: str = FollowState.READING.label
     feed: object = None  # its RecordingSource or LiveFeed
-    #: as drawn: (K,) steps, (K,) x, (K,) raw values, (K,) smoothed values
-    drawn: tuple = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
+    drawn: Drawn = EMPTY  # its points as drawn now
 
     @property
     def label(self) -> str:
@@ -294,7 +294,7 @@ class RunsOverlay(QWidget):
         self.time_axis.picture = None  # the tick strings change with the kind
         notes = []
         for run in self.runs.values():
-            run.drawn = drawn = self._points(run, key, kind, weight)
+            run.drawn = drawn = points(run.series, key, kind, weight)
             steps, x, raw, smooth = drawn
             drawable = np.isfinite(raw) & ((raw > 0) if log else True)
             shown = np.where(drawable, raw, np.nan)
@@ -308,43 +308,11 @@ class RunsOverlay(QWidget):
             visible = run.item.checkState() == Qt.CheckState.Checked
             for part in (run.curve, run.raw, run.marks):
                 part.setVisible(visible and (part is not run.raw or weight > 0))
-            notes += self._notes(run, key, kind, log, raw)
+            notes += run_notes(run.label, run.state, run.series, key, kind, log, drawn)
         self.note.setText("<br>".join([*notes, f"Marks at the edge: {LEGEND_HTML}"]))
         if self._hover_x is not None:
             self.hover.setText(self.hover_text(self._hover_x))
         self.redrawn.emit()
-
-    @staticmethod
-    def _points(run: OverlaidRun, key: str, kind: str, weight: float) -> tuple:
-        """(steps, x, raw, smoothed) of ``run``'s quantity on the x axis ``kind``."""
-        empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
-        found = run.series.series(key) if run.series is not None else None
-        if found is None:
-            return empty
-        steps, values = found
-        if kind == "step":
-            x = steps.astype(np.float64)
-        else:
-            seconds = run.series.wall_times(steps)
-            if seconds is None:
-                return empty  # step only: said in the notes
-            keep = ~np.isnan(seconds)
-            steps, values, seconds = steps[keep], values[keep], seconds[keep]
-            first = run.series.times[1][0] if len(run.series.times[1]) else 0.0
-            x = seconds if kind == "wall" else seconds - first
-        return steps, x, values, debiased_ema(values, weight)
-
-    @staticmethod
-    def _notes(run: OverlaidRun, key: str, kind: str, log: bool, raw: np.ndarray) -> list[str]:
-        s = run.series
-        if s is None:
-            return [f"{run.label}: {run.state}"]
-        if s.series(key) is None:
-            return [f"{run.label}: has no {quantity_text(key)}"]
-        if kind != "step" and s.times is None:
-            return [f"{run.label}: {STEP_ONLY}; shown only with x: step"]
-        low = int(np.count_nonzero(np.isfinite(raw) & (raw <= 0))) if log else 0
-        return [f"{run.label}: {low:,} values ≤ 0 are not on the log axis"] if low else []
 
     @Slot(QListWidgetItem)
     def _on_item_changed(self, item: QListWidgetItem) -> None:
@@ -363,13 +331,11 @@ class RunsOverlay(QWidget):
         """Every shown run's point nearest to ``x``: (run key, step, raw value); a run
         whose points all lie well away from ``x`` (before its start, after its end) has none."""
         (x0, x1), _ = self.plot.getPlotItem().getViewBox().viewRange()
-        slack = 0.02 * (x1 - x0)
         found = []
         for key in self.visible_runs():
-            steps, xs, raw, _ = self.runs[key].drawn
-            if len(xs) and xs[0] - slack <= x <= xs[-1] + slack:
-                i = int(np.argmin(np.abs(xs - x)))
-                found.append((key, int(steps[i]), float(raw[i])))
+            point = nearest(self.runs[key].drawn, x, slack=0.02 * (x1 - x0))
+            if point is not None:
+                found.append((key, *point))
         return found
 
     def hover_text(self, x: float) -> str:
@@ -378,35 +344,19 @@ class RunsOverlay(QWidget):
         for key, step, value in self.hover_values(x):
             run = self.runs[key]
             swatch = f'<span style="color:{run.colour}">■</span>'
-            parts.append(f"{swatch} {run.label}: step {step:,} = {_number(value)}")
+            parts.append(f"{swatch} {run.label}: step {step:,} = {number_text(value)}")
         return " | ".join(parts) or "No run has a point here."
 
     def readouts(self) -> dict:
-        """What the page shows, as data: per run its name, source, the quantity, the x axis,
-        the number of points, the last step and value (None for NaN), the count of
-        non-finite points and the smoothing."""
+        """What the page shows, as data: the quantity, x axis, log axis and smoothing, and
+        per run (``runs_drawn.run_readout``) its name, source, points, last step and value
+        (None for NaN) and non-finite count."""
         key, kind, weight = self.quantity_key(), self.x_kind(), self.weight()
-        runs = []
-        for run in self.runs.values():
-            steps, _x, raw, _ = run.drawn
-            s = run.series
-            runs.append(
-                {
-                    "name": run.label,
-                    "source": None if s is None else s.source,
-                    "path": None if s is None or s.source == "live" else s.path,
-                    "rank": None if s is None else s.rank,
-                    "state": run.state,
-                    "visible": run.key in self.visible_runs(),
-                    "scalar": quantity_text(key),
-                    "x_axis": kind,
-                    "points": int(len(raw)),
-                    "last_step": int(steps[-1]) if len(steps) else None,
-                    "last_value": _value(raw[-1]) if len(raw) else None,
-                    "nonfinite": int(np.count_nonzero(~np.isfinite(raw))),
-                    "smoothing": weight,
-                }
-            )
+        visible = self.visible_runs()
+        runs = [
+            run_readout(r.label, r.state, k in visible, r.series, r.drawn, key, kind, weight)
+            for k, r in self.runs.items()
+        ]
         return {
             "page": PAGE_TITLE,
             "scalar": quantity_text(key),
@@ -426,36 +376,9 @@ class RunsOverlay(QWidget):
         return out
 
     def write_csv(self, path: str) -> None:
-        """The data as drawn now, one row per point: run, step, x, value, smoothed value
-        (NaN and Inf written as nan, inf, -inf)."""
-        kind = self.x_kind()
-        with open(path, "w", newline="") as f:
-            out = csv.writer(f)
-            out.writerow(
-                ["run", "step", X_AXES[kind], quantity_text(self.quantity_key()), "smoothed"]
-            )
-            for key in self.visible_runs():
-                run = self.runs[key]
-                for step, x, raw, smooth in zip(*run.drawn, strict=True):
-                    out.writerow(
-                        [
-                            run.label,
-                            int(step),
-                            repr(float(x)),
-                            repr(float(raw)),
-                            repr(float(smooth)),
-                        ]
-                    )
-
-
-def _value(v: float) -> float | None:
-    return None if np.isnan(v) else float(v)
-
-
-def _number(v: float) -> str:
-    return (
-        "nan" if np.isnan(v) else ("inf" if v == np.inf else "-inf" if v == -np.inf else f"{v:.4g}")
-    )
+        """The data as drawn now (see ``runs_drawn.write_csv``): the shown runs' points."""
+        shown = [(self.runs[k].label, self.runs[k].drawn) for k in self.visible_runs()]
+        write_csv(path, self.quantity_key(), self.x_kind(), shown)
 
 
 def _weak_method(method):
