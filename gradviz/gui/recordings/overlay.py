@@ -112,6 +112,10 @@ class RunsOverlay(QWidget):
         self.legend = self.plot.addLegend(offset=(-10, 36))
         self.plot.getPlotItem().export_csv = _weak_method(self.write_csv)
         self.plot.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        # Where the hover readout reads: a thin line at the pointer's x.
+        self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("#bbbbbb", width=1))
+        self.cursor.setVisible(False)
+        self.plot.addItem(self.cursor, ignoreBounds=True)
         self.hover = QLabel("Point at the plot for every run's value there.")
         self.hover.setObjectName("runs-hover")
         self.hover.setWordWrap(True)
@@ -325,10 +329,13 @@ class RunsOverlay(QWidget):
         if not vb.sceneBoundingRect().contains(position):
             return
         self._hover_x = float(vb.mapSceneToView(position).x())
+        self.cursor.setValue(self._hover_x)
+        self.cursor.setVisible(True)
         self.hover.setText(self.hover_text(self._hover_x))
 
-    def hover_values(self, x: float) -> list[tuple[str, int, float]]:
-        """Every shown run's point nearest to ``x``: (run key, step, raw value); a run
+    def hover_values(self, x: float) -> list[tuple[str, int, float, float]]:
+        """Every shown run's point nearest to ``x``: (run key, step, raw value, smoothed
+        value); a run
         whose points all lie well away from ``x`` (before its start, after its end) has none."""
         (x0, x1), _ = self.plot.getPlotItem().getViewBox().viewRange()
         found = []
@@ -341,10 +348,14 @@ class RunsOverlay(QWidget):
     def hover_text(self, x: float) -> str:
         """The hover readout at ``x``: every shown run's value there (NaN says nan)."""
         parts = []
-        for key, step, value in self.hover_values(x):
+        smoothing = self.weight() > 0
+        for key, step, value, smoothed in self.hover_values(x):
             run = self.runs[key]
             swatch = f'<span style="color:{run.colour}">■</span>'
-            parts.append(f"{swatch} {run.label}: step {step:,} = {number_text(value)}")
+            text = f"{swatch} {run.label}: step {step:,} = {number_text(value)}"
+            if smoothing and np.isfinite(value):
+                text += f" (smoothed {number_text(smoothed)})"
+            parts.append(text)
         return " | ".join(parts) or "No run has a point here."
 
     def readouts(self) -> dict:

@@ -64,14 +64,14 @@ def notes(label: str, state: str, series: RunSeries | None, key: str, kind: str,
     return [f"{label}: {low:,} values ≤ 0 are not on the log axis"] if low else []
 
 
-def nearest(drawn: Drawn, x: float, slack: float) -> tuple[int, float] | None:
-    """(step, raw value) of the point nearest to ``x``; None when every point lies more
-    than ``slack`` before or after it (the run has no point there)."""
+def nearest(drawn: Drawn, x: float, slack: float) -> tuple[int, float, float] | None:
+    """(step, raw value, smoothed value) of the point nearest to ``x``; None when every
+    point lies more than ``slack`` before or after it (the run has no point there)."""
     xs = drawn.x
     if not len(xs) or not xs[0] - slack <= x <= xs[-1] + slack:
         return None
     i = int(np.argmin(np.abs(xs - x)))
-    return int(drawn.steps[i]), float(drawn.raw[i])
+    return int(drawn.steps[i]), float(drawn.raw[i]), float(drawn.smoothed[i])
 
 
 def run_readout(label: str, state: str, visible: bool, series: RunSeries | None,
