@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -53,6 +53,8 @@ PAGE_TITLE = "Runs"
 #: Okabe-Ito colours, one per run in turn (colour-blind safe; yellow, which NaN marks use,
 #: last).
 RUN_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442")
+#: Redraws of runs that grew are gathered for this long (ms).
+DRAW_MS = 100
 #: The smoothing slider's default weight (TensorBoard's).
 DEFAULT_SMOOTHING = 0.6
 
@@ -83,6 +85,7 @@ class OverlaidRun:
     state: str = FollowState.READING.label
     feed: object = None  # its RecordingSource or LiveFeed
     drawn: Drawn = EMPTY  # its points as drawn now
+    notes: list = field(default_factory=list)  # what the plot cannot show of it
 
     @property
     def label(self) -> str:
@@ -138,6 +141,11 @@ class RunsOverlay(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split)
         self._hover_x: float | None = None
+        self._dirty: set[str] = set()
+        self._draw_timer = QTimer(self)
+        self._draw_timer.setSingleShot(True)
+        self._draw_timer.setInterval(DRAW_MS)
+        self._draw_timer.timeout.connect(self._draw_dirty)
         self._redraw()
 
     def _build_controls(self) -> None:
@@ -216,7 +224,7 @@ class RunsOverlay(QWidget):
         run.series = series
         self._show_state(run)
         self._offer_quantities()
-        self._redraw()
+        self._mark_dirty(key)
 
     def visible_runs(self) -> list[str]:
         return [k for k, r in self.runs.items() if r.item.checkState() == Qt.CheckState.Checked]
@@ -248,7 +256,7 @@ class RunsOverlay(QWidget):
         if key in self.runs:
             self.runs[key].state = state
             self._show_state(self.runs[key])
-            self._redraw()
+            self._mark_dirty(key)
 
     @staticmethod
     def _show_state(run: OverlaidRun) -> None:
@@ -282,13 +290,9 @@ class RunsOverlay(QWidget):
 
     @Slot()
     def _redraw(self) -> None:
-        key, kind, log, weight = (
-            self.quantity_key(),
-            self.x_kind(),
-            self.log_y.isChecked(),
-            self.weight(),
-        )
-        self.smoothing_label.setText(f"smoothing {weight:.2f}")
+        """Draw every run afresh (a control changed)."""
+        key, kind, log = self.quantity_key(), self.x_kind(), self.log_y.isChecked()
+        self.smoothing_label.setText(f"smoothing {self.weight():.2f}")
         item = self.plot.getPlotItem()
         item.setLogMode(y=log)
         item.setLabel("left", quantity_text(key))
@@ -296,31 +300,58 @@ class RunsOverlay(QWidget):
         self.time_axis.enableAutoSIPrefix(kind != "wall")  # never "wall time (x1e+09)"
         item.setLabel("bottom", X_AXES[kind])
         self.time_axis.picture = None  # the tick strings change with the kind
-        notes = []
-        for run in self.runs.values():
-            run.drawn = drawn = points(run.series, key, kind, weight)
-            steps, x, raw, smooth = drawn
-            drawable = np.isfinite(raw) & ((raw > 0) if log else True)
-            shown = np.where(drawable, raw, np.nan)
-            smooth_shown = np.where(
-                np.isfinite(smooth) & ((smooth > 0) if log else True), smooth, np.nan
-            )
-            run.raw.setData(x, shown)
-            run.raw.setVisible(weight > 0)
-            run.curve.setData(x, smooth_shown if weight > 0 else shown)
-            run.marks.set_data(x, raw, steps)
-            visible = run.item.checkState() == Qt.CheckState.Checked
-            for part in (run.curve, run.raw, run.marks):
-                part.setVisible(visible and (part is not run.raw or weight > 0))
-            notes += run_notes(run.label, run.state, run.series, key, kind, log, drawn)
+        self._dirty = set(self.runs)
+        self._draw_dirty()
+
+    def _mark_dirty(self, key: str) -> None:
+        """Redraw run ``key`` soon: a live run shows a new frame 30 times a second and a
+        followed recording grows every 0.5 s; their redraws are gathered (``DRAW_MS``)."""
+        self._dirty.add(key)
+        if not self._draw_timer.isActive():
+            self._draw_timer.start()
+
+    @Slot()
+    def _draw_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for key in dirty:
+            if key in self.runs:
+                self._draw_run(self.runs[key])
+        notes = [note for run in self.runs.values() for note in run.notes]
         self.note.setText("<br>".join([*notes, f"Marks at the edge: {LEGEND_HTML}"]))
         if self._hover_x is not None:
             self.hover.setText(self.hover_text(self._hover_x))
         self.redrawn.emit()
 
+    def _draw_run(self, run: OverlaidRun) -> None:
+        """``run``'s curves and marks from its series, as the controls say."""
+        key, kind, log, weight = (
+            self.quantity_key(),
+            self.x_kind(),
+            self.log_y.isChecked(),
+            self.weight(),
+        )
+        run.drawn = drawn = points(run.series, key, kind, weight)
+        steps, x, raw, smooth = drawn
+        # A log axis draws positive values only; NaN leaves a gap (and gets a mark).
+        shown = np.where(np.isfinite(raw) & ((raw > 0) if log else True), raw, np.nan)
+        smooth_shown = np.where(
+            np.isfinite(smooth) & ((smooth > 0) if log else True), smooth, np.nan
+        )
+        run.raw.setData(x, shown)
+        run.curve.setData(x, smooth_shown if weight > 0 else shown)
+        run.marks.set_data(x, raw, steps)
+        visible = run.item.checkState() == Qt.CheckState.Checked
+        run.curve.setVisible(visible)
+        run.raw.setVisible(visible and weight > 0)
+        run.marks.setVisible(visible)
+        run.notes = run_notes(run.label, run.state, run.series, key, kind, log, drawn)
+
     @Slot(QListWidgetItem)
     def _on_item_changed(self, item: QListWidgetItem) -> None:
-        self._redraw()
+        key = next((k for k, r in self.runs.items() if r.item is item), None)
+        if key is not None:
+            self._dirty.add(key)
+            self._draw_dirty()
 
     # ---- hover readout, readouts, CSV -------------------------------------------------------
     @Slot(object)
