@@ -241,6 +241,9 @@ class RunsOverlay(QWidget):
         faint.setAlpha(70)
         raw = self.plot.plot([], [], pen=pg.mkPen(faint, width=1), connect="finite")
         curve = self.plot.plot([], [], pen=pg.mkPen(colour, width=2), name=key, connect="finite")
+        for line in (raw, curve):  # a long run: draw what is in view, a peak per pixel
+            line.setClipToView(True)
+            line.setDownsampling(auto=True, method="peak")
         item = QListWidgetItem(key)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(Qt.CheckState.Checked)
