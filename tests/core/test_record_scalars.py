@@ -152,3 +152,15 @@ def test_every_logged_step_records_when_it_was_logged_and_older_recordings_have_
     writer.append_many([(0, 2.5, np.zeros((1, L.ROW_WIDTH)), None, None)])
     writer.close()
     assert Reader(tmp_path / "old").rank(0).wall_times() is None
+
+
+def test_a_reader_refresh_sees_scalars_logged_between_recorded_steps(tmp_path):
+    """A follower (the Runs page) re-reads when a scalar grows, though no step was recorded."""
+    writer = RankWriter(tmp_path / "run", source="watch", tensors=["w"])
+    writer.append_many([(0, 1.0, np.zeros((1, L.ROW_WIDTH)), None, None)])
+    reader = Reader(tmp_path / "run")
+    assert not reader.refresh()
+    writer.append_scalars({"lr": np.array([[0.0, 0.1], [1.0, 0.05]])})
+    assert reader.refresh()  # the recorded steps did not change; the scalar did
+    assert reader.rank(0).scalar("lr").values.tolist() == [0.1, 0.05]
+    assert not reader.refresh()
