@@ -105,6 +105,8 @@ class NonfiniteMarks:
         label = f"{self.name}: " if self.name else ""
         for kind, item in self.items.items():
             x, words = self._x[kind], KINDS[kind][2]
+            if not len(x) and not len(item.data):
+                continue  # none before, none now: the lab's loss plot calls this every frame
             data = [f"{label}{words} at step {_step_text(s)}" for s in self._steps[kind]]
             item.setData(x=x, y=np.full(len(x), edge[kind]), data=data)
 
