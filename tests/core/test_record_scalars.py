@@ -133,3 +133,34 @@ def test_add_scalars_gives_a_step_its_loss_after_the_gradients_were_recorded(tmp
     assert stream.scalar("lr").steps.tolist() == [0, 1, 2, 3]
     # The recorded steps (0 and 2) carry the loss given to them afterwards.
     assert stream.step_numbers().tolist() == [0, 2] and stream.losses().tolist() == [10.0, 8.0]
+
+
+def test_every_logged_step_records_when_it_was_logged_and_older_recordings_have_none(tmp_path):
+    w = torch.zeros(2, requires_grad=True)
+    before = time.time()
+    with gradviz.watch({"w": w}, tmp_path / "run", every=4) as rec:
+        for s in range(SCALAR_CHUNK + 3):  # across a chunk boundary of the times' array
+            w.grad = torch.ones(2)
+            rec.log(loss=float(s)) if s % 2 else rec.log()  # with and without scalars
+    after = time.time()
+    times = Reader(tmp_path / "run").rank(0).wall_times()
+    np.testing.assert_array_equal(times.steps, np.arange(SCALAR_CHUNK + 3))
+    assert before <= times.values[0] and times.values[-1] <= after
+    assert (np.diff(times.values) >= 0).all()  # in the order they were logged
+    # A recording written before wall times were recorded: none, not made-up ones.
+    writer = RankWriter(tmp_path / "old", source="watch", tensors=["w"])
+    writer.append_many([(0, 2.5, np.zeros((1, L.ROW_WIDTH)), None, None)])
+    writer.close()
+    assert Reader(tmp_path / "old").rank(0).wall_times() is None
+
+
+def test_a_reader_refresh_sees_scalars_logged_between_recorded_steps(tmp_path):
+    """A follower (the Runs page) re-reads when a scalar grows, though no step was recorded."""
+    writer = RankWriter(tmp_path / "run", source="watch", tensors=["w"])
+    writer.append_many([(0, 1.0, np.zeros((1, L.ROW_WIDTH)), None, None)])
+    reader = Reader(tmp_path / "run")
+    assert not reader.refresh()
+    writer.append_scalars({"lr": np.array([[0.0, 0.1], [1.0, 0.05]])})
+    assert reader.refresh()  # the recorded steps did not change; the scalar did
+    assert reader.rank(0).scalar("lr").values.tolist() == [0.1, 0.05]
+    assert not reader.refresh()

@@ -324,13 +324,16 @@ def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
     open_and_wait(qtbot, lab, watch_recording)
     open_and_wait(qtbot, lab, fit_recording)
     assert list(overlay.runs) == [str(watch_recording), str(fit_recording)]
+    qtbot.waitUntil(lambda: all(r.series is not None for r in overlay.runs.values()))
     assert [label.text for _, label in overlay.legend.items] == list(overlay.runs)
+    overlay.smoothing.setValue(0)  # the raw values
     stream = Reader(fit_recording).rank(0)
     x, y = overlay.runs[str(fit_recording)].curve.getData()
-    np.testing.assert_array_equal(x, stream.step_numbers())
-    np.testing.assert_allclose(10**y, stream.losses())  # log axis: the curve holds log10
+    loss = stream.scalar("loss")
+    np.testing.assert_array_equal(x, loss.steps)
+    np.testing.assert_allclose(10**y, loss.values)  # log axis: the curve holds log10
     # Total gradient norm: the L2 norm over every watched tensor.
-    overlay.quantity.setCurrentIndex(overlay.quantity.findData("grad_norm"))
+    overlay.quantity.setCurrentIndex(overlay.quantity.findData("grad_norm:"))
     overlay.log_y.setChecked(False)
     norms = [stream.tensor(t).grad_norm for t in stream.tensors]
     _, y = overlay.runs[str(fit_recording)].curve.getData()

@@ -20,7 +20,13 @@ import zarr
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
-from gradviz.core.record.damage import Damage, check_images, check_scalars, check_stream
+from gradviz.core.record.damage import (
+    Damage,
+    check_images,
+    check_scalars,
+    check_stream,
+    read_rows,
+)
 
 
 def is_recording(path: str | os.PathLike) -> bool:
@@ -167,6 +173,17 @@ class RankStream:
         rows = self._check_scalars()[0][name]  # rows that cannot be read left out
         return ScalarSeries(name, rows[:, 0].astype(np.int64), rows[:, 1].copy())
 
+    def wall_times(self) -> ScalarSeries | None:
+        """When each step was logged: ``values`` (K,) Unix time in seconds at ``steps`` (K,);
+        None for a recording made before wall times were recorded (rows that cannot be read
+        are left out, as a scalar's)."""
+        info = self.meta.get("wall_time")
+        if info is None:
+            return None
+        rows, _ = read_rows(self._group, "wall_time", int(info.get("count", 0)), (2,))
+        rows = rows[~np.isnan(rows[:, 0])]
+        return ScalarSeries("wall_time", rows[:, 0].astype(np.int64), rows[:, 1].copy())
+
     def image_names(self) -> list[str]:
         return list(self.meta["images"])
 
@@ -233,9 +250,9 @@ class Reader:
         self.refresh()
 
     def refresh(self) -> bool:
-        """Re-read the metadata of every rank; True when a step or a rank was added or a
-        stream was completed since the last call."""
-        before = {r: (s.steps, s.complete) for r, s in self._streams.items()}
+        """Re-read the metadata of every rank; True when a step, a logged scalar or a rank
+        was added or a stream was completed since the last call."""
+        before = {r: _growth(s) for r, s in self._streams.items()}
         streams, unreadable = {}, []
         self._unreadable = unreadable  # _rank_groups adds to it
         for name, group in self._rank_groups():
@@ -250,7 +267,7 @@ class Reader:
                 continue
             streams[stream.rank] = stream
         self._streams = dict(sorted(streams.items()))
-        return before != {r: (s.steps, s.complete) for r, s in self._streams.items()}
+        return before != {r: _growth(s) for r, s in self._streams.items()}
 
     def _rank_groups(self) -> list:
         """The rank groups written so far, found from the directory itself: zarr's own
@@ -349,6 +366,12 @@ class Reader:
             "damaged": damaged,
         }
         return summary
+
+
+def _growth(stream: RankStream) -> tuple:
+    """What grows while a writer runs: the steps, each scalar's count, completion."""
+    scalars = tuple((n, i.get("count")) for n, i in stream.meta.get("scalars", {}).items())
+    return stream.steps, stream.complete, scalars
 
 
 def _totals(streams: list[RankStream]) -> dict:

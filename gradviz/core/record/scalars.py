@@ -3,7 +3,8 @@ writer.
 
 Logging a 0-d tensor must not synchronise an accelerator, so the values wait in a
 ``ScalarBuffer`` (on their device, detached: one op per step) and are copied to the host
-together: every ``FLUSH_STEPS`` logged steps, with the next recorded step's host copy
+together (with the wall-clock time each step was logged at, for plots over time): every
+``FLUSH_STEPS`` logged steps, with the next recorded step's host copy
 (which synchronises anyway), or when the recording's sink finds no further step logged for
 a while (see ``sink``). The buffer is owned by the sink and used under its lock, so that the
 scalars of the last steps are written at exit, on a signal or when the recorder is dropped.
@@ -32,16 +33,15 @@ class ScalarBuffer:
     def __init__(self, writer) -> None:
         self.writer = writer
         self.last_added = 0.0  # time.monotonic() of the last add
-        self._buffer: list[tuple[int, Values]] = []
+        self._buffer: list[tuple[int, float, Values]] = []
 
     def __bool__(self) -> bool:
         return bool(self._buffer)
 
     def add(self, number: int, values: Values) -> None:
-        """Buffer the scalars of step ``number``; hand them over once ``FLUSH_STEPS`` wait."""
-        if not values:
-            return
-        self._buffer.append((number, values))
+        """Buffer the scalars of step ``number`` and the time it was logged at (also for a
+        step logged without scalars); hand them over once ``FLUSH_STEPS`` wait."""
+        self._buffer.append((number, time.time(), values))
         self.last_added = time.monotonic()
         if len(self._buffer) >= FLUSH_STEPS:
             self.flush()
@@ -52,7 +52,7 @@ class ScalarBuffer:
         if not buffer:
             return
         groups: dict[tuple, list[torch.Tensor]] = {}
-        for _, values in buffer:
+        for _, _, values in buffer:
             for value in values.values():
                 if isinstance(value, torch.Tensor):
                     groups.setdefault((value.device, value.dtype), []).append(value)
@@ -61,14 +61,24 @@ class ScalarBuffer:
             for key, ts in groups.items()
         }
         rows: dict[str, list[tuple[float, float]]] = {}
-        for number, values in buffer:
+        for number, _, values in buffer:
             for name, value in values.items():
                 if isinstance(value, torch.Tensor):
                     value = next(host[value.device, value.dtype])
                 rows.setdefault(name, []).append((float(number), value))
         self.writer.append_scalars(
-            {name: np.array(r, dtype=np.float64) for name, r in rows.items()}
+            {name: np.array(r, dtype=np.float64) for name, r in rows.items()},
+            times=wall_times(buffer),
         )
+
+
+def wall_times(buffer: list[tuple[int, float, Values]]) -> np.ndarray:
+    """(K, 2) float64 [step, Unix time in s] of each logged step, once per step number (the
+    first time it was logged: ``log`` then ``add_scalars`` of one step count once)."""
+    rows = np.array([(number, at) for number, at, _ in buffer], dtype=np.float64)
+    keep = np.ones(len(rows), bool)
+    keep[1:] = rows[1:, 0] != rows[:-1, 0]
+    return rows[keep]
 
 
 def scalar_values(loss, scalars: dict) -> Values:

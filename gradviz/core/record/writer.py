@@ -11,7 +11,10 @@ child group ``rank<r>``, so ranks never touch each other's files. Per rank:
   downsampled, padded where a later matrix is smaller than the first;
 - ``scalars/s<k>`` (S_k, 2) float64 [step, value]: named numbers logged at every step
   (``rec.log(loss=..., lr=...)``), NaN and Inf kept; the metadata's ``scalars`` maps each
-  name to its array (any name: "train/loss" too) and its count.
+  name to its array (any name: "train/loss" too) and its count;
+- ``wall_time`` (S_w, 2) float64 [step, Unix time in s]: when each step was logged (the
+  metadata's ``wall_time`` holds its count; a recording made before it has neither, and is
+  then shown by step only).
 
 ``index`` and ``stats`` hold ``STEP_CHUNK`` steps a chunk (a chunk is written again, whole,
 from the writer's copy, while it fills: the rows already in it never change, except the
@@ -109,6 +112,7 @@ class RankWriter:
         self._tail: tuple[np.ndarray, np.ndarray] | None = None  # the last chunk's rows
         self._images: dict[str, tuple[zarr.Array, zarr.Array]] = {}
         self._scalars: dict[str, _TailedArray] = {}
+        self._times: _TailedArray | None = None
         self._publish()
 
     # ---- appending -----------------------------------------------------------------------------
@@ -155,8 +159,19 @@ class RankWriter:
         self.meta["last_step"] = int(items[-1][0])
         self._publish()  # last: the data of every counted step is already on disk
 
-    def append_scalars(self, values: dict[str, np.ndarray], publish: bool = True) -> None:
-        """Write logged scalars: name -> (k, 2) float64 rows [step, value], in step order."""
+    def append_scalars(
+        self, values: dict[str, np.ndarray], publish: bool = True, times: np.ndarray | None = None
+    ) -> None:
+        """Write logged scalars: name -> (k, 2) float64 rows [step, value], in step order,
+        and ``times`` (k', 2) [step, Unix time] of the logged steps."""
+        if times is not None and len(times):
+            if self._times is None:
+                array = self._array(
+                    self.group, "wall_time", (2,), np.float64, math.nan, SCALAR_CHUNK
+                )
+                self._times = _TailedArray(array)
+            self._times.extend(np.asarray(times, dtype=np.float64).reshape(-1, 2))
+            self.meta["wall_time"] = {"count": self._times.count}
         for name, rows in values.items():
             array = self._scalars.get(name)
             if array is None:
@@ -169,7 +184,7 @@ class RankWriter:
                 self.meta["scalars"][name] = {"key": key, "count": 0}
             array.extend(np.asarray(rows, dtype=np.float64).reshape(-1, 2))
             self.meta["scalars"][name]["count"] = array.count
-        if publish and values:
+        if publish and (values or times is not None):
             self._publish()
 
     def add_skip(self, entry: dict, publish: bool = True) -> None:
@@ -382,11 +397,13 @@ class BackgroundWriter:
         self.bytes_written += sum(image.nbytes + 24 for image in (images or {}).values())
         self._queue.put((step, loss, rows, images, first_nonfinite))
 
-    def append_scalars(self, values: dict[str, np.ndarray]) -> None:
-        """Hand over logged scalars (name -> (k, 2) rows [step, value]) to be written."""
+    def append_scalars(self, values: dict[str, np.ndarray], times: np.ndarray | None = None):
+        """Hand over logged scalars (name -> (k, 2) rows [step, value]) and the logged
+        steps' wall times ((k', 2) [step, Unix time]) to be written."""
         self._raise_error()
         self.bytes_written += sum(rows.size * 8 for rows in values.values())
-        self._queue.put(_Scalars(values))
+        self.bytes_written += 0 if times is None else times.size * 8
+        self._queue.put(_Scalars(values, times))
 
     def set_meta_once(self, key: str, value) -> None:
         """Hand over a metadata entry that is written once (later ones are ignored)."""
@@ -436,6 +453,7 @@ class BackgroundWriter:
         and metadata entries before the last metadata write, which then counts them."""
         steps: list[tuple] = []
         scalars: dict[str, list[np.ndarray]] = {}
+        times: list[np.ndarray] = []
         noted = False  # anything the metadata must be written again for
         for item in items:
             if isinstance(item, tuple):
@@ -446,20 +464,23 @@ class BackgroundWriter:
                 self.writer.amend(item.step, item.loss, item.norms, item.images)
             else:
                 noted = True
-                self._note(item, scalars)
-        if scalars:
+                self._note(item, scalars, times)
+        if scalars or times:
             merged = {name: np.concatenate(parts) for name, parts in scalars.items()}
-            self.writer.append_scalars(merged, publish=False)
+            all_times = np.concatenate(times) if times else None
+            self.writer.append_scalars(merged, publish=False, times=all_times)
         if steps:
             self.writer.append_many(steps)
         elif noted:
             self.writer.publish()
 
-    def _note(self, item, scalars: dict[str, list[np.ndarray]]) -> None:
+    def _note(self, item, scalars: dict[str, list[np.ndarray]], times: list) -> None:
         """A queue item that is not a step: scalars are gathered (one write per array)."""
         if isinstance(item, _Scalars):
             for name, rows in item.values.items():
                 scalars.setdefault(name, []).append(rows)
+            if item.times is not None:
+                times.append(item.times)
         elif isinstance(item, _Skipped):
             self.writer.add_skip(item.entry, publish=False)
         elif isinstance(item, _SetMeta) and self.writer.meta.get(item.key) is None:
@@ -476,10 +497,10 @@ class BackgroundWriter:
 class _Scalars:
     """A queue item of logged scalars (steps are plain tuples)."""
 
-    __slots__ = ("values",)
+    __slots__ = ("values", "times")
 
-    def __init__(self, values: dict[str, np.ndarray]) -> None:
-        self.values = values
+    def __init__(self, values: dict[str, np.ndarray], times: np.ndarray | None = None) -> None:
+        self.values, self.times = values, times
 
 
 class _Skipped:

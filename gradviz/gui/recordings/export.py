@@ -38,6 +38,10 @@ def export_plot(plot: pg.PlotWidget | pg.PlotItem, path: str) -> None:
     if suffix not in FORMATS:
         raise GradvizError(f"Export to .png, .svg or .csv, not {suffix or 'no suffix'!r}.")
     item = plot.getPlotItem() if isinstance(plot, pg.PlotWidget) else plot
+    own_csv = getattr(item, "export_csv", None)
+    if suffix == ".csv" and own_csv is not None:  # a page that writes its data as drawn
+        own_csv(path)  # (pyqtgraph's exporter writes only the finite points it drew)
+        return
     exporter = FORMATS[suffix][1](item)
     if suffix == ".png":  # at least the size on screen, and never a zero-sized image
         exporter.parameters()["width"] = max(int(item.sceneBoundingRect().width()), 16)

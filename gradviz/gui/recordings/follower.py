@@ -52,9 +52,13 @@ class RecordingSource(QObject):
     stateChanged = Signal(object)
     failed = Signal(str, str)
 
-    def __init__(self, path: str, parent: QObject | None = None) -> None:
+    def __init__(self, path: str, parent: QObject | None = None, read=read_recording) -> None:
+        """``read(reader, rank)`` turns the recording into what is shown (``RecordingData``
+        by default; anything with its ``n_steps``, ``rank``, ``complete``, ``meta`` and
+        ``damaged``), on the task thread."""
         super().__init__(parent)
         self.path = path
+        self._read_data = read
         self.rank: int | None = None
         self.data: RecordingData | None = None
         self._state = FollowState.READING
@@ -99,13 +103,13 @@ class RecordingSource(QObject):
         if self._busy or self._closed:
             return
         self._busy = True
-        path, rank, previous = self.path, self.rank, self._reader
+        path, rank, previous, read = self.path, self.rank, self._reader, self._read_data
 
         def work():
             try:
                 reader = previous if previous is not None else Reader(path)
                 changed = reader.refresh() if previous is not None else True
-                return reader, (read_recording(reader, rank) if changed or force else None)
+                return reader, (read(reader, rank) if changed or force else None)
             except (GradvizError, MemoryError, OSError):
                 raise
             except Exception as exc:  # a damaged recording: say so, not "not a model"

@@ -162,6 +162,7 @@ class Recordings(QObject):
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop reading (call after the session's workers have been joined)."""
         self.close_source(timeout_s)
+        self.overlay.shutdown(timeout_s)
         self.record.shutdown()
 
     @Slot(str, str)
@@ -182,19 +183,16 @@ class Recordings(QObject):
                 self.page.go_to_first_bad()  # a finished run that went bad: show where
             if self.pages.current() != self.overlay_index:
                 self.pages.show_page(self.page_index)
-        self.overlay.add_recording(data)
+        self.overlay.add_recording(data.path)  # followed by the Runs page itself
         self.shown.emit(data)
 
     @Slot()
     def add_live_run(self) -> None:
-        """Overlay the lab's current run (its loss so far)."""
-        latest = self.session.latest
-        if latest is None:
+        """Overlay the lab's current run; it grows as the run goes."""
+        if self.session.latest is None:
             self._on_failed("There is no live run to add yet: start one in the lab.", "")
             return
-        history = np.asarray(latest.loss_history)
-        label = f"live run {latest.generation} ({latest.method})"
-        self.overlay.add_run(label, np.arange(1, len(history) + 1), history, None)
+        self.overlay.add_live(self.session)
 
     def _show_in_lab(self, data: RecordingData) -> None:
         if self.session.state.going:
@@ -247,9 +245,12 @@ class Recordings(QObject):
         return self.choose_export_path(parent, suffix)
 
     def view_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays of what is on screen: the Model health page's, or the lab's snapshot."""
+        """The arrays of what is on screen: the Model health page's, the Runs page's, or
+        the lab's snapshot."""
         if self.pages.current() == self.page_index:
             return self.page.arrays()
+        if self.pages.current() == self.overlay_index:
+            return self.overlay.arrays()
         snapshot = self.views.snapshot if self.pages.current() == 0 else None
         if snapshot is None:
             return {}

@@ -48,6 +48,15 @@ class AxisItem(pg.AxisItem):
             self.picture = self._device
         self.picture.play(p)
 
+    def updateAutoSIPrefix(self) -> None:  # noqa: N802 (pyqtgraph API)
+        """No SI prefix on a log axis: pyqtgraph scales its powers of ten by the range's
+        largest value ("loss (x1e+18)" over ticks 1 ... 1e-19); its ticks read 10⁻³ as they are."""
+        if not self.logMode:
+            super().updateAutoSIPrefix()
+            return
+        self.autoSIPrefixScale, self.labelUnitPrefix = 1.0, ""
+        self._updateLabel()
+
 
 class _OwnAxes:
     """Mixin for PlotItem and its subclasses: sides not given an axis get an ``AxisItem``.

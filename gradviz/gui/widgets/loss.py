@@ -1,4 +1,4 @@
-"""The loss curve: log scale, non-finite steps marked, classical-MDS reference line."""
+"""The loss curve: log scale, non-finite steps marked at the edge, classical-MDS reference line."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import Health
 from gradviz.gui.widgets import axes, palette
+from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
@@ -32,8 +33,9 @@ class LossView(QWidget):
     """Loss per step on a log axis.
 
     Only finite, positive losses reach the log axis. Steps whose loss is NaN or Inf are drawn
-    as a yellow rug along the top of the plot, and a dashed line marks the first one. The
-    classical-MDS loss (the best reachable loss, when known) is a horizontal line.
+    as marks at the plot's edge (``NonfiniteMarks``, as on the Runs page: NaN and +Inf at the
+    top, -Inf at the bottom), and a dashed line marks the first one. The classical-MDS loss
+    (the best reachable loss, when known) is a horizontal line.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -63,11 +65,7 @@ class LossView(QWidget):
         self.curve = self.plot.plot(pen=pg.mkPen("#56B4E9", width=2), name="loss")
         self.curve.setClipToView(True)
         self.curve.setDownsampling(auto=True, method="peak")
-        self.rug = pg.PlotCurveItem(
-            pen=pg.mkPen(_NONFINITE_COLOUR, width=8, cap=Qt.PenCapStyle.FlatCap),
-            connect="pairs",
-        )
-        self.plot.addItem(self.rug)
+        self.marks = NonfiniteMarks(self.plot, "loss")
         self.first_bad_line = pg.InfiniteLine(
             angle=90,
             pen=pg.mkPen(_NONFINITE_COLOUR, width=1, style=Qt.PenStyle.DashLine),
@@ -159,7 +157,7 @@ class LossView(QWidget):
         self._reference = None
         self._history = np.zeros(0)
         self.curve.setData([], [])
-        self.rug.setData([], [])
+        self.marks.clear()
         self.first_bad_line.setVisible(False)
         self.reference_line.setVisible(False)
         self.summary.setText("no run yet")
@@ -170,16 +168,10 @@ class LossView(QWidget):
 
     def _draw_nonfinite(self, steps: np.ndarray, history: np.ndarray, drawable: np.ndarray):
         runs = nonfinite_runs(history)
+        self.marks.set_data(steps, history)
         if not len(runs):
-            self.rug.setData([], [])
             self.first_bad_line.setVisible(False)
             return
-        # The rug sits just above the highest finite loss (in log10 view units).
-        top = math.log10(history[drawable].max()) + 0.1 if drawable.any() else 0.0
-        x = np.empty(2 * len(runs))
-        x[0::2] = runs[:, 0] - 0.5
-        x[1::2] = runs[:, 1] + 0.5
-        self.rug.setData(x, np.full(len(x), top))
         self.first_bad_line.setValue(float(runs[0, 0]))
         self.first_bad_line.label.setFormat(f"first non-finite loss: step {runs[0, 0]}")
         self.first_bad_line.setVisible(True)
