@@ -4,9 +4,11 @@ grandalf is pure Python (no binary to install, unlike Graphviz's ``dot``), maint
 does the layering, crossing reduction and coordinate assignment of a layered drawing; gradviz
 only places the connected pieces side by side and draws module boxes around their nodes.
 
-What is laid out: with edges (export, fx), every node except the modules that contain other
-nodes, which become boxes around them; without edges (a graph from names), every node, with
-the module tree's parent-child links as the layers' edges (a tree, never shown as data flow).
+What is laid out: with edges (export, fx, a recording's run), every node except the modules
+that contain other nodes, which become boxes around them, and the parameters no edge
+touches (a recording's tensors: their health is their module's); without edges (a graph
+from names), every node, with the module tree's parent-child links as the layers' edges
+(a tree, never shown as data flow).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.graph.model import MODULE, ModelGraph
+from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
 
 NODE_HEIGHT = 24.0
 CHAR_WIDTH = 7.0
@@ -58,9 +60,11 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
             "itself does not."
         ) from None
 
-    parents = {node.parent for node in graph.nodes if node.parent is not None}
     if graph.edges:
-        laid = [n for n in graph.nodes if not (n.kind == MODULE and n.id in parents)]
+        touched = {end for edge in graph.edges for end in edge}
+        shown = [n for n in graph.nodes if n.kind != PARAMETER or n.id in touched]
+        parents = {node.parent for node in shown if node.parent is not None}
+        laid = [n for n in shown if not (n.kind == MODULE and n.id in parents)]
         links = list(graph.edges)
     else:
         laid = list(graph.nodes)
