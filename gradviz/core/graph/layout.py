@@ -13,7 +13,7 @@ from names), every node, with the module tree's parent-child links as the layers
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
@@ -48,6 +48,44 @@ class GraphLayout:
         }
 
 
+#: What the page says where grandalf is not installed.
+FALLBACK_LINE = (
+    "grandalf is not installed (pip install grandalf): a plain layering by depth is shown, "
+    "with more crossings."
+)
+
+
+def has_grandalf() -> bool:
+    try:
+        import grandalf.layouts  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def drawable(graph: ModelGraph) -> ModelGraph:
+    """The nodes a drawing shows: with edges, the parameters no edge touches are left out
+    (a recording's tensors: their health is their module's)."""
+    if not graph.edges:
+        return graph
+    touched = {end for edge in graph.edges for end in edge}
+    shown = tuple(n for n in graph.nodes if n.kind != PARAMETER or n.id in touched)
+    return graph if len(shown) == len(graph.nodes) else replace(graph, nodes=shown)
+
+
+def _laid_nodes(graph: ModelGraph):
+    """(laid-out nodes, the links the layers follow) of a ``drawable`` graph."""
+    if graph.edges:
+        parents = {node.parent for node in graph.nodes if node.parent is not None}
+        laid = [n for n in graph.nodes if not (n.kind == MODULE and n.id in parents)]
+        return laid, list(graph.edges)
+    return list(graph.nodes), [(n.parent, n.id) for n in graph.nodes if n.parent is not None]
+
+
+def _sizes(laid) -> dict[str, tuple[float, float]]:
+    return {n.id: (NODE_PADDING + CHAR_WIDTH * len(n.name), NODE_HEIGHT) for n in laid}
+
+
 def layout_graph(graph: ModelGraph) -> GraphLayout:
     """Lay ``graph`` out in layers, top to bottom (see the module docstring for what is
     laid out and what is boxed)."""
@@ -60,16 +98,9 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
             "itself does not."
         ) from None
 
-    if graph.edges:
-        touched = {end for edge in graph.edges for end in edge}
-        shown = [n for n in graph.nodes if n.kind != PARAMETER or n.id in touched]
-        parents = {node.parent for node in shown if node.parent is not None}
-        laid = [n for n in shown if not (n.kind == MODULE and n.id in parents)]
-        links = list(graph.edges)
-    else:
-        laid = list(graph.nodes)
-        links = [(n.parent, n.id) for n in graph.nodes if n.parent is not None]
-    sizes = {n.id: (NODE_PADDING + CHAR_WIDTH * len(n.name), NODE_HEIGHT) for n in laid}
+    graph = drawable(graph)
+    laid, links = _laid_nodes(graph)
+    sizes = _sizes(laid)
     vertices = {node_id: Vertex(node_id) for node_id in sizes}
     for node_id, vertex in vertices.items():
         vertex.view = _View(*sizes[node_id])
@@ -96,6 +127,57 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
     width = max((x + sizes[k][0] / 2 for k, (x, _) in positions.items()), default=0.0)
     height = max((y + sizes[k][1] / 2 for k, (_, y) in positions.items()), default=0.0)
     return GraphLayout(positions, sizes, boxes, float(width), float(height))
+
+
+def layered_fallback(graph: ModelGraph) -> GraphLayout:
+    """Where grandalf is absent only: each node in the layer of its longest path from a
+    source (a tree: its depth), left to right in graph order; no crossing reduction."""
+    graph = drawable(graph)
+    laid, links = _laid_nodes(graph)
+    sizes = _sizes(laid)
+    ids = [n.id for n in laid]
+    layer = dict.fromkeys(ids, 0)
+    into: dict[str, list[str]] = {i: [] for i in ids}
+    for a, b in links:
+        if a in layer and b in layer:
+            into[b].append(a)
+    order = _topological(ids, into)
+    for node_id in order:
+        layer[node_id] = max((layer[a] + 1 for a in into[node_id]), default=0)
+    rows: dict[int, list[str]] = {}
+    for node_id in ids:
+        rows.setdefault(layer[node_id], []).append(node_id)
+    positions = {}
+    for depth, row in rows.items():
+        x = 0.0
+        for node_id in row:
+            w = sizes[node_id][0]
+            positions[node_id] = (x + w / 2, depth * NODE_HEIGHT * 2.5 + NODE_HEIGHT / 2)
+            x += w + NODE_PADDING
+    boxes = _module_boxes(graph, positions, sizes) if graph.edges else {}
+    width = max((x + sizes[k][0] / 2 for k, (x, _) in positions.items()), default=0.0)
+    height = max((y + sizes[k][1] / 2 for k, (_, y) in positions.items()), default=0.0)
+    return GraphLayout(positions, sizes, boxes, float(width), float(height))
+
+
+def _topological(ids: list[str], into: dict[str, list[str]]) -> list[str]:
+    """Kahn's order; nodes on a cycle (none in a forward graph) follow in graph order."""
+    missing = {i: len(into[i]) for i in ids}
+    out: dict[str, list[str]] = {i: [] for i in ids}
+    for b, sources in into.items():
+        for a in sources:
+            out[a].append(b)
+    ready = [i for i in ids if missing[i] == 0]
+    order = []
+    while ready:
+        node_id = ready.pop()
+        order.append(node_id)
+        for b in out[node_id]:
+            missing[b] -= 1
+            if missing[b] == 0:
+                ready.append(b)
+    placed = set(order)
+    return order + [i for i in ids if i not in placed]
 
 
 def _components(ids: list[str], links: list[tuple[str, str]]):

@@ -107,13 +107,14 @@ def recorded_graph(names, stored) -> ModelGraph:
     parsed = _parse_stored(stored)
     if parsed is None:
         return ModelGraph(tree.nodes, (), RECORDING, (RECORDING_LABEL,))
-    modules, ops, edges = parsed
+    modules, ops, edges, shapes = parsed
     nodes: dict[str, GraphNode] = {}
     for path, kind in modules:
         if path and path.count(".") < MAX_NAME_DEPTH:
             prefix, _, leaf = path.rpartition(".")
             parent = module_id(prefix) if prefix else None
-            nodes[module_id(path)] = GraphNode(module_id(path), leaf, MODULE, path, parent, kind)
+            node = GraphNode(module_id(path), leaf, MODULE, path, parent, kind)
+            nodes[module_id(path)] = replace(node, shape=shapes.get(path))
     for node in tree.nodes:  # the tensors, and any module the stored tree lacks
         nodes.setdefault(node.id, node)
     for path, name in ops:
@@ -137,9 +138,10 @@ def _parse_stored(stored):
         modules = [(str(p), str(k)) for p, k in stored["modules"]]
         ops = [(str(p), str(n)) for p, n in stored["ops"]]
         edges = [(str(a), str(b)) for a, b in stored["edges"]]
+        shapes = {str(p): tuple(int(d) for d in s) for p, s in stored.get("shapes", [])}
     except (KeyError, TypeError, ValueError):
         return None
-    return modules, ops, edges
+    return modules, ops, edges, shapes
 
 
 def _health(step: int, counts: np.ndarray, norm: float) -> dict:

@@ -13,6 +13,7 @@ Plain JSON in the recording's metadata under ``graph``::
     {"version": 1, "modules": [[path, type], ...],   # named_modules order, "" the model
      "order": [path, ...],                            # first call of each module, in order
      "ops": [[path, op name], ...],                   # containers' own output operations
+     "shapes": [[path, [d, ...]], ...],               # each module's first output's shape
      "edges": [[from id, to id], ...]}                # ModelGraph node ids (see model.py)
 
 Ids: ``m:<path>`` a module, ``o:<path>`` a container's own operation, ``i:input`` the
@@ -59,6 +60,7 @@ class RunOrder:
         self._order: dict[str, None] = {}
         self._producer: dict = {}  # autograd node -> node id of the module that made it
         self._from_input: dict[str, None] = {}
+        self._shapes: dict[str, list[int]] = {}
         self._handles = []
         if len(self._named) > MAX_HOOKED_MODULES:
             return
@@ -80,6 +82,9 @@ class RunOrder:
     def _post_hook(self, path: str):
         def hook(_module, _args, output) -> None:
             own = module_id(path) if path in self._leaves else op_id(path)
+            first = next(_tensors(output), None)
+            if first is not None and path not in self._shapes:
+                self._shapes[path] = [int(d) for d in first.shape]
             for t in _tensors(output):
                 node = getattr(t, "grad_fn", None)
                 if node is not None and node not in self._producer:
@@ -115,6 +120,7 @@ class RunOrder:
             "modules": [[path, type(sub).__name__] for path, sub in self._named],
             "order": list(self._order),
             "ops": [[path, name] for path, name in ops.items()],
+            "shapes": [[path, shape] for path, shape in self._shapes.items()],
             "edges": [list(edge) for edge in edges],
         }
 

@@ -1,0 +1,138 @@
+"""The Graph page's drawing: a QGraphicsScene of node boxes, module frames and the edges,
+built once per layout; colours, marks and dimming change on the items in place.
+
+Every edge is one path (a single item for the whole graph), so a 1,000-node graph stays a
+few thousand items and panning repaints only what the view shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QPainterPath, QPen
+from PySide6.QtWidgets import (
+    QGraphicsItem,
+    QGraphicsPathItem,
+    QGraphicsRectItem,
+    QGraphicsScene,
+    QGraphicsSimpleTextItem,
+)
+
+from gradviz.core.graph.layout import GraphLayout
+from gradviz.core.graph.model import ModelGraph
+
+#: Nodes without gradients (operations, inputs, modules without tensors).
+NO_HEALTH = "#d9d9d9"
+EDGE_COLOUR = "#7a7a7a"
+BOX_COLOUR = "#8c8c8c"
+#: The origin of the first non-finite value, and the nodes it spread to.
+ORIGIN_COLOUR = "#b03a2e"
+SPREAD_COLOUR = "#D55E00"
+SELECTED_COLOUR = "#000000"
+
+
+class NodeItem(QGraphicsRectItem):
+    """One drawn node; ``hovered(node_id)`` is the scene's callback for the readout."""
+
+    def __init__(self, node_id: str, rect: QRectF, label: str, hovered: Callable) -> None:
+        super().__init__(rect)
+        self.node_id = node_id
+        self._hovered = hovered
+        self.setAcceptHoverEvents(True)
+        self.text = QGraphicsSimpleTextItem(label, self)
+        font = QFont()
+        font.setPointSizeF(8.0)
+        self.text.setFont(font)
+        bounds = self.text.boundingRect()
+        self.text.setPos(
+            rect.center().x() - bounds.width() / 2, rect.center().y() - bounds.height() / 2
+        )
+        self.setZValue(2)
+
+    def hoverEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
+        self.setToolTip(self._hovered(self.node_id))
+        super().hoverEnterEvent(event)
+
+
+class BoxItem(QGraphicsRectItem):
+    """The frame of an expanded module around the nodes inside it."""
+
+    def __init__(self, node_id: str, rect: QRectF, label: str, hovered: Callable) -> None:
+        super().__init__(rect)
+        self.node_id = node_id
+        self._hovered = hovered
+        self.setAcceptHoverEvents(True)
+        self.setPen(QPen(QColor(BOX_COLOUR), 1.0, Qt.PenStyle.DashLine))
+        self.setBrush(QBrush(Qt.BrushStyle.NoBrush))
+        self.text = QGraphicsSimpleTextItem(label, self)
+        font = QFont()
+        font.setPointSizeF(7.0)
+        self.text.setFont(font)
+        self.text.setBrush(QColor("#555555"))
+        self.text.setPos(rect.left() + 2, rect.top() - self.text.boundingRect().height())
+        self.setZValue(0)
+
+    def hoverEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
+        self.setToolTip(self._hovered(self.node_id))
+        super().hoverEnterEvent(event)
+
+
+class GraphScene(QGraphicsScene):
+    """Items for one laid-out graph: ``nodes`` and ``boxes`` by node id."""
+
+    def __init__(self, graph: ModelGraph, layout: GraphLayout, hovered: Callable) -> None:
+        super().__init__()
+        self.graph, self.layout = graph, layout
+        self.setBackgroundBrush(QColor("#ffffff"))
+        self.nodes: dict[str, NodeItem] = {}
+        self.boxes: dict[str, BoxItem] = {}
+        for node_id, (x0, y0, x1, y1) in layout.boxes.items():
+            node = graph.node(node_id)
+            box = BoxItem(node_id, QRectF(x0, y0, x1 - x0, y1 - y0), node.module, hovered)
+            self.addItem(box)
+            self.boxes[node_id] = box
+        for node_id, (x, y) in layout.positions.items():
+            w, h = layout.sizes[node_id]
+            node = graph.node(node_id)
+            label = f"{node.name} (+{node.hidden})" if node.hidden else node.name
+            item = NodeItem(node_id, QRectF(x - w / 2, y - h / 2, w, h), label, hovered)
+            self.addItem(item)
+            self.nodes[node_id] = item
+        self.edges = QGraphicsPathItem(self._edge_path(graph.edges))
+        self.edges.setPen(QPen(QColor(EDGE_COLOUR), 1.0))
+        self.edges.setZValue(1)
+        self.addItem(self.edges)
+        self.spread_edges = QGraphicsPathItem()
+        self.spread_edges.setPen(QPen(QColor(SPREAD_COLOUR), 2.5))
+        self.spread_edges.setZValue(1.5)
+        self.addItem(self.spread_edges)
+        for item in (self.edges, self.spread_edges):
+            item.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, False)
+        margin = 30.0
+        self.setSceneRect(
+            QRectF(-margin, -margin, layout.width + 2 * margin, layout.height + 2 * margin)
+        )
+
+    def _edge_path(self, edges) -> QPainterPath:
+        """Each edge from the bottom of its source to the top of its target, with a small
+        arrowhead (data flows downward)."""
+        path = QPainterPath()
+        pos, sizes = self.layout.positions, self.layout.sizes
+        for a, b in edges:
+            if a not in pos or b not in pos:
+                continue
+            (xa, ya), (xb, yb) = pos[a], pos[b]
+            start = QPointF(xa, ya + sizes[a][1] / 2)
+            end = QPointF(xb, yb - sizes[b][1] / 2)
+            path.moveTo(start)
+            middle = (start.y() + end.y()) / 2
+            path.cubicTo(QPointF(start.x(), middle), QPointF(end.x(), middle), end)
+            path.moveTo(end)
+            path.lineTo(end + QPointF(-3.0, -5.0))
+            path.moveTo(end)
+            path.lineTo(end + QPointF(3.0, -5.0))
+        return path
+
+    def set_spread_edges(self, edges) -> None:
+        self.spread_edges.setPath(self._edge_path(edges))
