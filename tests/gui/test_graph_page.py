@@ -184,3 +184,26 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
     page.select_node("m:0")  # the module's weights in the explorer's layer table
     table = lab.window.model_panel.layers
     assert [table.item(i.row(), 0).text() for i in table.selectionModel().selectedRows()] == ["0"]
+
+
+def test_gui_opens_a_model_file_on_the_graph_page_and_its_screenshot_line_says_so(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    model = tmp_path / "mlp.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3)).state_dict(), model)
+    shot = tmp_path / "shot.png"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "gradviz", "gui", str(model), "--page", "graph", "--screenshot",
+         str(shot), "--window-size", "1024x700", "--run-for", "0"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"saved {shot} (1024x700); page Graph;" in done.stdout
+    assert shot.stat().st_size > 0

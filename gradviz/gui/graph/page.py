@@ -238,7 +238,7 @@ class GraphPage(QWidget):
                 f"'{self._spread.module}' at step {self._spread.step:,} (red); outlined: where "
                 "it spread."
             )
-        self.header.setText(" ".join(parts))
+        self.header.setText(" ".join(p if p.endswith(".") else f"{p}." for p in parts))
 
     # ---- collapse and expand ----------------------------------------------------------------
     @Slot(str)

@@ -99,8 +99,11 @@ class GraphScene(QGraphicsScene):
             item = NodeItem(node_id, QRectF(x - w / 2, y - h / 2, w, h), label, hovered)
             self.addItem(item)
             self.nodes[node_id] = item
-        self.edges = QGraphicsPathItem(self._edge_path(graph.edges))
-        self.edges.setPen(QPen(QColor(EDGE_COLOUR), 1.0))
+        links = graph.edges or self._tree_links()
+        self.edges = QGraphicsPathItem(self._edge_path(links, arrows=bool(graph.edges)))
+        # Without data flow (a graph from names) the lines are the module tree, dotted.
+        style = Qt.PenStyle.SolidLine if graph.edges else Qt.PenStyle.DotLine
+        self.edges.setPen(QPen(QColor(EDGE_COLOUR), 1.0, style))
         self.edges.setZValue(1)
         self.addItem(self.edges)
         self.spread_edges = QGraphicsPathItem()
@@ -114,7 +117,10 @@ class GraphScene(QGraphicsScene):
             QRectF(-margin, -margin, layout.width + 2 * margin, layout.height + 2 * margin)
         )
 
-    def _edge_path(self, edges) -> QPainterPath:
+    def _tree_links(self) -> list[tuple[str, str]]:
+        return [(n.parent, n.id) for n in self.graph.nodes if n.parent in self.layout.positions]
+
+    def _edge_path(self, edges, arrows: bool = True) -> QPainterPath:
         """Each edge from the bottom of its source to the top of its target, with a small
         arrowhead (data flows downward)."""
         path = QPainterPath()
@@ -128,6 +134,8 @@ class GraphScene(QGraphicsScene):
             path.moveTo(start)
             middle = (start.y() + end.y()) / 2
             path.cubicTo(QPointF(start.x(), middle), QPointF(end.x(), middle), end)
+            if not arrows:
+                continue
             path.moveTo(end)
             path.lineTo(end + QPointF(-3.0, -5.0))
             path.moveTo(end)
