@@ -199,7 +199,7 @@ class GraphPage(QWidget):
         shown, layout = value
         self.shown = shown
         old = self.scene
-        self.scene = GraphScene(shown, layout, self.describe)
+        self.scene = GraphScene(shown, layout, self.describe, self)
         self.view.setScene(self.scene)
         if old is not None:
             old.deleteLater()

@@ -7,6 +7,7 @@ few thousand items and panning repaints only what the view shows.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -32,13 +33,19 @@ SPREAD_COLOUR = "#D55E00"
 SELECTED_COLOUR = "#000000"
 
 
-class NodeItem(QGraphicsRectItem):
-    """One drawn node; ``hovered(node_id)`` is the scene's callback for the readout."""
+def _describe_on_hover(item) -> None:
+    """The hovered item's line as its tooltip (and in the page's readout)."""
+    scene = item.scene()
+    if isinstance(scene, GraphScene):
+        item.setToolTip(scene.describe(item.node_id))
 
-    def __init__(self, node_id: str, rect: QRectF, label: str, hovered: Callable) -> None:
+
+class NodeItem(QGraphicsRectItem):
+    """One drawn node (its id; the scene describes it on hover)."""
+
+    def __init__(self, node_id: str, rect: QRectF, label: str) -> None:
         super().__init__(rect)
         self.node_id = node_id
-        self._hovered = hovered
         self.setAcceptHoverEvents(True)
         self.text = QGraphicsSimpleTextItem(label, self)
         font = QFont()
@@ -51,17 +58,16 @@ class NodeItem(QGraphicsRectItem):
         self.setZValue(2)
 
     def hoverEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
-        self.setToolTip(self._hovered(self.node_id))
+        _describe_on_hover(self)
         super().hoverEnterEvent(event)
 
 
 class BoxItem(QGraphicsRectItem):
     """The frame of an expanded module around the nodes inside it."""
 
-    def __init__(self, node_id: str, rect: QRectF, label: str, hovered: Callable) -> None:
+    def __init__(self, node_id: str, rect: QRectF, label: str) -> None:
         super().__init__(rect)
         self.node_id = node_id
-        self._hovered = hovered
         self.setAcceptHoverEvents(True)
         self.setPen(QPen(QColor(BOX_COLOUR), 1.0, Qt.PenStyle.DashLine))
         self.setBrush(QBrush(Qt.BrushStyle.NoBrush))
@@ -74,29 +80,33 @@ class BoxItem(QGraphicsRectItem):
         self.setZValue(0)
 
     def hoverEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
-        self.setToolTip(self._hovered(self.node_id))
+        _describe_on_hover(self)
         super().hoverEnterEvent(event)
 
 
 class GraphScene(QGraphicsScene):
     """Items for one laid-out graph: ``nodes`` and ``boxes`` by node id."""
 
-    def __init__(self, graph: ModelGraph, layout: GraphLayout, hovered: Callable) -> None:
-        super().__init__()
+    def __init__(
+        self, graph: ModelGraph, layout: GraphLayout, hovered: Callable, parent=None
+    ) -> None:
+        super().__init__(parent)  # owned by the page: it dies with it, on the GUI thread
         self.graph, self.layout = graph, layout
+        # Weakly: the items must not keep the page alive (the scene is Qt's to delete).
+        self._describe = weakref.WeakMethod(hovered)
         self.setBackgroundBrush(QColor("#ffffff"))
         self.nodes: dict[str, NodeItem] = {}
         self.boxes: dict[str, BoxItem] = {}
         for node_id, (x0, y0, x1, y1) in layout.boxes.items():
             node = graph.node(node_id)
-            box = BoxItem(node_id, QRectF(x0, y0, x1 - x0, y1 - y0), node.module, hovered)
+            box = BoxItem(node_id, QRectF(x0, y0, x1 - x0, y1 - y0), node.module)
             self.addItem(box)
             self.boxes[node_id] = box
         for node_id, (x, y) in layout.positions.items():
             w, h = layout.sizes[node_id]
             node = graph.node(node_id)
             label = f"{node.name} (+{node.hidden})" if node.hidden else node.name
-            item = NodeItem(node_id, QRectF(x - w / 2, y - h / 2, w, h), label, hovered)
+            item = NodeItem(node_id, QRectF(x - w / 2, y - h / 2, w, h), label)
             self.addItem(item)
             self.nodes[node_id] = item
         links = graph.edges or self._tree_links()
@@ -116,6 +126,10 @@ class GraphScene(QGraphicsScene):
         self.setSceneRect(
             QRectF(-margin, -margin, layout.width + 2 * margin, layout.height + 2 * margin)
         )
+
+    def describe(self, node_id: str) -> str:
+        describe = self._describe()
+        return describe(node_id) if describe is not None else ""
 
     def _tree_links(self) -> list[tuple[str, str]]:
         return [(n.parent, n.id) for n in self.graph.nodes if n.parent in self.layout.positions]
