@@ -114,13 +114,6 @@ def test_a_clicked_node_selects_its_tensors_on_model_health_and_back(qtbot, lab,
     assert page.step == int(data.steps[1])  # and the graph's step followed
 
 
-def test_the_search_finds_modules_by_name(qtbot, lab, nan_recording):
-    _, page = open_graph(qtbot, lab, nan_recording)
-    page.search.setText("fc2")
-    assert page.search_matches() == ["m:b1.fc2", "m:b2.fc2"]
-    assert page.matches_label.text() == "2 found"
-
-
 def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot):
     page = GraphPage()
     qtbot.addWidget(page)
@@ -143,8 +136,13 @@ def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot)
     page.shutdown()
 
 
-def test_exports_write_png_and_svg(qtbot, lab, nan_recording, tmp_path):
+def test_the_search_finds_modules_by_name_and_exports_write_png_and_svg(
+    qtbot, lab, nan_recording, tmp_path
+):
     _, page = open_graph(qtbot, lab, nan_recording)
+    page.search.setText("fc2")
+    assert page.search_matches() == ["m:b1.fc2", "m:b2.fc2"]
+    assert page.matches_label.text() == "2 found"
     for suffix in (".png", ".svg"):
         target = tmp_path / f"graph{suffix}"
         page.choose_path = lambda _parent, _suffix, t=target: str(t)
@@ -171,12 +169,19 @@ def test_a_hostile_model_file_is_one_sentence_on_the_page(qtbot, lab, tmp_path):
 def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, tmp_path):
     import torch
 
+    from gradviz.gui.graph.launch import PageOnOpen
+    from gradviz.gui.window_line import page_title
+
     path = tmp_path / "weights.pt"
     torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1)).state_dict(),
                path)  # fmt: skip
+    chosen = PageOnOpen(lab, "graph")  # gradviz gui weights.pt --page graph
     lab.models.opener.open_path(str(path))
     page = lab.graph.page
-    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: page.shown is not None and chosen.ready, timeout=WAIT_MS)
+    # The explorer came forward with the file; the Graph page asked for is on screen.
+    assert page_title(lab.window) == "Graph" and page.isVisible()
+    assert not any(dock.isVisible() for dock in lab.window.docks.values())
     assert page.shown.edges == () and page.shown.source == "names"
     assert "the order and the connections are not in the file" in page.header.text()
     assert {n.kind for n in page.shown.nodes} == {MODULE, PARAMETER}
@@ -184,26 +189,3 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
     page.select_node("m:0")  # the module's weights in the explorer's layer table
     table = lab.window.model_panel.layers
     assert [table.item(i.row(), 0).text() for i in table.selectionModel().selectedRows()] == ["0"]
-
-
-def test_gui_opens_a_model_file_on_the_graph_page_and_its_screenshot_line_says_so(tmp_path):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import torch
-
-    model = tmp_path / "mlp.pt"
-    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3)).state_dict(), model)
-    shot = tmp_path / "shot.png"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-           "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path)}  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "gradviz", "gui", str(model), "--page", "graph", "--screenshot",
-         str(shot), "--window-size", "1024x700", "--run-for", "0"],
-        env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert f"saved {shot} (1024x700); page Graph;" in done.stdout
-    assert shot.stat().st_size > 0
