@@ -83,7 +83,14 @@ def _laid_nodes(graph: ModelGraph):
 
 
 def _sizes(laid) -> dict[str, tuple[float, float]]:
-    return {n.id: (NODE_PADDING + CHAR_WIDTH * len(n.name), NODE_HEIGHT) for n in laid}
+    """Room for the label: the name, and " (+N)" for a collapsed module of N nodes."""
+    return {
+        n.id: (NODE_PADDING + CHAR_WIDTH * len(_label(n)), NODE_HEIGHT) for n in laid
+    }  # fmt: skip
+
+
+def _label(node) -> str:
+    return f"{node.name} (+{node.hidden})" if node.hidden else node.name
 
 
 def layout_graph(graph: ModelGraph) -> GraphLayout:

@@ -226,11 +226,12 @@ class GraphPage(QWidget):
             parts.append(graph.collapsed.sentence)
         if self.folded:
             total = len(drawable(graph).nodes)
+            count = f"{len(self.folded):,} module{'s' if len(self.folded) != 1 else ''}"
             parts.append(
-                f"{len(self.folded):,} modules collapsed ({total:,} nodes in all, more than "
-                f"{PAGE_NODE_LIMIT} drawn at once): double-click a module to expand it."
+                f"{count} collapsed ({total:,} nodes in all, more than {PAGE_NODE_LIMIT} "
+                "drawn at once): double-click a module to expand it."
                 if total > PAGE_NODE_LIMIT
-                else f"{len(self.folded):,} modules collapsed: double-click one to expand it."
+                else f"{count} collapsed: double-click one to expand it."
             )
         if self._spread is not None:
             parts.append(
