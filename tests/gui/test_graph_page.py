@@ -189,3 +189,22 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
     page.select_node("m:0")  # the module's weights in the explorer's layer table
     table = lab.window.model_panel.layers
     assert [table.item(i.row(), 0).text() for i in table.selectionModel().selectedRows()] == ["0"]
+
+
+def test_without_grandalf_the_page_draws_a_plain_layering_and_says_so(qtbot, monkeypatch):
+    from gradviz.core.graph.layout import FALLBACK_LINE
+    from gradviz.core.graph.model import OP
+    from gradviz.gui.graph import page as page_module
+
+    monkeypatch.setattr(page_module, "has_grandalf", lambda: False)
+    page = GraphPage()
+    qtbot.addWidget(page)
+    nodes = tuple(GraphNode(f"o:{k}", f"op{k}", OP, "", None) for k in range(4))
+    edges = (("o:0", "o:1"), ("o:1", "o:2"), ("o:0", "o:3"), ("o:2", "o:3"))
+    page.set_graph(ModelGraph(nodes, edges, "fx"), "net.pt2")
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    assert not page.fallback.isHidden() and page.fallback.text() == FALLBACK_LINE
+    y = {k: page.scene.layout.positions[k][1] for k in page.scene.nodes}
+    assert all(y[a] < y[b] for a, b in edges)  # still top to bottom, by longest path
+    assert y["o:3"] > y["o:2"] > y["o:1"] > y["o:0"]
+    page.shutdown()

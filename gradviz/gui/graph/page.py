@@ -147,6 +147,7 @@ class GraphPage(QWidget):
     def set_graph(self, graph: ModelGraph, where: str) -> None:
         """Draw ``graph`` (``where`` names it in the header: a file, a recording), modules
         collapsed past PAGE_NODE_LIMIT nodes."""
+        self.fallback.setVisible(not has_grandalf())
         self.graph, self.where = graph, where
         self.shown, self.selected = None, None  # until the new layout arrives
         self.folded, _ = folded_to_fit(drawable(graph), PAGE_NODE_LIMIT)
