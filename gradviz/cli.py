@@ -58,7 +58,17 @@ def _add_gui(sub) -> None:
     p = sub.add_parser(
         "gui", help="open the desktop app (the default)", formatter_class=DefaultsHelpFormatter
     )
-    p.add_argument("recording", nargs="?", metavar="RECORDING", help="recording directory to open")
+    p.add_argument(
+        "recording",
+        nargs="?",
+        metavar="MODEL_OR_RECORDING",
+        help="recording directory or model file to open",
+    )
+    p.add_argument(
+        "--page",
+        choices=("lab", "explorer", "health", "runs", "graph"),
+        help="the page to show once the file is open (graph: the model as a graph)",
+    )
     p.add_argument("--experiment", metavar="FILE", help="experiment (JSON settings) to open")
     p.add_argument("--screenshot", metavar="PNG", help="save a screenshot of the window and exit")
     p.add_argument(

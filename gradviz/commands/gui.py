@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from gradviz.core.errors import GradvizError
 
 
@@ -11,13 +13,16 @@ def run(args) -> int:
     if run_for < 0:
         raise GradvizError(f"--run-for must be zero or more seconds, got {run_for}.")
     recording = getattr(args, "recording", None)
-    if recording:
+    model = None
+    if recording and os.path.isfile(recording):
+        recording, model = None, recording  # a model file: the model opener reads it
+    elif recording:
         from gradviz.core.record.reader import is_recording
 
         if not is_recording(recording):
             raise GradvizError(
                 f"{recording!r} is not a gradviz recording (a directory written by "
-                "gradviz.watch or gradviz fit --record)."
+                "gradviz.watch or gradviz fit --record) nor a model file."
             )
     from gradviz.gui.app import main, parse_window_size
 
@@ -29,4 +34,6 @@ def run(args) -> int:
         run_for=run_for,
         window_size=window_size,
         recording=recording,
+        model=model,
+        page=getattr(args, "page", None),
     )

@@ -233,9 +233,12 @@ def main(
     run_for: float = 3.0,
     window_size: tuple[int, int] | None = None,
     recording: str | None = None,
+    model: str | None = None,
+    page: str | None = None,
 ) -> int:
     """Open the app; returns the exit code. ``window_size`` (width, height) in pixels
-    overrides the remembered size; a screenshot without it is taken at the default size."""
+    overrides the remembered size; a screenshot without it is taken at the default size.
+    ``model``: a model file to open; ``page``: the page to show (see graph.launch.PAGES)."""
     started = time.perf_counter()
     log_path = setup_logging()
     app = create_application()
@@ -248,8 +251,18 @@ def main(
     hook = ExceptionHook(controller.report_exception)
     hook.install()
     app.aboutToQuit.connect(controller.shutdown)
+    chosen = None
+    if page is not None:
+        from gradviz.gui.graph.launch import PageOnOpen
+
+        chosen = PageOnOpen(controller, page)
     if recording:
         director = _open_recording(controller, recording, screenshot, run_for)
+    elif model:
+        from gradviz.gui.graph.launch import ModelScreenshot
+
+        director = ModelScreenshot(controller, screenshot, run_for, chosen) if screenshot else None
+        QTimer.singleShot(0, lambda: controller.models.opener.open_path(model))
     else:
         director = ScreenshotDirector(controller, screenshot, run_for) if screenshot else None
     if window_size is not None or screenshot:
@@ -262,8 +275,8 @@ def main(
     log.info("window shown %.2f s after start", time.perf_counter() - started)
     if os.environ.get("GRADVIZ_EXIT_WHEN_SHOWN"):  # launch-time benchmark
         QTimer.singleShot(0, _report_shown_and_quit)
-    elif recording and screenshot:
-        pass  # a picture of a recording: no run, so torch is never loaded
+    elif (recording or model) and screenshot:
+        pass  # a picture of a file: no run (a model's reading loads torch itself)
     else:
         from gradviz.gui.startup import StartupWatch
 

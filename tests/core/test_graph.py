@@ -76,6 +76,7 @@ def test_a_residual_blocks_skip_connection_is_an_edge_into_the_add(residual_grap
     assert x.kind == "input"
     (conv,) = graph.by_name(OP)["conv2d"]
     assert x.id in graph.inputs_of(conv.id)  # the same input feeds the convolution
+    assert conv.shape == add.shape == (2, 3, 4, 4)  # what the page's hover shows
 
 
 def test_export_nodes_are_grouped_by_the_module_that_owns_them(residual_graph):

@@ -70,3 +70,49 @@ def _depth(path: str) -> int:
 def _cut(path: str, depth: int) -> str:
     """``block.conv.inner`` cut to depth 1 -> ``block``."""
     return ".".join(path.split(".")[:depth]) if path else ""
+
+
+def fold_modules(graph: ModelGraph, folded) -> ModelGraph:
+    """``graph`` with every node inside a module of ``folded`` (module node ids) represented
+    by the outermost folded module around it, which then carries the edges in and out and
+    says in ``hidden`` how many nodes it stands for: the page's collapse and expand."""
+    folded = set(folded)
+    parent_of = {node.id: node.parent for node in graph.nodes}
+    represent: dict[str, str] = {}
+    for node in graph.nodes:
+        outermost, ancestor = None, node.parent
+        while ancestor is not None:
+            if ancestor in folded:
+                outermost = ancestor
+            ancestor = parent_of.get(ancestor)
+        if outermost is not None:
+            represent[node.id] = outermost
+    hidden: dict[str, int] = {}
+    for target in represent.values():
+        hidden[target] = hidden.get(target, 0) + 1
+    nodes = tuple(
+        replace(node, hidden=hidden.get(node.id, 0))
+        for node in graph.nodes
+        if node.id not in represent
+    )
+    edges = []
+    for a, b in graph.edges:
+        a, b = represent.get(a, a), represent.get(b, b)
+        if a != b:
+            edges.append((a, b))
+    return replace(graph, nodes=nodes, edges=tuple(dict.fromkeys(edges)))
+
+
+def folded_to_fit(graph: ModelGraph, limit: int) -> tuple[frozenset, Collapsed | None]:
+    """The modules to fold so that ``graph`` shows at most ``limit`` nodes (the deepest
+    module depth that fits, as ``limit_nodes``; every top-level module where none fits), and
+    the Collapsed that says so (None, and nothing folded, when it fits whole)."""
+    if len(graph.nodes) <= limit:
+        return frozenset(), None
+    deepest = max((_depth(node.module) for node in graph.nodes), default=0)
+    for depth in range(deepest - 1, -1, -1):
+        collapsed = collapse_to_depth(graph, depth)
+        if len(collapsed.nodes) <= limit or depth == 0:
+            folded = frozenset(node.id for node in collapsed.nodes if node.hidden)
+            return folded, Collapsed(limit, len(graph.nodes), depth)
+    return frozenset(), None

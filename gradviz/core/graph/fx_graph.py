@@ -106,12 +106,26 @@ def _walk(
             kind, name, owner, full = classify(fx_node)
         node_id = f"{_PREFIX[kind]}:{fx_node.name}"
         ids[fx_node] = node_id
-        nodes.append(GraphNode(node_id, name, kind, owner, ensure_module(owner), full))
+        parent = ensure_module(owner)
+        nodes.append(GraphNode(node_id, name, kind, owner, parent, full, shape=_shape(fx_node)))
         edges.extend((ids[arg], node_id) for arg in fx_node.all_input_nodes if arg in ids)
     return ModelGraph(tuple(nodes), tuple(dict.fromkeys(edges)), source, notes)
 
 
 _PREFIX = {INPUT: "in", OUTPUT: "out", PARAMETER: "p", OP: "op"}
+
+
+def _shape(node: Any) -> tuple[int, ...] | None:
+    """The shape of the tensor ``node`` makes, where the program recorded it (export's
+    ``val``; fx's ``tensor_meta`` after shape propagation) and it is concrete."""
+    value = node.meta.get("val", node.meta.get("tensor_meta"))
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return None
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):  # a symbolic size
+        return None
 
 
 def _stack_types(graph: Any) -> dict[str, str]:

@@ -4,17 +4,19 @@ grandalf is pure Python (no binary to install, unlike Graphviz's ``dot``), maint
 does the layering, crossing reduction and coordinate assignment of a layered drawing; gradviz
 only places the connected pieces side by side and draws module boxes around their nodes.
 
-What is laid out: with edges (export, fx), every node except the modules that contain other
-nodes, which become boxes around them; without edges (a graph from names), every node, with
-the module tree's parent-child links as the layers' edges (a tree, never shown as data flow).
+What is laid out: with edges (export, fx, a recording's run), every node except the modules
+that contain other nodes, which become boxes around them, and the parameters no edge
+touches (a recording's tensors: their health is their module's); without edges (a graph
+from names), every node, with the module tree's parent-child links as the layers' edges
+(a tree, never shown as data flow).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.graph.model import MODULE, ModelGraph
+from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
 
 NODE_HEIGHT = 24.0
 CHAR_WIDTH = 7.0
@@ -46,6 +48,51 @@ class GraphLayout:
         }
 
 
+#: What the page says where grandalf is not installed.
+FALLBACK_LINE = (
+    "grandalf is not installed (pip install grandalf): a plain layering by depth is shown, "
+    "with more crossings."
+)
+
+
+def has_grandalf() -> bool:
+    try:
+        import grandalf.layouts  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def drawable(graph: ModelGraph) -> ModelGraph:
+    """The nodes a drawing shows: with edges, the parameters no edge touches are left out
+    (a recording's tensors: their health is their module's)."""
+    if not graph.edges:
+        return graph
+    touched = {end for edge in graph.edges for end in edge}
+    shown = tuple(n for n in graph.nodes if n.kind != PARAMETER or n.id in touched)
+    return graph if len(shown) == len(graph.nodes) else replace(graph, nodes=shown)
+
+
+def _laid_nodes(graph: ModelGraph):
+    """(laid-out nodes, the links the layers follow) of a ``drawable`` graph."""
+    if graph.edges:
+        parents = {node.parent for node in graph.nodes if node.parent is not None}
+        laid = [n for n in graph.nodes if not (n.kind == MODULE and n.id in parents)]
+        return laid, list(graph.edges)
+    return list(graph.nodes), [(n.parent, n.id) for n in graph.nodes if n.parent is not None]
+
+
+def _sizes(laid) -> dict[str, tuple[float, float]]:
+    """Room for the label: the name, and " (+N)" for a collapsed module of N nodes."""
+    return {
+        n.id: (NODE_PADDING + CHAR_WIDTH * len(_label(n)), NODE_HEIGHT) for n in laid
+    }  # fmt: skip
+
+
+def _label(node) -> str:
+    return f"{node.name} (+{node.hidden})" if node.hidden else node.name
+
+
 def layout_graph(graph: ModelGraph) -> GraphLayout:
     """Lay ``graph`` out in layers, top to bottom (see the module docstring for what is
     laid out and what is boxed)."""
@@ -58,14 +105,9 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
             "itself does not."
         ) from None
 
-    parents = {node.parent for node in graph.nodes if node.parent is not None}
-    if graph.edges:
-        laid = [n for n in graph.nodes if not (n.kind == MODULE and n.id in parents)]
-        links = list(graph.edges)
-    else:
-        laid = list(graph.nodes)
-        links = [(n.parent, n.id) for n in graph.nodes if n.parent is not None]
-    sizes = {n.id: (NODE_PADDING + CHAR_WIDTH * len(n.name), NODE_HEIGHT) for n in laid}
+    graph = drawable(graph)
+    laid, links = _laid_nodes(graph)
+    sizes = _sizes(laid)
     vertices = {node_id: Vertex(node_id) for node_id in sizes}
     for node_id, vertex in vertices.items():
         vertex.view = _View(*sizes[node_id])
@@ -92,6 +134,57 @@ def layout_graph(graph: ModelGraph) -> GraphLayout:
     width = max((x + sizes[k][0] / 2 for k, (x, _) in positions.items()), default=0.0)
     height = max((y + sizes[k][1] / 2 for k, (_, y) in positions.items()), default=0.0)
     return GraphLayout(positions, sizes, boxes, float(width), float(height))
+
+
+def layered_fallback(graph: ModelGraph) -> GraphLayout:
+    """Where grandalf is absent only: each node in the layer of its longest path from a
+    source (a tree: its depth), left to right in graph order; no crossing reduction."""
+    graph = drawable(graph)
+    laid, links = _laid_nodes(graph)
+    sizes = _sizes(laid)
+    ids = [n.id for n in laid]
+    layer = dict.fromkeys(ids, 0)
+    into: dict[str, list[str]] = {i: [] for i in ids}
+    for a, b in links:
+        if a in layer and b in layer:
+            into[b].append(a)
+    order = _topological(ids, into)
+    for node_id in order:
+        layer[node_id] = max((layer[a] + 1 for a in into[node_id]), default=0)
+    rows: dict[int, list[str]] = {}
+    for node_id in ids:
+        rows.setdefault(layer[node_id], []).append(node_id)
+    positions = {}
+    for depth, row in rows.items():
+        x = 0.0
+        for node_id in row:
+            w = sizes[node_id][0]
+            positions[node_id] = (x + w / 2, depth * NODE_HEIGHT * 2.5 + NODE_HEIGHT / 2)
+            x += w + NODE_PADDING
+    boxes = _module_boxes(graph, positions, sizes) if graph.edges else {}
+    width = max((x + sizes[k][0] / 2 for k, (x, _) in positions.items()), default=0.0)
+    height = max((y + sizes[k][1] / 2 for k, (_, y) in positions.items()), default=0.0)
+    return GraphLayout(positions, sizes, boxes, float(width), float(height))
+
+
+def _topological(ids: list[str], into: dict[str, list[str]]) -> list[str]:
+    """Kahn's order; nodes on a cycle (none in a forward graph) follow in graph order."""
+    missing = {i: len(into[i]) for i in ids}
+    out: dict[str, list[str]] = {i: [] for i in ids}
+    for b, sources in into.items():
+        for a in sources:
+            out[a].append(b)
+    ready = [i for i in ids if missing[i] == 0]
+    order = []
+    while ready:
+        node_id = ready.pop()
+        order.append(node_id)
+        for b in out[node_id]:
+            missing[b] -= 1
+            if missing[b] == 0:
+                ready.append(b)
+    placed = set(order)
+    return order + [i for i in ids if i not in placed]
 
 
 def _components(ids: list[str], links: list[tuple[str, str]]):

@@ -45,7 +45,8 @@ class GraphNode:
     None at the top. ``type``: the module's class or the operation's full name
     (``Conv2d``, ``aten.conv2d.default``), None where unknown. ``hidden``: how many nodes a
     collapsed module stands for (0 when it is not collapsed). ``health``: gradient health
-    at a step where a recording gives it, else None."""
+    at a step where a recording gives it, else None. ``shape``: the shape of its output
+    where the source knows it (a recording's first step), else None."""
 
     id: str
     name: str
@@ -55,6 +56,7 @@ class GraphNode:
     type: str | None = None
     hidden: int = 0
     health: dict | None = None
+    shape: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -66,6 +68,7 @@ class GraphNode:
             "type": self.type,
             "hidden": self.hidden,
             "health": self.health,
+            "shape": None if self.shape is None else list(self.shape),
         }
 
 

@@ -1,6 +1,10 @@
-"""The graph of a watch recording at one recorded step: the module tree of the recorded
-tensors' names (a recording holds no graph yet, so no edges), every parameter node carrying
-its gradient health at that step and every module node the health of all tensors inside it.
+"""The graph of a watch recording at one recorded step, every parameter node carrying its
+gradient health at that step and every module node the health of all tensors inside it.
+
+The structure is what the recorder stored from its first recorded step (``run_order``: the
+module tree, containers' own output operations and the data flow between them); a
+recording made before that was stored, or one that stored none (a dict of tensors), has the
+module tree of its tensors' names and no edges.
 
 ``health`` is ``{"step", "worst", "counts": {"finite", "zero", "NaN", "+Inf", "-Inf"},
 "grad_norm"}``; ``worst`` is the most alarming category present (core.health's order), and
@@ -16,12 +20,27 @@ from dataclasses import replace
 import numpy as np
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.graph.model import MODULE, PARAMETER, RECORDING, ModelGraph
-from gradviz.core.graph.names import graph_from_names
+from gradviz.core.graph.model import (
+    INPUT,
+    MODULE,
+    OP,
+    OUTPUT,
+    PARAMETER,
+    RECORDING,
+    GraphNode,
+    ModelGraph,
+    module_id,
+)
+from gradviz.core.graph.names import MAX_NAME_DEPTH, graph_from_names
 from gradviz.core.health import HEALTH_LABELS, Health
 
 RECORDING_LABEL = (
     "structure from the recording's tensor names: the order and the connections are not recorded"
+)
+RUN_LABEL = (
+    "structure and data flow from the first recorded step (forward hooks and autograd): "
+    "modules and their containers' own output operations; operations inside a module are "
+    "not shown"
 )
 # The reader's count columns, in its order, as core.health categories.
 _COLUMNS = (Health.FINITE, Health.ZERO, Health.NAN, Health.POS_INF, Health.NEG_INF)
@@ -52,7 +71,7 @@ def graph_of_recording(
     for name in names:
         series = stream.tensor(name)
         own[name] = (series.counts[row].astype(np.int64), float(series.grad_norm[row]))
-    base = graph_from_names(names)
+    base = recorded_graph(names, stream.meta.get("graph"))
     totals: dict[str, list] = {}  # module id -> [counts, sum of squared norms]
     nodes = []
     for node in base.nodes:
@@ -77,8 +96,52 @@ def graph_of_recording(
             nodes.append(node)
             continue
         nodes.append(replace(node, health=_health(step, counts, norm)))
-    notes = (RECORDING_LABEL, f"Health at step {step:,}.")
-    return ModelGraph(tuple(nodes), (), RECORDING, notes)
+    notes = (*base.notes, f"Health at step {step:,}.")
+    return ModelGraph(tuple(nodes), base.edges, RECORDING, notes)
+
+
+def recorded_graph(names, stored) -> ModelGraph:
+    """The structure of a recording (no health): ``stored`` is its metadata's ``graph``
+    (None or unreadable: the module tree of ``names``, the recorded tensors, no edges)."""
+    tree = graph_from_names(names)
+    parsed = _parse_stored(stored)
+    if parsed is None:
+        return ModelGraph(tree.nodes, (), RECORDING, (RECORDING_LABEL,))
+    modules, ops, edges, shapes = parsed
+    nodes: dict[str, GraphNode] = {}
+    for path, kind in modules:
+        if path and path.count(".") < MAX_NAME_DEPTH:
+            prefix, _, leaf = path.rpartition(".")
+            parent = module_id(prefix) if prefix else None
+            node = GraphNode(module_id(path), leaf, MODULE, path, parent, kind)
+            nodes[module_id(path)] = replace(node, shape=shapes.get(path))
+    for node in tree.nodes:  # the tensors, and any module the stored tree lacks
+        nodes.setdefault(node.id, node)
+    for path, name in ops:
+        if path == "" or module_id(path) in nodes:
+            parent = module_id(path) if path else None
+            nodes[f"o:{path}"] = GraphNode(f"o:{path}", name, OP, path, parent, name)
+    ends = {"i:input": ("input", INPUT), "x:loss": ("loss", OUTPUT)}
+    for node_id, (name, kind) in ends.items():
+        if any(node_id in edge for edge in edges):
+            nodes[node_id] = GraphNode(node_id, name, kind, "", None)
+    kept = tuple((a, b) for a, b in edges if a in nodes and b in nodes and a != b)
+    return ModelGraph(tuple(nodes.values()), tuple(dict.fromkeys(kept)), RECORDING, (RUN_LABEL,))
+
+
+def _parse_stored(stored):
+    """(modules, ops, edges) from the metadata's ``graph``, or None where it is absent or
+    not what the recorder writes (a recording is a file from elsewhere: never trusted)."""
+    if not isinstance(stored, dict) or stored.get("version") != 1:
+        return None
+    try:
+        modules = [(str(p), str(k)) for p, k in stored["modules"]]
+        ops = [(str(p), str(n)) for p, n in stored["ops"]]
+        edges = [(str(a), str(b)) for a, b in stored["edges"]]
+        shapes = {str(p): tuple(int(d) for d in s) for p, s in stored.get("shapes", [])}
+    except (KeyError, TypeError, ValueError):
+        return None
+    return modules, ops, edges, shapes
 
 
 def _health(step: int, counts: np.ndarray, norm: float) -> dict:

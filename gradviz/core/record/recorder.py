@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.graph.run_order import RunOrder
 from gradviz.core.record import ddp, stats
 from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
 from gradviz.core.record.gradients import FirstNonfinite, ParameterCopies
@@ -65,7 +66,8 @@ class Recorder:
                 f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
             )
         # A compiled module's forward hooks would be traced into its graph: no origin there.
-        origin = origin and _uncompiled(target) is target
+        plain = _uncompiled(target) is target
+        origin = origin and plain
         target = _uncompiled(target)
         self._module = target if isinstance(target, nn.Module) else None
         self._named = _named_tensors(target)
@@ -102,6 +104,8 @@ class Recorder:
         watch_owner(self, self._sink)
         self._origin = OriginNotes(self._module) if origin and self._module is not None else None
         self._sink.origin = self._origin
+        # The graph (module tree, run order, data flow) is stored from the first recorded step.
+        self._run_order = RunOrder(self._module) if plain and self._module is not None else None
         self._optimizer_hook = (
             optimizer.register_step_pre_hook(lambda *_: self._on_optimizer_step())
             if optimizer is not None
@@ -190,6 +194,8 @@ class Recorder:
             self._sink.close()
         if self._origin is not None:
             self._origin.remove()
+        if self._run_order is not None:
+            self._run_order.remove()
         if self._amp is not None:
             self._amp.release()
         ddp.uninstall(self)
@@ -315,6 +321,9 @@ class Recorder:
         if not self._frozen:
             self._writer.set_tensors(names)
             self._frozen = True
+            if self._run_order is not None:
+                self._writer.set_meta_once("graph", self._run_order.finish(loss))
+                self._run_order = None
         params = [self._parameter(name) for name in names]
         finite = self._first_bad.finite
         rows = stats.gradient_rows(grads, params, self.device, finite, self._workspace)

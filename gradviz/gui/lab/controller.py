@@ -88,6 +88,9 @@ class LabController(QObject):
         self.recordings = Recordings(
             self.window, self.window.pages, views, self.session, self.settings, self.show_error
         )
+        from gradviz.gui.graph.wiring import GraphWiring
+
+        self.graph = GraphWiring(self.window, self.recordings, self.models, self.show_error)
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
         self.session.snapshotShown.connect(  # step 0's frame, once
@@ -322,6 +325,7 @@ class LabController(QObject):
         self.loader.join(timeout_s)
         self.models.shutdown(timeout_s)
         self.recordings.shutdown(timeout_s)
+        self.graph.shutdown(timeout_s)
         self.window.explorer.shutdown()
 
     @property

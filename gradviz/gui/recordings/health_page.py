@@ -38,9 +38,11 @@ PAGE_TITLE = "Model health"
 
 
 class ModelHealthPage(QWidget):
-    """``rankChosen(rank)`` asks for another rank's stream."""
+    """``rankChosen(rank)`` asks for another rank's stream; ``tensorSelected(t)``: the user
+    chose tensor ``t`` here (a cell, the first non-finite one), for the Graph page."""
 
     rankChosen = Signal(int)
+    tensorSelected = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -187,6 +189,14 @@ class ModelHealthPage(QWidget):
         self.timeline.set_following(False)
         self.timeline.select_index(index)
         self._show_histogram(index)
+        self.tensorSelected.emit(tensor)
+
+    def select_tensor(self, tensor: int) -> None:
+        """Tensor ``tensor`` at the step shown (the Graph page chose it): its histogram."""
+        if self.data is None or not 0 <= tensor < len(self.data.tensors):
+            return
+        self.tensor_index = tensor
+        self._show_histogram(self.timeline.index)
 
     @Slot()
     def go_to_first_bad(self) -> None:
@@ -198,6 +208,7 @@ class ModelHealthPage(QWidget):
             self.tensor_index = data.tensors.index(first["tensor"])
         self.timeline.go_to_first_bad()
         self._show_histogram(self.timeline.index)
+        self.tensorSelected.emit(self.tensor_index)
 
     def _show_histogram(self, index: int) -> None:
         data = self.data

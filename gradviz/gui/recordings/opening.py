@@ -96,6 +96,8 @@ class Recordings(QObject):
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         self.dock.hide()
         self.choose_path: Callable[[], str] = self._choose_path
+        #: Pages that stay on screen when a recording is read (they show it too).
+        self.showing_recordings: list[int] = [self.overlay_index]
         #: ``(parent, suffix) -> path`` for every export ('' cancels); a save dialog.
         self.choose_export_path: Callable[[QWidget, str], str] = ask_path
         self._make_menu()
@@ -181,7 +183,7 @@ class Recordings(QObject):
             self.page.set_data(data)
             if first_read and data.complete and data.first_nonfinite is not None:
                 self.page.go_to_first_bad()  # a finished run that went bad: show where
-            if self.pages.current() != self.overlay_index:
+            if self.pages.current() not in self.showing_recordings:
                 self.pages.show_page(self.page_index)
         self.overlay.add_recording(data.path)  # followed by the Runs page itself
         self.shown.emit(data)

@@ -1,0 +1,128 @@
+"""What the Graph page colours, as plain data: each drawn node's tensors (rows of a
+recording), their worst health and norm at a recorded step, and the first non-finite
+value's origin with the nodes it spread to.
+
+No Qt here: the page asks, the numbers come from the RecordingData it was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
+from gradviz.core.health import Health
+from gradviz.gui.recordings.data import MISSING_CODE, RecordingData
+
+
+def tensor_rows(graph: ModelGraph, tensors: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Drawn node id -> (k,) int rows of ``tensors`` inside it: a parameter node its own,
+    a module node every tensor of it and of the modules inside it (a folded module too)."""
+    modules = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
+    params = {f"{n.module}.{n.name}" if n.module else n.name: n.id for n in graph.nodes}
+    rows: dict[str, list[int]] = {}
+    for row, name in enumerate(tensors):
+        if params.get(name, "").startswith("p:"):
+            rows.setdefault(params[name], []).append(row)
+        owner = name.rpartition(".")[0]
+        while owner:
+            if owner in modules:
+                rows.setdefault(modules[owner], []).append(row)
+            owner = owner.rpartition(".")[0]
+    return {k: np.asarray(v, np.int64) for k, v in rows.items()}
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """One node at one step: the worst Health code of its tensors (None where all are
+    lost), the L2 norm of all their finite gradients, and the counts (finite, zero, NaN,
+    +Inf, -Inf) summed."""
+
+    worst: int | None
+    norm: float
+    counts: tuple[int, int, int, int, int]
+
+
+class StepHealth:
+    """The health of every drawn node of one graph over a recording's steps."""
+
+    def __init__(self, graph: ModelGraph, data: RecordingData) -> None:
+        self.data = data
+        self.rows = tensor_rows(graph, data.tensors)
+        self._worst = data.worst()  # (T, S) uint8, computed once
+
+    def at(self, column: int) -> dict[str, NodeHealth]:
+        """Node id -> NodeHealth at the recorded step in ``column``."""
+        found = {}
+        for node_id, rows in self.rows.items():
+            codes = self._worst[rows, column]
+            codes = codes[codes != MISSING_CODE]
+            norms = self.data.grad_norm[rows, column]
+            norm = float(np.sqrt(np.sum(np.square(norms[np.isfinite(norms)]))))
+            counts = tuple(int(c) for c in self.data.counts[rows, column].sum(axis=0))
+            found[node_id] = NodeHealth(int(codes.max()) if codes.size else None, norm, counts)
+        return found
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Where the first non-finite value began (``origin``: drawn node ids) and the drawn
+    nodes it reached (``after``: downstream in the forward, upstream in the backward), from
+    ``step`` on."""
+
+    step: int
+    phase: str
+    module: str
+    origin: frozenset
+    after: frozenset
+
+
+def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
+    """The Spread of a recording's ``first_nonfinite`` on the drawn ``graph`` (None where
+    the recording names no origin module, or the module is not in the graph)."""
+    origin = (first or {}).get("origin") or {}
+    module = origin.get("module")
+    if not module:
+        return None
+    parent_of = {n.id: n.parent for n in graph.nodes}
+    ids = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
+    path = str(module)
+    while path and path not in ids:  # folded away: its outermost drawn ancestor
+        path = path.rpartition(".")[0]
+    if not path:
+        return None
+    start = ids[path]
+
+    def inside(node_id: str) -> bool:
+        while node_id is not None:
+            if node_id == start:
+                return True
+            node_id = parent_of.get(node_id)
+        return False
+
+    origin_ids = frozenset(n.id for n in graph.nodes if inside(n.id))
+    backward = origin.get("phase") == "backward"
+    step_to: dict[str, list[str]] = {}
+    for a, b in graph.edges:
+        if backward:
+            a, b = b, a
+        step_to.setdefault(a, []).append(b)
+    reached: set[str] = set()
+    stack = list(origin_ids)
+    while stack:
+        for nxt in step_to.get(stack.pop(), ()):
+            if nxt not in reached and nxt not in origin_ids:
+                reached.add(nxt)
+                stack.append(nxt)
+    return Spread(int(first["step"]), str(origin.get("phase")), str(module), origin_ids,
+                  frozenset(reached))  # fmt: skip
+
+
+def worst_label(code: int | None) -> str:
+    from gradviz.core.health import HEALTH_LABELS
+
+    return "lost" if code is None else HEALTH_LABELS[Health(code)]
+
+
+__all__ = ["PARAMETER", "NodeHealth", "Spread", "StepHealth", "spread_of", "tensor_rows"]

@@ -1,0 +1,63 @@
+"""A watch recording of a residual MLP whose second block's first layer goes NaN in its
+forward at one step (its weight poisoned before that step, as a bad update would).
+
+Import with ``from graph_fixtures import ...`` (pytest puts this folder on sys.path).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+WRITER = textwrap.dedent(
+    """
+    import sys, torch, gradviz
+    from torch import nn
+    path, steps, nan_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+    class Block(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.fc1, self.act = nn.Linear(width, width), nn.Tanh()
+            self.fc2 = nn.Linear(width, width)
+
+        def forward(self, x):
+            return x + self.fc2(self.act(self.fc1(x)))
+
+    class ResidualMLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp, self.b1, self.b2 = nn.Linear(4, 8), Block(8), Block(8)
+            self.out = nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.out(self.b2(self.b1(self.inp(x))))
+
+    torch.manual_seed(0)
+    model, x, y = ResidualMLP(), torch.randn(16, 4), torch.randn(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradviz.watch(model, path, every=1) as rec:
+        for step in range(steps):
+            if step == nan_at:
+                with torch.no_grad():
+                    model.b2.fc1.weight[0, 0] = float("nan")
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad(); loss.backward()
+            rec.log(loss=loss)
+            opt.step()
+    """
+)
+
+
+def write_residual_recording(path: Path, steps: int = 5, nan_at: int = 3) -> Path:
+    """The recording, written by a subprocess (torch stays out of the GUI's process)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(path), str(steps), str(nan_at)],
+        env=env, timeout=180, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return path

@@ -1,0 +1,210 @@
+"""The Graph page: a recording's graph coloured by its health at the timeline's step, the
+first non-finite value's origin and spread, the selection shared with Model health, model
+files, the node limit and a hostile file."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures_app import isolated_settings  # noqa: F401 - fixture
+from graph_fixtures import write_residual_recording
+from recording_fixtures import open_and_wait
+
+from gradviz.core.graph.model import MODULE, PARAMETER, GraphNode, ModelGraph
+from gradviz.core.health import Health
+from gradviz.gui.graph.page import PAGE_NODE_LIMIT, GraphPage
+from gradviz.gui.widgets.palette import OKABE_ITO
+
+WAIT_MS = 60_000
+BEFORE = {"m:inp", "m:b1.fc1", "m:b1.act", "m:b1.fc2", "o:b1", "i:input"}
+AFTER = {"m:b2.act", "m:b2.fc2", "o:b2", "m:out", "x:loss"}
+
+
+@pytest.fixture(scope="module")
+def nan_recording(tmp_path_factory):
+    """5 steps; b2.fc1's forward makes the first NaN at step 3."""
+    return write_residual_recording(tmp_path_factory.mktemp("graph") / "run", steps=5, nan_at=3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def zarr_started(nan_recording):
+    """zarr starts its I/O threads on first use, for the life of the process: before the
+    checks that no thread is left behind (as in test_recordings)."""
+    import zarr
+
+    from gradviz.core.record.reader import Reader
+    from gradviz.gui.recordings.data import read_recording
+
+    read_recording(Reader(nan_recording), 0)
+    group = zarr.open_group(nan_recording, mode="r")["rank0"]
+    for _, array in group.arrays():
+        array[:]
+    # Its executor's threads start as reads overlap: start them all now.
+    import asyncio
+    import time
+
+    from zarr.core.sync import _get_loop
+
+    loop = _get_loop()
+
+    async def overlap():
+        await asyncio.gather(*(loop.run_in_executor(None, time.sleep, 0.05) for _ in range(40)))
+
+    asyncio.run_coroutine_threadsafe(overlap(), loop).result(timeout=30)
+
+
+@pytest.fixture
+def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
+    from gradviz.gui.app import build_controller
+
+    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    yield controller
+    controller.shutdown()
+    controller.window.close()
+    controller.window.deleteLater()
+
+
+def open_graph(qtbot, lab, path):
+    """Open the recording, wait for its graph on the Graph page; returns the page."""
+    data = open_and_wait(qtbot, lab, path)
+    page = lab.graph.page
+    qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
+    return data, page
+
+
+def test_the_origin_and_the_modules_after_it_are_marked_from_the_first_nonfinite_step(
+    qtbot, lab, nan_recording
+):
+    data, page = open_graph(qtbot, lab, nan_recording)
+    lab.window.pages.show_page(lab.graph.index)
+    assert lab.window.pages.bar.tabText(lab.window.pages.current()) == "Graph"
+    assert page.shown.source == "recording" and ("m:inp", "o:b1") in page.shown.edges
+    health = lab.recordings.page
+    health.timeline.select_step(2)  # the step before: nothing marked, every gradient finite
+    assert page.step == 2
+    assert page.marks() == {"origin": frozenset(), "after": frozenset()}
+    assert page.node_health("m:b2.fc1").worst in (Health.FINITE, Health.ZERO)
+    page.timeline.select_step(3)  # the page's own timeline moves Model health's too
+    assert health.timeline.step == 3 and page.step == 3
+    marks = page.marks()
+    assert marks["origin"] == {"m:b2.fc1"}
+    assert marks["after"] >= AFTER and not (BEFORE & marks["after"])
+    # Colours: the NaN of the palette where the recording says NaN, as Model health draws it.
+    assert page.node_health("m:b2.fc1").worst == Health.NAN
+    assert page.node_colour("m:b2.fc1") == OKABE_ITO[Health.NAN].lower()
+    assert page.node_colour("x:loss") != OKABE_ITO[Health.NAN].lower()  # no gradients: grey
+    assert "began in the forward of module 'b2.fc1' at step 3" in page.header.text()
+    assert "the first non-finite value began here" in page.describe("m:b2.fc1")
+    line = lab.window.pages.bar.tabText(lab.window.pages.current())
+    from gradviz.gui.window_line import page_title
+
+    assert page_title(lab.window) == line == "Graph"
+
+
+def test_a_clicked_node_selects_its_tensors_on_model_health_and_back(qtbot, lab, nan_recording):
+    data, page = open_graph(qtbot, lab, nan_recording)
+    health = lab.recordings.page
+    page.select_node("m:b1.fc2")
+    assert data.tensors[health.tensor_index] == "b1.fc2.weight"
+    assert health.histogram.title.text().startswith("b1.fc2.weight @ step")
+    # Model health's cell click selects the node holding that tensor here.
+    health.select_cell(data.tensors.index("out.bias"), 1)
+    assert page.selected == "m:out"
+    assert page.step == int(data.steps[1])  # and the graph's step followed
+
+
+def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot):
+    page = GraphPage()
+    qtbot.addWidget(page)
+    nodes = []
+    for b in range(30):  # 30 blocks of 10 layers: 330 nodes
+        nodes.append(GraphNode(f"m:b{b}", f"b{b}", MODULE, f"b{b}", None))
+        for k in range(10):
+            path = f"b{b}.l{k}"
+            nodes.append(GraphNode(f"m:{path}", f"l{k}", MODULE, path, f"m:b{b}"))
+    graph = ModelGraph(tuple(nodes), (), "names")
+    page.set_graph(graph, "big.safetensors")
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    assert len(page.scene.nodes) == 30 <= PAGE_NODE_LIMIT
+    assert "30 modules collapsed (330 nodes in all, more than 200 drawn at once)" in (
+        page.header.text()
+    )
+    page.toggle_module("m:b4")  # double-click: that block opens, the others stay folded
+    qtbot.waitUntil(lambda: page.shown is not None and "m:b4.l9" in page.scene.nodes)
+    assert len(page.scene.nodes) == 30 + 10
+    page.shutdown()
+
+
+def test_the_search_finds_modules_by_name_and_exports_write_png_and_svg(
+    qtbot, lab, nan_recording, tmp_path
+):
+    _, page = open_graph(qtbot, lab, nan_recording)
+    page.search.setText("fc2")
+    assert page.search_matches() == ["m:b1.fc2", "m:b2.fc2"]
+    assert page.matches_label.text() == "2 found"
+    for suffix in (".png", ".svg"):
+        target = tmp_path / f"graph{suffix}"
+        page.choose_path = lambda _parent, _suffix, t=target: str(t)
+        page.export_buttons[0 if suffix == ".png" else 1].click()
+        assert target.stat().st_size > 1000
+    assert "<svg" in (tmp_path / "graph.svg").read_text()
+
+
+def test_a_hostile_model_file_is_one_sentence_on_the_page(qtbot, lab, tmp_path):
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"\x80\x02" + b"(" * 200_000)  # a pickle nested far too deep
+    errors = []
+    lab.models.opener.show_error = lab.graph.show_error = lambda s, _d: errors.append(s)
+    lab.window.pages.show_page(lab.graph.index)
+    lab.models.opener.open_path(str(bad))
+    qtbot.waitUntil(lambda: bool(errors), timeout=WAIT_MS)
+    assert len(errors) == 1 and len(errors[0].splitlines()) == 1 and "model.pt" in errors[0]
+    assert lab.graph.page.scene is None  # nothing half-drawn; the page still answers
+    page = lab.graph.page
+    page.search.setText("x")
+    assert page.search_matches() == []
+
+
+def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, tmp_path):
+    import torch
+
+    from gradviz.gui.graph.launch import PageOnOpen
+    from gradviz.gui.window_line import page_title
+
+    path = tmp_path / "weights.pt"
+    torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1)).state_dict(),
+               path)  # fmt: skip
+    chosen = PageOnOpen(lab, "graph")  # gradviz gui weights.pt --page graph
+    lab.models.opener.open_path(str(path))
+    page = lab.graph.page
+    qtbot.waitUntil(lambda: page.shown is not None and chosen.ready, timeout=WAIT_MS)
+    # The explorer came forward with the file; the Graph page asked for is on screen.
+    assert page_title(lab.window) == "Graph" and page.isVisible()
+    assert not any(dock.isVisible() for dock in lab.window.docks.values())
+    assert page.shown.edges == () and page.shown.source == "names"
+    assert "the order and the connections are not in the file" in page.header.text()
+    assert {n.kind for n in page.shown.nodes} == {MODULE, PARAMETER}
+    assert page.timeline.isHidden()
+    page.select_node("m:0")  # the module's weights in the explorer's layer table
+    table = lab.window.model_panel.layers
+    assert [table.item(i.row(), 0).text() for i in table.selectionModel().selectedRows()] == ["0"]
+
+
+def test_without_grandalf_the_page_draws_a_plain_layering_and_says_so(qtbot, monkeypatch):
+    from gradviz.core.graph.layout import FALLBACK_LINE
+    from gradviz.core.graph.model import OP
+    from gradviz.gui.graph import page as page_module
+
+    monkeypatch.setattr(page_module, "has_grandalf", lambda: False)
+    page = GraphPage()
+    qtbot.addWidget(page)
+    nodes = tuple(GraphNode(f"o:{k}", f"op{k}", OP, "", None) for k in range(4))
+    edges = (("o:0", "o:1"), ("o:1", "o:2"), ("o:0", "o:3"), ("o:2", "o:3"))
+    page.set_graph(ModelGraph(nodes, edges, "fx"), "net.pt2")
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    assert not page.fallback.isHidden() and page.fallback.text() == FALLBACK_LINE
+    y = {k: page.scene.layout.positions[k][1] for k in page.scene.nodes}
+    assert all(y[a] < y[b] for a, b in edges)  # still top to bottom, by longest path
+    assert y["o:3"] > y["o:2"] > y["o:1"] > y["o:0"]
+    page.shutdown()
