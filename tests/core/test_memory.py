@@ -94,6 +94,7 @@ def measured() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "slack"),
     [
@@ -107,6 +108,7 @@ def test_estimate_covers_the_measured_peak_within_a_third(measured, case, slack)
     assert figures["measured"] - slack <= figures["estimate"] <= 1.35 * figures["measured"]
 
 
+@pytest.mark.slow
 def test_memory_goes_back_after_a_big_run_is_replaced_by_a_small_one(measured):
     # Three runs of 3000 points peaked at 140 MB or more each; once released and handed
     # back (memory.return_freed_memory, as after a reset), all of it came back.

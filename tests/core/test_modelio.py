@@ -112,6 +112,7 @@ class NetX(torch.nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_net_x_whole_pickle_from_another_process_runs_only_when_its_order_is_confirmed(
     tmp_path,
 ):

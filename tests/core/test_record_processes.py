@@ -74,6 +74,7 @@ def test_a_writer_killed_with_sigkill_leaves_a_recording_readable_to_its_last_st
     np.testing.assert_allclose(stream.tensor("w").max_abs, steps)
 
 
+@pytest.mark.slow
 def test_a_reader_in_another_process_follows_a_growing_recording(tmp_path):
     path = tmp_path / "run"
     writer = start_writer(path, steps=12, pause=0.1)
@@ -129,6 +130,7 @@ def two_ranks(tmp_path_factory) -> dict[str, Reader]:
     return {wrap: Reader(folder / wrap) for wrap in ("ddp", "fsdp")}
 
 
+@pytest.mark.slow
 def test_a_two_process_gloo_ddp_run_records_both_ranks(two_ranks):
     reader = two_ranks["ddp"]
     summary = reader.describe()
@@ -148,6 +150,7 @@ def test_a_two_process_gloo_ddp_run_records_both_ranks(two_ranks):
     assert not np.allclose(r0.losses(), r1.losses())
 
 
+@pytest.mark.slow
 def test_a_two_process_fsdp_run_records_each_ranks_shard(two_ranks):
     reader = two_ranks["fsdp"]
     assert reader.ranks == [0, 1] and reader.describe()["complete"]
@@ -156,6 +159,7 @@ def test_a_two_process_fsdp_run_records_each_ranks_shard(two_ranks):
     assert entries == [16, 16]
 
 
+@pytest.mark.slow
 def test_a_script_that_never_closes_its_recorder_still_writes_every_step(tmp_path):
     script = WRITER.replace("rec.close()", "")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -271,6 +275,7 @@ def test_sigterm_closes_the_recording_and_the_process_still_dies_of_sigterm(tmp_
     assert_every_step_kept(tmp_path / "run", "SIGTERM")
 
 
+@pytest.mark.slow
 def test_ctrl_c_closes_the_recording_with_every_step(tmp_path):
     child = start_ending(tmp_path / "run", "sigint")
     child.send_signal(signal.SIGINT)

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -25,6 +27,7 @@ def _python(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
                           timeout=180, cwd=REPO)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_screenshot_prints_the_file_its_size_and_the_runs_state_and_step(tmp_path):
     from gradviz.core.config import FitConfig
     from gradviz.gui.experiments import save_experiment
@@ -88,6 +91,7 @@ SLOW_STEP_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_closing_the_window_during_a_slow_step_waits_for_it_and_exits_cleanly(tmp_path):
     proc = _python(["-c", SLOW_STEP_SCRIPT], tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -104,6 +104,7 @@ def _screenshot(tmp_path, name: str, window_size=None) -> tuple[int, int]:
     return image.width(), image.height()
 
 
+@pytest.mark.slow
 def test_a_screenshot_is_exactly_the_window_size_asked_for_and_else_the_default(tmp_path):
     assert _screenshot(tmp_path, "small.png", (1024, 700)) == (1024, 700)
     # The next launch does not take the size the last one left behind.
@@ -127,6 +128,7 @@ def test_a_bad_window_size_is_named_in_one_sentence(text, words):
         parse_window_size(text)
 
 
+@pytest.mark.slow
 def test_start_up_reports_painted_then_step_0_and_start_as_they_happen(tmp_path):
     env = dict(QT_QPA_PLATFORM="offscreen", GRADVIZ_STARTUP_REPORT="1",
                GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
