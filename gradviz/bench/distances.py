@@ -23,6 +23,7 @@ from gradviz.core import distances
 from gradviz.core.config import FitConfig
 from gradviz.core.distances import METHODS
 from gradviz.core.fit import DistanceFitRun
+from gradviz.core.ops import pairwise_distances
 
 SIZES = (10, 100, 1000, 3000)
 QUICK_SIZES = (10, 100)
@@ -80,7 +81,7 @@ def _masked_batched(x: torch.Tensor) -> torch.Tensor:
 
 #: The op's contenders: name -> (points -> distance matrix).
 OP_METHODS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "gradviz.pairwise_distances": lambda x: distances.safe(x).distances,
+    "gradviz.pairwise_distances": pairwise_distances,
     "masked (seed's fix)": _masked_batched,
     "torch.cdist": lambda x: torch.cdist(x, x),
 }
