@@ -525,7 +525,8 @@ def _model_untouched(model: nn.Module) -> Iterator[None]:
             for buf, saved in buffers:
                 buf.copy_(saved)
         for module, training in modes:
-            module.training = training
+            if module.training != training:  # Module.__setattr__ is slow: 20,000 modules
+                module.training = training
 
 
 def _first_line(exc: BaseException) -> str:

@@ -347,3 +347,51 @@ def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):
     qtbot.keyClick(dialog, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: answers == [False])
     assert ".pt2" in dialog.reason.text() and "run code" in dialog.reason.text()
+
+
+def _panel_problems(window, panel) -> list[str]:
+    """What a user would see cut or doubled in the model panel as the window lays it out."""
+    from PySide6.QtWidgets import QLabel
+
+    from gradviz.gui.models.layer_list import COLUMNS
+
+    QApplication.processEvents()
+    problems = []
+    for button in panel.findChildren(QPushButton):
+        if button.isVisibleTo(panel):
+            needed = button.fontMetrics().horizontalAdvance(button.text())
+            if needed > button.width():
+                problems.append(f"button {button.text()!r}: {needed} px in {button.width()} px")
+    for label in panel.findChildren(QLabel):
+        if label.isVisibleTo(panel) and ".." in label.text().replace("…", ""):
+            problems.append(f"label ends a sentence twice: {label.text()!r}")
+    table, column = panel.layers, COLUMNS.index("Parameters")
+    header = table.horizontalHeader()
+    needed = max(table.sizeHintForColumn(column), header.sectionSizeHint(column))
+    right = header.sectionViewportPosition(column) + header.sectionSize(column)
+    if header.sectionSize(column) < needed or right > table.viewport().width():
+        problems.append(f"Parameters column cut: {header.sectionSize(column)} of {needed} px")
+    explorer = window.explorer
+    if explorer.width() < explorer.minimumSizeHint().width():
+        problems.append(f"explorer squeezed to {explorer.width()} px")
+    return problems
+
+
+def test_the_model_panel_shows_its_buttons_counts_and_sentences_whole_at_both_sizes(
+    qtbot, app, model_files
+):
+    # A class of its own while the explorer shows another network: the reason, the order
+    # buttons and the layer table at once. Under a real X server the panel was 240 px at
+    # 1920 x 1080: the Parameters column behind a scroll bar and "...layers.. The explorer".
+    window, opener = app.window, app.models.opener
+    window.resize(1920, 1080)
+    opener.open_path(str(model_files / "net_x.pt"))
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: opener.panel.isVisible(), timeout=WAIT_MS)
+    assert "still shows" in opener.panel.reason.text()
+    assert _panel_problems(window, opener.panel) == []
+    assert opener.panel.width() >= 1920 // 5  # grows with the window
+    window.resize(1024, 700)
+    qtbot.waitUntil(lambda: window.width() == 1024, timeout=WAIT_MS)
+    assert _panel_problems(window, opener.panel) == []
+    shot(window, "panel_1024")

@@ -72,8 +72,9 @@ def check_torch_bytes(data: bytes | BinaryIO, name: str, *, is_zip: bool) -> Non
     if not is_zip:
         _check_legacy(as_stream(data), name)
         return
-    entries = check_zip(data, name)
-    with zipfile.ZipFile(as_stream(data)) as archive:
+    archive = _open_zip(data, name)  # its central directory is read once (10,000 entries)
+    with archive:
+        entries = check_entries(archive.infolist(), name)
         for info in entries:
             if info.filename.endswith(".pkl"):
                 pickled = read_entry(archive, info, limits.MAX_PICKLE_BYTES, name)
@@ -96,13 +97,21 @@ def _storage_records(pickle_entry: str, entries: list[zipfile.ZipInfo]) -> dict[
 
 def check_zip(data: bytes | BinaryIO, name: str) -> list[zipfile.ZipInfo]:
     """The archive's entries, after checking their count and declared sizes."""
+    with _open_zip(data, name) as archive:
+        return check_entries(archive.infolist(), name)
+
+
+def _open_zip(data: bytes | BinaryIO, name: str) -> zipfile.ZipFile:
     try:
-        with zipfile.ZipFile(as_stream(data)) as archive:
-            entries = archive.infolist()
+        return zipfile.ZipFile(as_stream(data))
     except Exception:
         raise GradvizError(
             f"{name} is a damaged or truncated zip archive; save it again."
         ) from None
+
+
+def check_entries(entries: list[zipfile.ZipInfo], name: str) -> list[zipfile.ZipInfo]:
+    """``entries``, after checking their count and declared sizes."""
     if len(entries) > limits.MAX_ZIP_ENTRIES:
         raise GradvizError(
             f"{name} is a zip archive of {len(entries):,} entries, over gradviz's limit of "

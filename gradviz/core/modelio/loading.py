@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 from dataclasses import replace
 
@@ -25,7 +26,8 @@ def _bounded_errors(function):
     @functools.wraps(function)
     def wrapper(path, *args, **kwargs):
         try:
-            return function(path, *args, **kwargs)
+            with paused_gc():
+                return function(path, *args, **kwargs)
         except GradvizError as exc:
             message, name = str(exc), os.fspath(path)
             if isinstance(name, str) and name:
@@ -33,6 +35,25 @@ def _bounded_errors(function):
             raise GradvizError(bounded(message)) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """Python's cyclic garbage collector paused for the block, where it was running.
+
+    Reading a file of 10,000 layers makes some 10^6 objects that live on; the collector
+    walks all of them again and again as they are made (1.8 s of 10 s for 10,000
+    Linear(1, 1) layers). They hold no cycles to collect, so nothing is lost by waiting
+    until the block ends. Where the collector is already off (the app collects on a timer
+    of its own), it stays off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @_bounded_errors

@@ -88,19 +88,9 @@ def scan_pickle(data: bytes | BinaryIO, name: str, start: int = 0) -> PickleScan
     stream.seek(start)
     scan = PickleScan()
     machine = _Machine(scan, name)
-    count = 0
     try:
-        for opcode, arg, _ in pickletools.genops(stream):
-            count += 1
-            if count > limits.MAX_PICKLE_OPCODES:
-                raise GradvizError(
-                    f"{name} holds a pickle of more than {limits.MAX_PICKLE_OPCODES:,} "
-                    "operations, over gradviz's limit for a model file."
-                )
-            machine.step(opcode, arg)
-            if opcode.name == "STOP":
-                scan.end = stream.tell()
-                break
+        machine.run(pickletools.genops(stream))
+        scan.end = stream.tell()
     except GradvizError:
         raise
     except Exception:  # genops raises ValueError and friends on malformed bytes
@@ -155,6 +145,37 @@ def _effects(opcode) -> tuple[str, int, bool, int]:
 
 _EFFECTS = {op.code: _effects(op) for op in pickletools.opcodes}
 
+# What the machine does for each opcode, decided once per opcode rather than once per
+# operation (a 10,000-layer state_dict is 390,000 operations).
+_PUSH, _STRING, _MARK_OP, _PUT, _MEMOIZE, _GET, _DUP, _GLOBAL, _NOTHING, _COMBINE, _STOP = range(11)
+
+
+def _kind(opcode) -> int:
+    op, fixed, marked, pushed = _EFFECTS[opcode.code]
+    if op in _STRING_OPS:
+        return _STRING
+    named = {
+        "MARK": _MARK_OP,
+        "PUT": _PUT,
+        "BINPUT": _PUT,
+        "LONG_BINPUT": _PUT,
+        "MEMOIZE": _MEMOIZE,
+        "GET": _GET,
+        "BINGET": _GET,
+        "LONG_BINGET": _GET,
+        "DUP": _DUP,
+        "GLOBAL": _GLOBAL,
+        "STOP": _STOP,
+    }
+    if op in named:
+        return named[op]
+    if not fixed and not marked:
+        return _PUSH if pushed else _NOTHING
+    return _COMBINE
+
+
+_KINDS = {op: _kind(op) for op in pickletools.opcodes}
+
 
 class _Machine:
     """The pickle machine's stack and memo, holding only depths and short string texts."""
@@ -165,31 +186,43 @@ class _Machine:
         self.scan = scan
         self.name = name
 
-    def step(self, opcode, arg) -> None:
-        op, fixed, marked, pushed = _EFFECTS[opcode.code]
-        stack = self.stack
-        if op in _STRING_OPS:
-            if len(arg) > limits.MAX_PICKLE_STRING_BYTES:
-                raise GradvizError(_string_too_long(self.name, len(arg)))
-            stack.append(_Value(1, arg[:200] if isinstance(arg, str) else None))
-            return
-        if op == "MARK":
-            stack.append(_MARK)
-        elif op in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
-            self.memo[len(self.memo) if op == "MEMOIZE" else arg] = (
-                stack[-1] if stack else _Value(1)
-            )
-        elif op in ("GET", "BINGET", "LONG_BINGET"):
-            stack.append(self.memo.get(arg, _Value(1)))
-        elif op == "DUP":
-            stack.append(stack[-1] if stack else _Value(1))
-        elif op == "GLOBAL":
-            stack.append(_Value(1, global_name=self._named(arg)))
-        elif not fixed and not marked:
-            if pushed:
-                stack.append(_Value(1))
-        else:
-            self._combine(op, arg, _pop(stack, fixed, marked), pushed)
+    def run(self, operations) -> None:
+        """Follow ``operations`` (pickletools.genops) up to STOP; GradvizError at the first
+        limit broken or name refused. The common opcodes are handled inline: this loop is
+        most of the time a model file's check takes."""
+        stack, memo, kinds = self.stack, self.memo, _KINDS
+        push, limit = stack.append, limits.MAX_PICKLE_OPCODES
+        for count, (opcode, arg, _) in enumerate(operations, 1):
+            if count > limit:
+                raise GradvizError(
+                    f"{self.name} holds a pickle of more than {limit:,} "
+                    "operations, over gradviz's limit for a model file."
+                )
+            kind = kinds[opcode]
+            if kind == _PUT:
+                memo[arg] = stack[-1] if stack else _Value(1)
+            elif kind == _PUSH:
+                push(_Value(1))
+            elif kind == _GET:
+                value = memo.get(arg)
+                push(value if value is not None else _Value(1))
+            elif kind == _STRING:
+                if len(arg) > limits.MAX_PICKLE_STRING_BYTES:
+                    raise GradvizError(_string_too_long(self.name, len(arg)))
+                push(_Value(1, arg[:200] if isinstance(arg, str) else None))
+            elif kind == _MARK_OP:
+                push(_MARK)
+            elif kind == _COMBINE:
+                op, fixed, marked, pushed = _EFFECTS[opcode.code]
+                self._combine(op, arg, _pop(stack, fixed, marked), pushed)
+            elif kind == _MEMOIZE:
+                memo[len(memo)] = stack[-1] if stack else _Value(1)
+            elif kind == _DUP:
+                push(stack[-1] if stack else _Value(1))
+            elif kind == _GLOBAL:
+                push(_Value(1, global_name=self._named(arg)))
+            elif kind == _STOP:
+                return
 
     def _named(self, arg) -> str:
         """The full name a GLOBAL or INST argument ("module qualname") stands for, checked
@@ -259,6 +292,10 @@ class _Machine:
 def _pop(stack: list, fixed: int, marked: bool) -> list:
     """Pop what an opcode consumes: everything down to the mark for markobject opcodes,
     then the fixed items below it; deepest first (a container before its additions)."""
+    if not marked and len(stack) >= fixed:  # the common case (TUPLE2, REDUCE, SETITEM...)
+        taken = stack[len(stack) - fixed :]
+        del stack[len(stack) - fixed :]
+        return taken
     popped: list = []
     if marked:
         while stack and stack[-1] is not _MARK:

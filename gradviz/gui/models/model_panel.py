@@ -28,6 +28,8 @@ from gradviz.gui.models.order_confirm import OrderConfirmation
 
 #: The layer table's least height: the panel scrolls rather than squeeze it or the text.
 LAYERS_MIN_HEIGHT = 160
+#: The panel's least width, whatever it shows (its splitter handle still folds it away).
+PANEL_MIN_WIDTH = 220
 #: Formats rebuilt from weights, where the activation between Linear layers is a choice.
 REBUILT_FORMATS = frozenset({"state_dict", "safetensors", "pickled_module"})
 
@@ -89,6 +91,7 @@ class ModelPanel(QWidget):
         self.order.confirmed.connect(self.orderConfirmed)
         self.order.classWanted.connect(self.modelClassWanted)
         self.activation.activated.connect(self._on_activation_activated)
+        self.setMinimumWidth(PANEL_MIN_WIDTH)
 
     def show_info(self, info: ModelInfo, activation: str | None = None) -> None:
         """Fill the panel from ``info``; ``activation`` is the one the model was built with."""
@@ -117,6 +120,7 @@ class ModelPanel(QWidget):
         if activation in ACTIVATIONS:
             self.activation.setCurrentText(activation)
         self.layers.show_info(info)
+        self._keep_wide_enough()
 
     def show_not_explored(self, label: str) -> None:
         """The explorer shows ``label``, not the file described here: say so, and offer no
@@ -127,6 +131,16 @@ class ModelPanel(QWidget):
         self.reason.setVisible(True)
         self.activation_row.setVisible(False)
         self.order.setVisible(False)
+
+    def _keep_wide_enough(self) -> None:
+        """At least as wide as the buttons' whole labels and the layer table's counts need:
+        the body does not scroll sideways, so anything wider than the panel was cut
+        ("hese layers in this", a Parameters column behind a scroll bar)."""
+        layout = self.body.layout()
+        margins = layout.contentsMargins().left() + layout.contentsMargins().right()
+        bar = self.scroll.verticalScrollBar().sizeHint().width()
+        needed = max(self.body.minimumSizeHint().width(), self.layers.fitting_width() + margins)
+        self.setMinimumWidth(max(PANEL_MIN_WIDTH, needed + bar))
 
     @Slot(int)
     def _on_activation_activated(self, _index: int) -> None:

@@ -87,8 +87,10 @@ class ModelActions(QObject):
         leaves the explorer as it was, and the panel says what the explorer shows."""
         if not info.runnable and self.explorer.network_label():
             panel = self.opener.panel
+            # The reason is a sentence already: one full stop between the two ("..").
             panel.reason.setText(
-                f"{panel.reason.text()}. The explorer still shows {self.explorer.network_label()}."
+                f"{panel.reason.text().rstrip('.')}. The explorer still shows "
+                f"{self.explorer.network_label()}."
             )
         pages = self.window.pages
         index = pages.stack.indexOf(self.opener.panel.parentWidget())
