@@ -297,6 +297,12 @@ class MainWindow(QMainWindow):
                 [d["setup"], d[key]], [int(height * 0.72), int(height * 0.28)], vertical
             )
 
+    def readouts(self) -> dict:
+        """What the page in focus says, as data (see ``gradviz.gui.readouts``)."""
+        from gradviz.gui.readouts import window_readouts
+
+        return window_readouts(self)
+
     def reset_layout(self) -> None:
         """View > Reset layout: the lab's page with every panel back in its place."""
         self.pages.show_page(0)

@@ -88,6 +88,13 @@ class LabController(QObject):
         self.recordings = Recordings(
             self.window, self.window.pages, views, self.session, self.settings, self.show_error
         )
+        self.recordings.shown.connect(self._on_recording_shown)
+        self._recording_in_form: str | None = None
+        from gradviz.gui.lab.lab_readouts import LabPageReadouts
+
+        self.window.pages.lab_page = LabPageReadouts(
+            views, self.run_status, self.form, self.recordings.timeline, self.recordings.dock
+        )
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
         self.session.snapshotShown.connect(  # step 0's frame, once
@@ -240,6 +247,23 @@ class LabController(QObject):
             return
         self.show_error(sentence, details)
         self.session.set_available(False)
+
+    @Slot(object)
+    def _on_recording_shown(self, data) -> None:
+        """A lab recording in the lab's views: the setup panel shows the settings it was
+        made with (it still showed the form's own beside another run's data); Start then
+        repeats that run live. Set once per recording, not on every re-read of a growing
+        one, so the user's edits stay."""
+        from gradviz.gui.recordings.recorded_run import recorded_config
+
+        if data.source != "fit" or "distances" not in data.images:
+            return
+        if data.path == self._recording_in_form:
+            return
+        config = recorded_config(data, self.form.config_class)
+        if config is not None:
+            self._recording_in_form = data.path
+            self.form.set_config(config)
 
     # ---- settings ----------------------------------------------------------------------------
     @Slot(str)

@@ -85,6 +85,17 @@ class Timeline(QWidget):
     def following(self) -> bool:
         return self._following
 
+    def readouts(self) -> dict:
+        """The step selected, as the label reads it, and the timeline's state."""
+        return {
+            "step": self.step,
+            "index": self.index,
+            "count": len(self._steps),
+            "label": self.step_label.text(),
+            "following": self.following,
+            "state": self.state_label.text(),
+        }
+
     def set_steps(self, steps: np.ndarray) -> None:
         """The recorded step numbers (S,); keeps the selection, or moves to the newest step
         while following."""
