@@ -206,12 +206,26 @@ class LabController(QObject):
     def _command(self, command: Callable[..., None]) -> None:
         """``command()`` on the current run, or ``command(config)`` for a new run from the
         form's settings once they pass the memory preflight."""
+        if self._run_differs_from_form():
+            self.session.stop()  # its step 0 only: the run starts from the form's settings
         if self.session.worker is not None:
             command()
         elif self.session.available:
             config = self._fitting_config()
             if config is not None:
                 command(config)
+
+    def _run_differs_from_form(self) -> bool:
+        """A run waiting at step 0 (not started) made with other settings than the form
+        shows: the form was set from a lab recording meanwhile. (Changed settings reset a
+        waiting run at once; a going run keeps its own, as the user answered.)"""
+        session = self.session
+        if session.worker is None or session.state is not RunState.READY:
+            return False
+        try:
+            return self.form.config() != session.config
+        except GradvizError:
+            return False
 
     @Slot()
     def reset(self) -> None:
