@@ -88,3 +88,40 @@ def test_show_first_nan_moves_the_timeline_to_the_first_nan_step(
     assert lab.session.shown is pinned  # the first NaN stays on screen
     assert timeline.step is not None and timeline.step <= pinned.step < newest
     assert not timeline.following
+
+
+def test_a_recorded_all_nan_step_reads_nan_in_the_coordinate_gradients_legend(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """``gradviz fit --method naive --record``: every coordinate gradient is NaN from step 0
+    on; the legend said "finite 30" (the recording kept no coordinate gradients and the
+    lab drew zeros as finite)."""
+    lab = make_lab()
+    data = open_and_wait(qtbot, lab, naive_recording)
+    config = data.meta["config"]
+    lab.recordings.timeline.select_index(0)
+    coord = lab.window.readouts()["views"]["coord_grads"]
+    assert coord["recorded"]
+    assert coord["legend"]["NaN"] == config["n"] * config["dim"]
+    assert coord["legend"]["finite"] == 0
+
+
+def test_the_setup_panel_shows_a_lab_recordings_settings_and_start_runs_them(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """The Setup panel still showed helix / 200 / masked beside a gaussian / 10 / naive
+    recording; Start then resumed the lab's waiting run of other settings."""
+    lab = make_lab(small("masked", n=24, steps=100_000))
+    open_and_wait(qtbot, lab, naive_recording)
+    setup = lab.window.readouts()["setup"]
+    assert (setup["target"], setup["n"], setup["method"]) == ("gaussian", 10, "naive")
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.shown.generation == lab.session.generation,
+                    timeout=WAIT_MS)  # fmt: skip
+    shown = lab.session.shown
+    assert (shown.n_points, shown.method) == (10, "naive")
+    assert (lab.session.config.target, lab.session.config.n) == ("gaussian", 10)
