@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.gui.dock_tabs import hide_stray_tab_bars
+from gradviz.gui.dock_tabs import hide_stray_tab_bars, keep_tab_titles_whole
 from gradviz.gui.explorer import ExplorerTab
 from gradviz.gui.lab.views import VIEWS, DockArea
 from gradviz.gui.models.model_panel import ModelPanel
@@ -321,6 +321,7 @@ class MainWindow(QMainWindow):
 
     def _tidy_tab_bars(self) -> None:
         hide_stray_tab_bars(self)
+        keep_tab_titles_whole(self)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)

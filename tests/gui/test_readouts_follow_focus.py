@@ -125,3 +125,23 @@ def test_the_setup_panel_shows_a_lab_recordings_settings_and_start_runs_them(
     shown = lab.session.shown
     assert (shown.n_points, shown.method) == (10, "naive")
     assert (lab.session.config.target, lab.session.config.n) == ("gaussian", 10)
+
+
+def test_a_recording_opened_while_torch_loads_stays_on_screen_once_it_has_loaded(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """``gradviz gui RECORDING``: the recording opens at once, torch loads behind it; step 0
+    of a new run took the views ("0 steps done") while the timeline said "step 5"."""
+    lab = make_lab()
+    open_and_wait(qtbot, lab, naive_recording)
+    # The order of ``gradviz gui RECORDING`` on a cold start, made certain: the recording is
+    # on screen first, then the loader says torch is ready.
+    lab.loader.ready.emit([("cpu", "cpu")])
+    qtbot.waitUntil(lambda: lab.window.actions["start"].isEnabled(), timeout=WAIT_MS)
+    shown = lab.session.shown
+    assert shown is not None and shown.generation < 0  # still the recording
+    readouts = lab.window.readouts()
+    assert readouts["status"]["step"] == shown.step == readouts["timeline"]["step"] + 1
+    assert {view["generation"] for view in readouts["views"].values()} == {shown.generation}

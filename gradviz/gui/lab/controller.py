@@ -252,7 +252,11 @@ class LabController(QObject):
             return  # queued before shutdown, delivered after it: nothing may start now
         self.form.set_devices(devices)
         self.session.set_available(True)
-        self.reset()  # step 0 of the experiment, paused: ready for Start
+        if not self._showing_a_recording():
+            # Step 0 of the experiment, paused: ready for Start. A recording opened while
+            # torch loaded (``gradviz gui RECORDING``) stays on screen instead: step 0 of a
+            # new run took the views from it while the timeline still named its steps.
+            self.reset()
         self.torchReady.emit()
 
     @Slot(str, str)

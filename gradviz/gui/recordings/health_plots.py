@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.core.record import layout as L
@@ -50,6 +51,12 @@ class StepAxis(AxisItem):
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
         return [self.step_of(v) for v in values]
+
+    def label_room(self, lo: float, hi: float, spacing: float) -> float:
+        """Room for the widest step number (the labels are steps, not column indices)."""
+        widest = str(int(self.steps.max())) if len(self.steps) else "0"
+        font = self.style["tickFont"] or QApplication.font()
+        return QFontMetrics(font).horizontalAdvance(widest) + 10
 
     def step_of(self, x: float) -> str:
         """The step number of the column whose centre is at ``x`` ("" between columns)."""
