@@ -543,3 +543,25 @@ def test_model_health_step_ticks_stand_under_the_cursor_and_the_loss_of_their_st
             assert ticks[str(step)] == x[k]  # the tick of step s stands at its loss point
     if "15" in ticks:
         assert ticks["15"] == loss.cursor.value()
+
+
+def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot):
+    """After scrubbing back, the timeline still said "following" while it stayed put."""
+    import numpy as np
+
+    from gradviz.gui.recordings.timeline import NOT_FOLLOWING, Timeline
+
+    timeline = Timeline()
+    qtbot.addWidget(timeline)
+    timeline.set_following(True)
+    timeline.set_state_text("following", growing=True)
+    timeline.set_steps(np.arange(10))
+    assert timeline.readouts()["state"] == "following" and timeline.step == 9
+    timeline.select_index(3)
+    assert not timeline.following
+    assert timeline.readouts()["state"] == NOT_FOLLOWING
+    timeline.set_following(True)  # the Follow button: the newest step again
+    assert timeline.readouts()["state"] == "following" and timeline.step == 9
+    timeline.set_state_text("complete")  # the writer finished
+    timeline.select_index(0)
+    assert timeline.readouts()["state"] == "complete"

@@ -220,7 +220,7 @@ class Recordings(QObject):
         text = damage_label(damaged) if state is FollowState.DAMAGED else state.label
         done = (FollowState.COMPLETE, FollowState.FAILED, FollowState.DAMAGED)
         for timeline in (self.page.timeline, self.timeline):
-            timeline.set_state_text(text)
+            timeline.set_state_text(text, growing=state is FollowState.FOLLOWING)
             timeline.state_label.setToolTip(damage_line(damaged))
             timeline.set_followable(state not in done)
 
