@@ -145,3 +145,21 @@ def test_a_recording_opened_while_torch_loads_stays_on_screen_once_it_has_loaded
     readouts = lab.window.readouts()
     assert readouts["status"]["step"] == shown.step == readouts["timeline"]["step"] + 1
     assert {view["generation"] for view in readouts["views"].values()} == {shown.generation}
+
+
+def test_opening_the_same_lab_recording_again_shows_its_settings_again(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """Found by the agreement test: a recording opened a second time, after the form had
+    changed, kept the form's helix / 12 / safe beside its gaussian / 10 / naive steps."""
+    lab = make_lab(small("safe", n=12, steps=100_000))
+    open_and_wait(qtbot, lab, naive_recording)
+    lab.form.set_config(small("safe", n=12, steps=100_000))
+    lab.reset()
+    qtbot.waitUntil(lambda: lab.session.shown is not None and lab.session.shown.generation > 0,
+                    timeout=WAIT_MS)  # fmt: skip
+    open_and_wait(qtbot, lab, naive_recording)
+    setup = lab.window.readouts()["setup"]
+    assert (setup["target"], setup["n"], setup["method"]) == ("gaussian", 10, "naive")

@@ -89,7 +89,7 @@ class LabController(QObject):
             self.window, self.window.pages, views, self.session, self.settings, self.show_error
         )
         self.recordings.shown.connect(self._on_recording_shown)
-        self._recording_in_form: str | None = None
+        self._form_filled_by: object | None = None  # the opened recording that filled the form
         from gradviz.gui.lab.lab_readouts import LabPageReadouts
 
         self.window.pages.lab_page = LabPageReadouts(
@@ -270,17 +270,18 @@ class LabController(QObject):
     def _on_recording_shown(self, data) -> None:
         """A lab recording in the lab's views: the setup panel shows the settings it was
         made with (it still showed the form's own beside another run's data); Start then
-        repeats that run live. Set once per recording, not on every re-read of a growing
-        one, so the user's edits stay."""
+        repeats that run live. Set once each time a recording is opened (opening the same
+        one again sets it again), not on every re-read of a growing one."""
         from gradviz.gui.recordings.recorded_run import recorded_config
 
         if data.source != "fit" or "distances" not in data.images:
             return
-        if data.path == self._recording_in_form:
+        opened = self.recordings.source  # a new one for each open, the same for re-reads
+        if opened is None or opened is self._form_filled_by:
             return
         config = recorded_config(data, self.form.config_class)
         if config is not None:
-            self._recording_in_form = data.path
+            self._form_filled_by = opened
             self.form.set_config(config)
 
     # ---- settings ----------------------------------------------------------------------------
