@@ -35,7 +35,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from PySide6.QtWidgets import QPushButton
-from recording_fixtures import write_recording
 
 from gradviz.cli import main as cli_main
 from gradviz.core.health import HEALTH_LABELS, Health
@@ -55,6 +54,31 @@ def _cli(*args: str) -> tuple[int, dict]:
     return code, json.loads(out.getvalue())
 
 
+def _watch_recording(path, steps: int, nan_at: int):
+    """A watch recording of a small model whose loss is NaN at step ``nan_at``, written in
+    this process (torch is already imported here; a subprocess would import it again)."""
+    import torch
+    from torch import nn
+
+    import gradviz
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    rec = gradviz.watch(model, str(path), every=1)
+    for step in range(steps):
+        loss = ((model(x) - y) ** 2).mean()
+        if step == nan_at:
+            loss = loss * float("nan")
+        optimizer.zero_grad()
+        loss.backward()
+        rec.log(loss=loss)
+        optimizer.step()
+    rec.close()
+    return path
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> dict[str, dict]:
     """The recordings the stories open, each with the CLI's numbers for it, by path:
@@ -67,7 +91,7 @@ def prepared(tmp_path_factory) -> dict[str, dict]:
         code, fit = _cli(*args, "--record", path)
         assert code == 0
         found[path] = {"kind": "lab", "fit": fit}
-    watch = write_recording(root / "watch", steps=34, nan_at=20)
+    watch = _watch_recording(root / "watch", steps=34, nan_at=20)
     damaged = root / "damaged"
     shutil.copytree(watch, damaged)
     (damaged / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()  # steps 16-31
