@@ -227,3 +227,21 @@ def test_the_timeline_dock_is_one_row_high_at_full_hd(qtbot, make_lab):
     timeline = lab.recordings.timeline
     assert timeline.height() <= timeline.sizeHint().height() + 2
     assert dock.height() < 1080 / 10
+
+
+def test_log_axis_labels_within_one_decade_never_run_together(qtbot):
+    """A short loss axis within one decade read "98765432": every minor label was drawn."""
+    from gradviz.gui.widgets.loss import LossView
+
+    view = LossView()
+    qtbot.addWidget(view)
+    view.resize(160, 220)
+    view.show()
+    qtbot.waitExposed(view)
+    axis = view.plot.getAxis("left")
+    lo, hi = sorted(axis.range)
+    levels = axis.tickValues(lo, hi, axis.height())
+    at = sorted(v * axis.height() / (hi - lo) for _, values in levels for v in values)
+    assert len(at) >= 2
+    room = axis.label_room(lo, hi, 1.0)
+    assert all(b - a >= room for a, b in zip(at, at[1:])), at

@@ -47,13 +47,36 @@ class AxisItem(pg.AxisItem):
             return levels
         per_unit = size / (maxVal - minVal)  # pixels per data unit
         spacing = levels[0][0]
-        room = self.label_room(minVal, maxVal, spacing)
-        if spacing * per_unit >= room:
+        if spacing * per_unit >= self.label_room(minVal, maxVal, spacing):
             return levels
-        while spacing * per_unit < room:
-            spacing = _next_nice(spacing)
-            room = self.label_room(minVal, maxVal, spacing)
+        while spacing * per_unit < self.label_room(minVal, maxVal, spacing):
+            wider = _next_nice(spacing)
+            if _ticks_within(minVal, maxVal, wider) < 3:
+                break  # the end ticks' labels are hidden at the edges: keep a middle one
+            spacing = wider
         return [(spacing, 0)]
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph override
+        """pyqtgraph's ticks; on a log axis, ticks whose labels would touch one already
+        placed are left out (the 2 ... 9 inside one decade on a short axis read
+        "98765432")."""
+        levels = super().tickValues(minVal, maxVal, size)
+        if not self.logMode or size <= 0 or maxVal == minVal:
+            return levels
+        per_unit = size / abs(maxVal - minVal)
+        room = self.label_room(minVal, maxVal, 1.0)
+        placed: list[float] = []  # pixel positions of the labels kept so far
+        kept = []
+        for spacing, values in levels:
+            chosen = []
+            for value in values:
+                at = value * per_unit
+                if all(abs(at - other) >= room for other in placed):
+                    chosen.append(value)
+                    placed.append(at)
+            if chosen:
+                kept.append((spacing, chosen))
+        return kept
 
     def label_room(self, lo: float, hi: float, spacing: float) -> float:
         """Pixels one tick label needs along the axis, with a gap to the next."""
@@ -63,7 +86,7 @@ class AxisItem(pg.AxisItem):
         start = math.ceil(lo / spacing) * spacing
         values = [start, start + spacing, hi]
         texts = self.tickStrings(values, self.autoSIPrefixScale, spacing)
-        return max((metrics.horizontalAdvance(t) for t in texts), default=0) + 10
+        return max((metrics.horizontalAdvance(t) for t in texts), default=0) + 8
 
     def paint(self, p, opt, widget) -> None:  # Qt override
         if self.picture is None:
@@ -79,6 +102,11 @@ class AxisItem(pg.AxisItem):
                 painter.end()
             self.picture = self._device
         self.picture.play(p)
+
+
+def _ticks_within(lo: float, hi: float, spacing: float) -> int:
+    """How many multiples of ``spacing`` lie in [lo, hi]."""
+    return math.floor(hi / spacing) - math.ceil(lo / spacing) + 1
 
 
 def _next_nice(spacing: float) -> float:
