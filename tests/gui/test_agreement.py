@@ -337,6 +337,9 @@ class AgreementMachine(RuleBasedStateMachine):
         for key, view in r["views"].items():
             assert (view["step"], view["generation"]) == (shown.step, shown.generation), key
         views = r["views"]
+        for key in ("distances", "target", "error", "mask"):
+            if key in views:  # each matrix spans the shown run's N x N entries
+                assert views[key]["extent"] == [shown.n_points] * 2, key
         if "mask" in views:
             counts = shown.entry_health_counts
             expected = legend_of(shown.entry_health) if counts is None else {
