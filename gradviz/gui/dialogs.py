@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontMetrics, QGuiApplication
 from PySide6.QtWidgets import (
+    QApplication,
     QDialog,
     QDialogButtonBox,
     QLabel,
@@ -14,6 +15,18 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+#: The narrowest error dialog (px): its sentence reads in a few lines.
+MIN_WIDTH = 520
+#: Room a title bar takes beside its title (px): icon, close, maximise and minimise.
+TITLE_BAR_EXTRA = 180
+
+
+def title_width(title: str) -> int:
+    """Width (px) of ``title`` in a bold application font, as title bars draw it."""
+    font = QApplication.font()
+    font.setBold(True)
+    return QFontMetrics(font).horizontalAdvance(title)
 
 
 class ErrorDialog(QDialog):
@@ -36,7 +49,7 @@ class ErrorDialog(QDialog):
         super().__init__(parent)
         self.sentence = sentence
         self.details = details
-        message = QLabel(sentence)
+        self.message = message = QLabel(sentence)
         message.setWordWrap(True)
         message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         font = message.font()
@@ -65,8 +78,19 @@ class ErrorDialog(QDialog):
         layout.addWidget(self.log_label)
         layout.addWidget(self.details_box)
         layout.addWidget(buttons)
-        self.setMinimumWidth(520)
         self.setWindowTitle(title)
+
+    def setWindowTitle(self, title: str) -> None:  # noqa: N802 - Qt override
+        """The title, and room for it: the window manager cuts a title wider than the
+        dialog ("gradviz: the mod... d not be opened"), so the dialog is at least as wide
+        as its title in the title bar's (bold) font plus the bar's buttons."""
+        super().setWindowTitle(title)
+        # The layout sizes the dialog from its contents (SetMinimumSize overrides the
+        # dialog's own minimum width, which left it 294 px wide): the sentence holds it.
+        margins = self.layout().contentsMargins()
+        width = max(MIN_WIDTH, title_width(title) + TITLE_BAR_EXTRA)
+        self.message.setMinimumWidth(width - margins.left() - margins.right())
+        self.layout().activate()  # a dialog already shown widens now
 
     def copy_details(self) -> None:
         QGuiApplication.clipboard().setText(f"{self.sentence}\n\n{self.details}")

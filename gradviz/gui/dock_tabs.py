@@ -10,6 +10,7 @@ ones that sit under no dock after each layout change is enough.
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar
 
 #: How far (pixels) a live bar may sit from the edge of the dock it belongs to.
@@ -27,6 +28,16 @@ def hide_stray_tab_bars(window: QMainWindow) -> int:
             bar.hide()
             hidden += 1
     return hidden
+
+
+def keep_tab_titles_whole(window: QMainWindow) -> None:
+    """Dock tabs show their whole titles, with scroll arrows where the group is too narrow
+    for them all: an elided "Lo…" named no view (at 1024 px the Loss and Per-point
+    Jacobians tabs share 165 px)."""
+    for bar in window.findChildren(QTabBar):
+        if bar.parent() is window and bar.elideMode() != Qt.TextElideMode.ElideNone:
+            bar.setElideMode(Qt.TextElideMode.ElideNone)
+            bar.setUsesScrollButtons(True)
 
 
 def _is_bar_of(bar: QTabBar, dock: QDockWidget) -> bool:

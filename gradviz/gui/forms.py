@@ -103,6 +103,11 @@ class SetupForm(QWidget):
                     return child
         raise KeyError(name)
 
+    @property
+    def config_class(self) -> type[FitConfig]:
+        """The settings class the form edits (FitConfig, or a dataclass extending it)."""
+        return self._config_class
+
     def needs_reset(self, name: str) -> bool:
         """Whether changing setting ``name`` (as ``changed`` names it) needs a fresh run."""
         return needs_reset(name, (self._config_class, LiveSettings))
@@ -137,6 +142,17 @@ class SetupForm(QWidget):
         """The FitConfig the form shows; GradvizError names the first bad setting."""
         values = {row.name: self._read(row) for row in settings_of(self._config_class)}
         return self._config_class(**values).validated()
+
+    def readouts(self) -> dict[str, Any]:
+        """The settings as the form shows them (a value that does not validate included),
+        and the problem line."""
+        values = {}
+        for row in settings_of(self._config_class):
+            try:
+                values[row.name] = self._read(row)
+            except (GradvizError, ValueError, TypeError):
+                values[row.name] = self.param(row.name).value()  # as typed, not valid yet
+        return {**values, "problem": self.problem_text}
 
     def live_settings(self) -> LiveSettings:
         values = {row.name: self._read(row) for row in settings_of(LiveSettings)}

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.gui.dock_tabs import hide_stray_tab_bars
+from gradviz.gui.dock_tabs import hide_stray_tab_bars, keep_tab_titles_whole
 from gradviz.gui.explorer import ExplorerTab
 from gradviz.gui.lab.views import VIEWS, DockArea
 from gradviz.gui.models.model_panel import ModelPanel
@@ -299,6 +299,12 @@ class MainWindow(QMainWindow):
                 [d["setup"], d[key]], [int(height * 0.72), int(height * 0.28)], vertical
             )
 
+    def readouts(self) -> dict:
+        """What the page in focus says, as data (see ``gradviz.gui.readouts``)."""
+        from gradviz.gui.readouts import window_readouts
+
+        return window_readouts(self)
+
     def reset_layout(self) -> None:
         """View > Reset layout: the lab's page with every panel back in its place."""
         self.pages.show_page(0)
@@ -317,6 +323,7 @@ class MainWindow(QMainWindow):
 
     def _tidy_tab_bars(self) -> None:
         hide_stray_tab_bars(self)
+        keep_tab_titles_whole(self)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)

@@ -44,6 +44,8 @@ class WorkspacePages(QObject):
         window.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.toolbar)
         window.setCentralWidget(self.stack)
         self.stack.hide()  # the lab's docks fill the window
+        #: The lab's readouts (an object with ``readouts()``; the lab is docks, not a page).
+        self.lab_page: object | None = None
         self._hidden_docks: list[QDockWidget] = []
         self._lab_state = QByteArray()
         self.actions: list[QAction] = []
@@ -69,6 +71,12 @@ class WorkspacePages(QObject):
 
     def current(self) -> int:
         return self.bar.currentIndex()
+
+    def page(self, index: int | None = None) -> object | None:
+        """The page at ``index`` (the current one by default): ``lab_page`` for the lab, else
+        the page's widget."""
+        index = self.current() if index is None else index
+        return self.lab_page if index == 0 else self.stack.widget(index - 1)
 
     def show_page(self, index: int) -> None:
         self.bar.setCurrentIndex(index)  # _on_tab_changed does the work

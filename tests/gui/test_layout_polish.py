@@ -173,3 +173,75 @@ def test_a_long_first_non_finite_status_ends_in_an_ellipsis_with_the_whole_text_
     assert QLabel.text(label).endswith("…")  # what fits, visibly cut
     assert long in label.toolTip()
     assert label.geometry().right() <= window.statusBar().width()
+
+
+def test_tick_labels_of_a_narrow_matrix_panel_never_run_together(qtbot):
+    """At 1024 x 700 the distance ticks read "50100150": 200 points on a ~100 px axis."""
+    import numpy as np
+
+    from gradviz.gui.widgets.heatmap import HeatmapView
+
+    view = HeatmapView("d_pred")
+    qtbot.addWidget(view)
+    view.resize(260, 240)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_matrix(np.random.default_rng(0).random((200, 200), dtype=np.float32))
+    for _ in range(3):
+        QApplication.processEvents()
+    for side in ("bottom", "left"):
+        axis = view.plot.getAxis(side)
+        lo, hi = sorted(axis.range)  # the matrices' y axis runs downwards
+        length = axis.width() if side == "bottom" else axis.height()
+        levels = axis.tickValues(lo, hi, length)
+        spacing, values = levels[0]
+        assert len(values) >= 2, (side, lo, hi, length, levels)
+        pixels = spacing * length / (hi - lo)
+        assert pixels >= axis.label_room(lo, hi, spacing), (side, spacing, pixels)
+
+
+def test_dock_tabs_show_their_whole_titles_at_1024_px(qtbot, make_lab):
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    window.resize(1024, 700)
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: len(_visible_tab_bars(window)) == 2, timeout=10_000)
+    for _ in range(3):
+        QApplication.processEvents()
+    for bar in _visible_tab_bars(window):
+        assert bar.elideMode() == Qt.TextElideMode.ElideNone  # never "Lo…"
+        assert bar.usesScrollButtons()
+
+
+def test_the_timeline_dock_is_one_row_high_at_full_hd(qtbot, make_lab):
+    """At 1920 x 1080 the Timeline dock took a third of the window, empty."""
+    lab = make_lab(small("safe"), wait_ready=False)
+    window = lab.window
+    window.resize(1920, 1080)
+    qtbot.waitExposed(window)
+    dock = lab.recordings.dock
+    dock.show()
+    qtbot.waitUntil(lambda: dock.isVisible(), timeout=10_000)
+    for _ in range(3):
+        QApplication.processEvents()
+    timeline = lab.recordings.timeline
+    assert timeline.height() <= timeline.sizeHint().height() + 2
+    assert dock.height() < 1080 / 10
+
+
+def test_log_axis_labels_within_one_decade_never_run_together(qtbot):
+    """A short loss axis within one decade read "98765432": every minor label was drawn."""
+    from gradviz.gui.widgets.loss import LossView
+
+    view = LossView()
+    qtbot.addWidget(view)
+    view.resize(160, 220)
+    view.show()
+    qtbot.waitExposed(view)
+    axis = view.plot.getAxis("left")
+    lo, hi = sorted(axis.range)
+    levels = axis.tickValues(lo, hi, axis.height())
+    at = sorted(v * axis.height() / (hi - lo) for _, values in levels for v in values)
+    assert len(at) >= 2
+    room = axis.label_room(lo, hi, 1.0)
+    assert all(b - a >= room for a, b in zip(at, at[1:])), at

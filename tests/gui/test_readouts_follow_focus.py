@@ -88,3 +88,78 @@ def test_show_first_nan_moves_the_timeline_to_the_first_nan_step(
     assert lab.session.shown is pinned  # the first NaN stays on screen
     assert timeline.step is not None and timeline.step <= pinned.step < newest
     assert not timeline.following
+
+
+def test_a_recorded_all_nan_step_reads_nan_in_the_coordinate_gradients_legend(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """``gradviz fit --method naive --record``: every coordinate gradient is NaN from step 0
+    on; the legend said "finite 30" (the recording kept no coordinate gradients and the
+    lab drew zeros as finite)."""
+    lab = make_lab()
+    data = open_and_wait(qtbot, lab, naive_recording)
+    config = data.meta["config"]
+    lab.recordings.timeline.select_index(0)
+    coord = lab.window.readouts()["views"]["coord_grads"]
+    assert coord["recorded"]
+    assert coord["legend"]["NaN"] == config["n"] * config["dim"]
+    assert coord["legend"]["finite"] == 0
+
+
+def test_the_setup_panel_shows_a_lab_recordings_settings_and_start_runs_them(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """The Setup panel still showed helix / 200 / masked beside a gaussian / 10 / naive
+    recording; Start then resumed the lab's waiting run of other settings."""
+    lab = make_lab(small("masked", n=24, steps=100_000))
+    open_and_wait(qtbot, lab, naive_recording)
+    setup = lab.window.readouts()["setup"]
+    assert (setup["target"], setup["n"], setup["method"]) == ("gaussian", 10, "naive")
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.shown.generation == lab.session.generation,
+                    timeout=WAIT_MS)  # fmt: skip
+    shown = lab.session.shown
+    assert (shown.n_points, shown.method) == (10, "naive")
+    assert (lab.session.config.target, lab.session.config.n) == ("gaussian", 10)
+
+
+def test_a_recording_opened_while_torch_loads_stays_on_screen_once_it_has_loaded(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """``gradviz gui RECORDING``: the recording opens at once, torch loads behind it; step 0
+    of a new run took the views ("0 steps done") while the timeline said "step 5"."""
+    lab = make_lab()
+    open_and_wait(qtbot, lab, naive_recording)
+    # The order of ``gradviz gui RECORDING`` on a cold start, made certain: the recording is
+    # on screen first, then the loader says torch is ready.
+    lab.loader.ready.emit([("cpu", "cpu")])
+    qtbot.waitUntil(lambda: lab.window.actions["start"].isEnabled(), timeout=WAIT_MS)
+    shown = lab.session.shown
+    assert shown is not None and shown.generation < 0  # still the recording
+    readouts = lab.window.readouts()
+    assert readouts["status"]["step"] == shown.step == readouts["timeline"]["step"] + 1
+    assert {view["generation"] for view in readouts["views"].values()} == {shown.generation}
+
+
+def test_opening_the_same_lab_recording_again_shows_its_settings_again(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """Found by the agreement test: a recording opened a second time, after the form had
+    changed, kept the form's helix / 12 / safe beside its gaussian / 10 / naive steps."""
+    lab = make_lab(small("safe", n=12, steps=100_000))
+    open_and_wait(qtbot, lab, naive_recording)
+    lab.form.set_config(small("safe", n=12, steps=100_000))
+    lab.reset()
+    qtbot.waitUntil(lambda: lab.session.shown is not None and lab.session.shown.generation > 0,
+                    timeout=WAIT_MS)  # fmt: skip
+    open_and_wait(qtbot, lab, naive_recording)
+    setup = lab.window.readouts()["setup"]
+    assert (setup["target"], setup["n"], setup["method"]) == ("gaussian", 10, "naive")

@@ -517,3 +517,54 @@ def test_another_recording_is_another_run_and_its_target_is_placed_once(
     run.show_index(0)
     assert run.shown.generation != first.generation  # the views start afresh
     assert len(placed) == 2
+
+
+def test_model_health_step_ticks_stand_under_the_cursor_and_the_loss_of_their_step(qtbot):
+    """With ``every=5`` the loss curve and the cursor sat half an interval right of the tick
+    of their step: ticks stood at the columns' left edges, values at their centres."""
+    import numpy as np
+
+    from gradviz.gui.recordings.health_plots import StepLoss
+
+    loss = StepLoss()
+    qtbot.addWidget(loss)
+    loss.resize(500, 200)
+    loss.show()
+    qtbot.waitExposed(loss)
+    steps = np.arange(0, 50, 5)
+    loss.set_data(steps, np.linspace(1.0, 0.1, len(steps)))
+    loss.plot.setXRange(0, len(steps), padding=0)
+    loss.set_cursor(3)  # step 15
+    ticks = dict((label, x) for x, label in loss.axis.tick_positions())
+    assert ticks, "no step ticks drawn"
+    readouts = loss.readouts()
+    assert readouts["cursor_step"] == "15"
+    assert readouts["point_steps"] == [str(s) for s in steps]
+    x, _ = loss.curve.getData()
+    for k, step in enumerate(steps):
+        if str(step) in ticks:
+            assert ticks[str(step)] == x[k]  # the tick of step s stands at its loss point
+    if "15" in ticks:
+        assert ticks["15"] == loss.cursor.value()
+
+
+def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot):
+    """After scrubbing back, the timeline still said "following" while it stayed put."""
+    import numpy as np
+
+    from gradviz.gui.recordings.timeline import NOT_FOLLOWING, Timeline
+
+    timeline = Timeline()
+    qtbot.addWidget(timeline)
+    timeline.set_following(True)
+    timeline.set_state_text("following", growing=True)
+    timeline.set_steps(np.arange(10))
+    assert timeline.readouts()["state"] == "following" and timeline.step == 9
+    timeline.select_index(3)
+    assert not timeline.following
+    assert timeline.readouts()["state"] == NOT_FOLLOWING
+    timeline.set_following(True)  # the Follow button: the newest step again
+    assert timeline.readouts()["state"] == "following" and timeline.step == 9
+    timeline.set_state_text("complete")  # the writer finished
+    timeline.select_index(0)
+    assert timeline.readouts()["state"] == "complete"

@@ -3,7 +3,8 @@
 The run's parameters (the free coordinates, or the network's weights) are recorded from the
 optimizer's step like a watched model; at most ``MAX_SNAPSHOTS`` recorded steps also carry
 the run's matrices (distances, error, per-entry gradient health), downsampled to at most
-``stats.MAX_IMAGE_SIDE`` a side, so a long run stays small.
+``stats.MAX_IMAGE_SIDE`` a side, so a long run stays small, and the (N, D) coordinate
+gradients with their health codes (only where N is at most ``stats.MAX_IMAGE_SIDE``).
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ class FitRecording:
             snap = run.snapshot()  # this step's capture, not a fresh forward and backward
             images = {"distances": snap.distances, "error": snap.error}
             images["entry_health"] = snap.entry_health
-            self.recorder.add_images(index, {k: _small(v) for k, v in images.items()})
+            images = {k: _small(v) for k, v in images.items()}
+            if snap.coord_grads.shape[0] <= stats.MAX_IMAGE_SIDE:
+                # Kept whole or not at all: a reduced (N, D) would name the wrong points.
+                images["coord_grads"] = np.asarray(snap.coord_grads, np.float32)
+                images["coord_health"] = np.asarray(snap.coord_health, np.uint8)
+            self.recorder.add_images(index, images)
         return loss
 
     def close(self) -> None:

@@ -91,6 +91,13 @@ class LabController(QObject):
         from gradviz.gui.graph.wiring import GraphWiring
 
         self.graph = GraphWiring(self.window, self.recordings, self.models, self.show_error)
+        self.recordings.shown.connect(self._on_recording_shown)
+        self._form_filled_by: object | None = None  # the opened recording that filled the form
+        from gradviz.gui.lab.lab_readouts import LabPageReadouts
+
+        self.window.pages.lab_page = LabPageReadouts(
+            views, self.run_status, self.form, self.recordings.timeline, self.recordings.dock
+        )
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
         self.session.snapshotShown.connect(  # step 0's frame, once
@@ -202,12 +209,26 @@ class LabController(QObject):
     def _command(self, command: Callable[..., None]) -> None:
         """``command()`` on the current run, or ``command(config)`` for a new run from the
         form's settings once they pass the memory preflight."""
+        if self._run_differs_from_form():
+            self.session.stop()  # its step 0 only: the run starts from the form's settings
         if self.session.worker is not None:
             command()
         elif self.session.available:
             config = self._fitting_config()
             if config is not None:
                 command(config)
+
+    def _run_differs_from_form(self) -> bool:
+        """A run waiting at step 0 (not started) made with other settings than the form
+        shows: the form was set from a lab recording meanwhile. (Changed settings reset a
+        waiting run at once; a going run keeps its own, as the user answered.)"""
+        session = self.session
+        if session.worker is None or session.state is not RunState.READY:
+            return False
+        try:
+            return self.form.config() != session.config
+        except GradvizError:
+            return False
 
     @Slot()
     def reset(self) -> None:
@@ -234,7 +255,11 @@ class LabController(QObject):
             return  # queued before shutdown, delivered after it: nothing may start now
         self.form.set_devices(devices)
         self.session.set_available(True)
-        self.reset()  # step 0 of the experiment, paused: ready for Start
+        if not self._showing_a_recording():
+            # Step 0 of the experiment, paused: ready for Start. A recording opened while
+            # torch loaded (``gradviz gui RECORDING``) stays on screen instead: step 0 of a
+            # new run took the views from it while the timeline still named its steps.
+            self.reset()
         self.torchReady.emit()
 
     @Slot(str, str)
@@ -243,6 +268,24 @@ class LabController(QObject):
             return
         self.show_error(sentence, details)
         self.session.set_available(False)
+
+    @Slot(object)
+    def _on_recording_shown(self, data) -> None:
+        """A lab recording in the lab's views: the setup panel shows the settings it was
+        made with (it still showed the form's own beside another run's data); Start then
+        repeats that run live. Set once each time a recording is opened (opening the same
+        one again sets it again), not on every re-read of a growing one."""
+        from gradviz.gui.recordings.recorded_run import recorded_config
+
+        if data.source != "fit" or "distances" not in data.images:
+            return
+        opened = self.recordings.source  # a new one for each open, the same for re-reads
+        if opened is None or opened is self._form_filled_by:
+            return
+        config = recorded_config(data, self.form.config_class)
+        if config is not None:
+            self._form_filled_by = opened
+            self.form.set_config(config)
 
     # ---- settings ----------------------------------------------------------------------------
     @Slot(str)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QLabel
 from gradviz.core.health import Health
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.lab.session import RunSession, RunState
+from gradviz.gui.readouts import number_in, step_in
 
 FINITE_STYLE = "color: #1e7b34;"
 NAN_STYLE = "color: #c0392b; font-weight: bold;"
@@ -158,6 +159,20 @@ class RunStatus(QObject):
         nonfinite = failure_text(s) or first_nonfinite_text(s)
         labels["nan"].setText(nonfinite or "gradients finite")
         set_style(labels["nan"], NAN_STYLE if nonfinite else FINITE_STYLE)
+
+    def readouts(self) -> dict:
+        """The status bar as it reads: each label's text, the numbers in them, and whether
+        the verdict is drawn as an alarm."""
+        texts = {name: label.text() for name, label in self.labels.items()}
+        step = number_in(texts["step"]) if texts["step"] else None
+        return {
+            "texts": texts,
+            "step": None if step is None else int(step),
+            "steps_per_second": number_in(texts["speed"]) if texts["speed"] else None,
+            "first_nonfinite_grad_step": step_in(texts["nan"]) if "gradient" in texts["nan"]
+            else None,
+            "alarm": self.labels["nan"].styleSheet() == NAN_STYLE,
+        }  # fmt: skip
 
 
 def set_style(label: QLabel, style: str) -> None:

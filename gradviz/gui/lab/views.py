@@ -7,6 +7,10 @@ is one class plus one line in ``VIEWS``.
 
 Views are fed up to ~30 times a second and redraw only what changed. Views that are
 hidden (a tabbed-away dock) draw their latest snapshot when shown.
+
+Each view reports what it shows as data (``readouts()``, read back from its widget: the
+counts in a legend, the points of a curve), and ``LabViews.readouts()`` adds the step and
+run of the snapshot each visible view last drew, so a test can compare them with the source.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 from PySide6.QtCore import QEvent, QObject, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
+from gradviz.core.health import HEALTH_LABELS
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.lab.worker import CellValues
 from gradviz.gui.widgets.coord_grads import CoordGradsView
@@ -57,6 +62,15 @@ class LabView:
         """The exact values of one entry of the snapshot on screen arrived (display-sized
         snapshots only)."""
 
+    def readouts(self) -> dict:
+        """What the widget shows, read back from it (plain values)."""
+        return {}
+
+
+def legend_counts(view: HealthMapView) -> dict[str, int]:
+    """A health map's legend as {label: count}, as it reads."""
+    return {HEALTH_LABELS[h]: n for h, n in view.counts().items()}
+
 
 def full_extent(snapshot: Snapshot) -> tuple[int, int]:
     """The (N, N) of the full matrices behind a snapshot's (maybe display-sized) ones."""
@@ -78,6 +92,9 @@ class MatrixView(LabView):
     def show_cell_values(self, cell: CellValues) -> None:
         value = None if cell.values is None else cell.values.get(self.field)
         self.widget.show_exact(cell.i, cell.j, value)
+
+    def readouts(self) -> dict:
+        return {"extent": list(self.widget.extent), "nonfinite": self.widget.nonfinite_label.text()}
 
 
 class TargetView(MatrixView):
@@ -123,6 +140,9 @@ class HealthView(LabView):
             cell.i, cell.j, values.get("entry_health"), values.get("entry_grads")
         )
 
+    def readouts(self) -> dict:
+        return {"extent": list(self.widget.extent), "legend": legend_counts(self.widget)}
+
 
 class CoordGradientsView(LabView):
     def __init__(self) -> None:
@@ -131,6 +151,11 @@ class CoordGradientsView(LabView):
     def show(self, snapshot: Snapshot) -> None:
         self.widget.set_grads(snapshot.coord_grads, snapshot.coord_health)
 
+    def readouts(self) -> dict:
+        recorded = self.widget.recorded
+        legend = legend_counts(self.widget.health) if recorded else None
+        return {"recorded": recorded, "legend": legend, "note": self.widget.note_text()}
+
 
 class LossCurveView(LabView):
     def __init__(self) -> None:
@@ -138,6 +163,15 @@ class LossCurveView(LabView):
 
     def show(self, snapshot: Snapshot) -> None:
         self.widget.set_history(snapshot.loss_history, snapshot.reference_loss)
+
+    def readouts(self) -> dict:
+        history = self.widget.history
+        last = float(history[-1]) if len(history) else None
+        return {
+            "losses": len(history),  # one per step taken: entry k is step k's loss
+            "last_loss": last,
+            "nonfinite_steps": [int(k) for k in self.widget.nonfinite_steps()[:20]],
+        }
 
 
 class PointsLabView(LabView):
@@ -149,6 +183,10 @@ class PointsLabView(LabView):
 
     def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
         self.widget.set_pair(*(pair or (None, None)))
+
+    def readouts(self) -> dict:
+        points = self.widget.aligned_points()
+        return {"points": 0 if points is None else int(points.shape[0])}
 
 
 class SelectedPairView(LabView):
@@ -173,6 +211,11 @@ class SelectedPairView(LabView):
         if cell.values is not None:
             self.widget.show_exact(cell.i, cell.j, cell.values)
 
+    def readouts(self) -> dict:
+        pair = self.widget.pair
+        text = self.widget.field_text("pair")
+        return {"pair": None if pair is None else list(pair), "text": text}
+
 
 class JacobiansView(LabView):
     def __init__(self) -> None:
@@ -184,6 +227,10 @@ class JacobiansView(LabView):
     def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
         if pair is not None:
             self.widget.select_point(pair[0])
+
+    def readouts(self) -> dict:
+        jacobians = self.widget.jacobians
+        return {"shape": None if jacobians is None else list(jacobians.shape)}
 
 
 class DockArea(enum.Enum):
@@ -261,6 +308,7 @@ class LabViews(QObject):
         self._generation: int | None = None
         self._pair: Pair = None
         self._stale: set[str] = set()  # views that skipped snapshots while hidden
+        self._drawn: dict[str, Snapshot] = {}  # the snapshot each view last drew
         for widget in self.widgets.values():
             widget.installEventFilter(self)
 
@@ -295,6 +343,7 @@ class LabViews(QObject):
             if view.widget.isVisible():
                 self._stale.discard(key)
                 view.show(snapshot)
+                self._drawn[key] = snapshot
             else:
                 self._stale.add(key)
         if self._pair is not None and snapshot.display_block > 1:
@@ -316,6 +365,7 @@ class LabViews(QObject):
                 if view.widget is watched and key in self._stale:
                     self._stale.discard(key)
                     view.show(self._snapshot)
+                    self._drawn[key] = self._snapshot
         return False
 
     @Slot()
@@ -324,9 +374,24 @@ class LabViews(QObject):
         self._snapshot = None
         self._generation = None
         self._stale.clear()
+        self._drawn.clear()
         self._set_pair(None)
         for view in self.views.values():
             view.clear()
+
+    def readouts(self) -> dict[str, dict]:
+        """Each visible view's readouts, with the step and run (generation) of the snapshot
+        it last drew: ``{"loss": {"step": 12, "generation": 3, "losses": 12, ...}, ...}``."""
+        out = {}
+        for key, view in self.views.items():
+            if not view.widget.isVisible():
+                continue
+            drawn = self._drawn.get(key)
+            where = {"step": None, "generation": None}
+            if drawn is not None:
+                where = {"step": drawn.step, "generation": drawn.generation}
+            out[key] = {**where, **view.readouts()}
+        return out
 
     def select_pair(self, i: int, j: int) -> None:
         """Select entry (i, j), as a click on that cell does, and emit ``pairSelected``."""

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.gui.readouts import step_in
 from gradviz.gui.recordings.data import RecordingData
 from gradviz.gui.recordings.health_plots import (
     READOUT_HINT,
@@ -166,6 +167,26 @@ class ModelHealthPage(QWidget):
             "grad_norm": data.grad_norm,
             "counts": data.counts,
             "histograms": data.histograms,
+        }
+
+    def readouts(self) -> dict:
+        """The page as it reads: the header, the first non-finite button (and the step it
+        names), the damage line, the origin panel, the timeline, the health map's and the
+        loss plot's cursors, the readout under the map and the histogram's counts line."""
+        data = self.data
+        first_text = self.first_bad.text()
+        return {
+            "path": None if data is None else data.path,
+            "header": self.path_label.text(),
+            "rank": self.rank.currentData(),
+            "first_nonfinite": first_text,
+            "first_nonfinite_step": step_in(first_text) if self.first_bad.isEnabled() else None,
+            "damage": self.damage_label.text() if self.damage_label.isVisibleTo(self) else "",
+            "origin": self.origin.values() if self.origin.isVisibleTo(self) else None,
+            "timeline": self.timeline.readouts(),
+            "health": self.health.readouts(),
+            "loss": self.loss.readouts(),
+            "histogram": self.histogram.title.text(),
         }
 
     # ---- selection --------------------------------------------------------------------------

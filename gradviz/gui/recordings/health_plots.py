@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.core.record import layout as L
@@ -29,19 +30,47 @@ READOUT_HINT = "hover a cell for its numbers; click it for its histogram"
 
 
 class StepAxis(AxisItem):
-    """A bottom axis over recorded-step columns that reads the users' step numbers."""
+    """A bottom axis over recorded-step columns that reads the users' step numbers.
+
+    Column i spans x in [i, i + 1] and its value (a loss point, the cursor) sits at its
+    centre, so each tick stands at a column's centre too: a tick at the column's left edge
+    read as if the cursor and the loss sat half a recording interval right of their step.
+    """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.steps = np.zeros(0, dtype=np.int64)
 
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph override
+        levels = super().tickValues(minVal - 0.5, maxVal - 0.5, size)
+        centres = []
+        for spacing, values in levels:
+            whole = [v + 0.5 for v in values if float(v).is_integer()]
+            centres.append((max(spacing, 1.0), whole))
+        return centres
+
     def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
-        n = len(self.steps)
+        return [self.step_of(v) for v in values]
+
+    def label_room(self, lo: float, hi: float, spacing: float) -> float:
+        """Room for the widest step number (the labels are steps, not column indices)."""
+        widest = str(int(self.steps.max())) if len(self.steps) else "0"
+        font = self.style["tickFont"] or QApplication.font()
+        return QFontMetrics(font).horizontalAdvance(widest) + 10
+
+    def step_of(self, x: float) -> str:
+        """The step number of the column whose centre is at ``x`` ("" between columns)."""
+        i = int(np.floor(x))
+        centred = abs(x - (i + 0.5)) < 0.01
+        return str(int(self.steps[i])) if 0 <= i < len(self.steps) and centred else ""
+
+    def tick_positions(self) -> list[tuple[float, str]]:
+        """(x, label) of every labelled tick that would be drawn over the current range."""
+        lo, hi = self.range
         out = []
-        for v in values:
-            i = int(np.floor(v))
-            out.append(str(int(self.steps[i])) if 0 <= i < n and v - i < 0.51 else "")
-        return out
+        for _spacing, values in self.tickValues(lo, hi, max(self.width(), 100)):
+            out += [(float(v), self.step_of(v)) for v in values if self.step_of(v)]
+        return sorted(set(out))
 
 
 def health_rgba(
@@ -123,6 +152,11 @@ class HealthOverTime(QWidget):
     def set_cursor(self, index: int) -> None:
         self.cursor.setPos(index + 0.5)
 
+    def readouts(self) -> dict:
+        """The cursor's x and the step under it, and the hover/selected readout line."""
+        x = float(self.cursor.value())
+        return {"cursor_x": x, "cursor_step": self.axis.step_of(x), "readout": self.readout.text()}
+
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
         point = self.plot.getPlotItem().vb.mapSceneToView(scene_pos)
         t, i = int(np.floor(point.y())), int(np.floor(point.x()))
@@ -182,6 +216,18 @@ class StepLoss(QWidget):
 
     def set_cursor(self, index: int) -> None:
         self.cursor.setPos(index + 0.5)
+
+    def readouts(self) -> dict:
+        """The curve's points as (x, loss) and the cursor's x, with the steps they sit at."""
+        x, y = self.curve.getData()
+        x = np.zeros(0) if x is None else np.asarray(x)
+        cursor = float(self.cursor.value())
+        return {
+            "points": len(x),
+            "point_steps": [self.axis.step_of(float(v)) for v in x[:50]],
+            "cursor_x": cursor,
+            "cursor_step": self.axis.step_of(cursor),
+        }
 
 
 def bin_ticks() -> list[tuple[int, str]]:

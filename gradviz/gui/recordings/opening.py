@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QSizePolicy, QWidget
 
 from gradviz.core.record.reader import is_recording
 from gradviz.gui.lab.session import RunSession, RunState
@@ -90,6 +90,9 @@ class Recordings(QObject):
         self.timeline = Timeline()
         self.timeline.indexChanged.connect(self._on_timeline_index)
         self.live = LiveTimeline(session, self.timeline, self)
+        # One row high, whatever the window's height: at 1920 x 1080 the dock took a third
+        # of the window, empty.
+        self.timeline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.dock = QDockWidget("Timeline", window)
         self.dock.setObjectName("dock-timeline")
         self.dock.setWidget(self.timeline)
@@ -217,7 +220,7 @@ class Recordings(QObject):
         text = damage_label(damaged) if state is FollowState.DAMAGED else state.label
         done = (FollowState.COMPLETE, FollowState.FAILED, FollowState.DAMAGED)
         for timeline in (self.page.timeline, self.timeline):
-            timeline.set_state_text(text)
+            timeline.set_state_text(text, growing=state is FollowState.FOLLOWING)
             timeline.state_label.setToolTip(damage_line(damaged))
             timeline.set_followable(state not in done)
 

@@ -3,16 +3,21 @@
 ``snapshot_at`` builds the Snapshot of one recorded matrix step from the recording's
 arrays, so a recorded step reaches the views exactly as a live one does (``show``).
 What a recording does not hold is filled plainly: the points are placed by classical MDS
-from the recorded distances (right up to rotation and reflection), and the entry and
-coordinate gradients, which are not recorded, are zero (their health codes are); the loss
-between two recorded steps is interpolated.
+from the recorded distances (right up to rotation and reflection), the entry gradients,
+which are not recorded, are zero (their health codes are); the loss between two recorded
+steps is interpolated. Coordinate gradients are recorded (N at most 512); where they are
+not, the snapshot's are (0, D), "not known", so no legend counts gradients nobody measured.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
 
+from gradviz.core.config import FitConfig
+from gradviz.core.errors import GradvizError
 from gradviz.core.health import Health
 from gradviz.core.mds import classical_mds_of_distances
 from gradviz.core.record import layout as L
@@ -44,6 +49,7 @@ def snapshot_at(
     dim = int(config.get("dim", 2))
     target_distances, target_coords = target or target_of(d, error, dim)
     n = d.shape[0]
+    coord_grads, coord_health = _coord_gradients(data, k, n, dim)
     history = loss_history(data, step)
     loss = float(history[-1]) if len(history) else float("nan")
     first = data.first_nonfinite
@@ -61,8 +67,8 @@ def snapshot_at(
         squared=None,
         entry_grads=np.zeros_like(d),
         entry_health=health,
-        coord_grads=np.zeros((n, dim), np.float32),
-        coord_health=np.zeros((n, dim), np.uint8),
+        coord_grads=coord_grads,
+        coord_health=coord_health,
         param_health=(),
         jacobians=None,
         first_nonfinite_grad_step=None if first is None else int(first["step"]),
@@ -72,6 +78,19 @@ def snapshot_at(
         method=str(config.get("method", "")),
         done=data.complete and k == len(steps) - 1,
     )
+
+
+def recorded_config(data: RecordingData, config_class: type = FitConfig) -> FitConfig | None:
+    """The settings a lab recording was made with (its ``config`` metadata), or None where
+    the recording does not say or says something that is not valid settings."""
+    raw = data.meta.get("config")
+    if not isinstance(raw, dict):
+        return None
+    names = {f.name for f in dataclasses.fields(config_class)}
+    try:
+        return config_class(**{k: v for k, v in raw.items() if k in names}).validated()
+    except (GradvizError, TypeError, ValueError):
+        return None
 
 
 def target_of(d: np.ndarray, error: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +107,16 @@ def loss_history(data: RecordingData, step: int) -> np.ndarray:
     if not len(steps):
         return np.zeros(0)
     return np.interp(np.arange(step + 1), steps, losses)
+
+
+def _coord_gradients(data: RecordingData, k: int, n: int, dim: int) -> tuple:
+    """The k-th matrix step's (N, D) coordinate gradients and health codes, or two (0, D)
+    arrays where the recording does not hold them (whole)."""
+    grads = _image(data, "coord_grads", k, np.zeros((0, dim)))
+    health = _image(data, "coord_health", k, np.zeros((0, dim)))
+    if grads.shape != (n, dim) or health.shape != (n, dim):
+        return np.zeros((0, dim), np.float32), np.zeros((0, dim), np.uint8)
+    return grads.astype(np.float32), health.astype(np.uint8)
 
 
 def _image(data: RecordingData, name: str, k: int, default: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+#: The state of a recording still being written whose newest steps are not followed.
+NOT_FOLLOWING = "new steps arriving · not following"
 #: Playback speeds offered, in recorded steps per second.
 SPEEDS = (1, 5, 10, 30, 100)
 DEFAULT_SPEED = 10
@@ -34,6 +36,7 @@ class Timeline(QWidget):
         self._steps = np.zeros(0, dtype=np.int64)
         self._following = False
         self._first_bad: int | None = None
+        self._source_text, self._growing = "", False
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setObjectName("timeline-slider")
         self.slider.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -85,6 +88,17 @@ class Timeline(QWidget):
     def following(self) -> bool:
         return self._following
 
+    def readouts(self) -> dict:
+        """The step selected, as the label reads it, and the timeline's state."""
+        return {
+            "step": self.step,
+            "index": self.index,
+            "count": len(self._steps),
+            "label": self.step_label.text(),
+            "following": self.following,
+            "state": self.state_label.text(),
+        }
+
     def set_steps(self, steps: np.ndarray) -> None:
         """The recorded step numbers (S,); keeps the selection, or moves to the newest step
         while following."""
@@ -101,7 +115,18 @@ class Timeline(QWidget):
         self._first_bad = step
         self.first_bad.setEnabled(step is not None)
 
-    def set_state_text(self, text: str) -> None:
+    def set_state_text(self, text: str, growing: bool = False) -> None:
+        """What the source says (``"following"``, ``"complete"``, ...); ``growing``: its
+        writer may still add steps. Shown as it is, except that a growing source the user
+        has scrubbed back from reads as not followed (it said "following" while the
+        selection stayed put)."""
+        self._source_text, self._growing = text, growing
+        self._state_label()
+
+    def _state_label(self) -> None:
+        text = self._source_text
+        if self._growing and not self._following:
+            text = NOT_FOLLOWING
         self.state_label.setText(text)
 
     def set_followable(self, followable: bool) -> None:
@@ -132,6 +157,7 @@ class Timeline(QWidget):
         self._following = following
         with _blocked(self.follow):
             self.follow.setChecked(following)
+        self._state_label()
         if following and len(self._steps):
             self.slider.setValue(len(self._steps) - 1)
         self.followingChanged.emit(following)

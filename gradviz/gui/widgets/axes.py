@@ -14,14 +14,19 @@ frame (PySide6 6.12.0 does, and then aborts). From Python 3.12 None is immortal.
 
 ``AxisItem`` here draws into one ``QPicture`` kept for its whole life (opening a painter on
 a ``QPicture`` discards what it held), so ticks are still drawn only when they change and
-replayed otherwise, exactly as pyqtgraph does. ``PlotItem`` and ``ColorBarItem`` are
+replayed otherwise, exactly as pyqtgraph does. It also spaces its ticks so that their labels
+never touch: pyqtgraph picks the spacing from the axis length alone, and a 130 px axis over
+200 points read "50100150". ``PlotItem`` and ``ColorBarItem`` are
 pyqtgraph's, with such an axis on every side. Use them for every live plot and colorbar.
 """
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
-from PySide6.QtGui import QPainter, QPicture
+from PySide6.QtGui import QFontMetrics, QPainter, QPicture
+from PySide6.QtWidgets import QApplication
 
 SIDES = ("left", "bottom", "right", "top")
 
@@ -32,6 +37,56 @@ class AxisItem(pg.AxisItem):
     def __init__(self, orientation: str, *args, **kwargs) -> None:
         super().__init__(orientation, *args, **kwargs)
         self._device = QPicture()
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph override
+        """pyqtgraph's spacing, widened (1, 2, 5 x 10^k) until the labels have room: one
+        label's width and a gap along a horizontal axis, a line's height along a vertical
+        one."""
+        levels = super().tickSpacing(minVal, maxVal, size)
+        if not levels or self.logMode or size <= 0 or not maxVal > minVal:
+            return levels
+        per_unit = size / (maxVal - minVal)  # pixels per data unit
+        spacing = levels[0][0]
+        if spacing * per_unit >= self.label_room(minVal, maxVal, spacing):
+            return levels
+        while spacing * per_unit < self.label_room(minVal, maxVal, spacing):
+            wider = _next_nice(spacing)
+            if _ticks_within(minVal, maxVal, wider) < 3:
+                break  # the end ticks' labels are hidden at the edges: keep a middle one
+            spacing = wider
+        return [(spacing, 0)]
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph override
+        """pyqtgraph's ticks; on a log axis, ticks whose labels would touch one already
+        placed are left out (the 2 ... 9 inside one decade on a short axis read
+        "98765432")."""
+        levels = super().tickValues(minVal, maxVal, size)
+        if not self.logMode or size <= 0 or maxVal == minVal:
+            return levels
+        per_unit = size / abs(maxVal - minVal)
+        room = self.label_room(minVal, maxVal, 1.0)
+        placed: list[float] = []  # pixel positions of the labels kept so far
+        kept = []
+        for spacing, values in levels:
+            chosen = []
+            for value in values:
+                at = value * per_unit
+                if all(abs(at - other) >= room for other in placed):
+                    chosen.append(value)
+                    placed.append(at)
+            if chosen:
+                kept.append((spacing, chosen))
+        return kept
+
+    def label_room(self, lo: float, hi: float, spacing: float) -> float:
+        """Pixels one tick label needs along the axis, with a gap to the next."""
+        metrics = QFontMetrics(self.style["tickFont"] or QApplication.font())
+        if self.orientation in ("left", "right"):
+            return metrics.height() + 4
+        start = math.ceil(lo / spacing) * spacing
+        values = [start, start + spacing, hi]
+        texts = self.tickStrings(values, self.autoSIPrefixScale, spacing)
+        return max((metrics.horizontalAdvance(t) for t in texts), default=0) + 8
 
     def paint(self, p, opt, widget) -> None:  # Qt override
         if self.picture is None:
@@ -56,6 +111,21 @@ class AxisItem(pg.AxisItem):
             return
         self.autoSIPrefixScale, self.labelUnitPrefix = 1.0, ""
         self._updateLabel()
+
+
+def _ticks_within(lo: float, hi: float, spacing: float) -> int:
+    """How many multiples of ``spacing`` lie in [lo, hi]."""
+    return math.floor(hi / spacing) - math.ceil(lo / spacing) + 1
+
+
+def _next_nice(spacing: float) -> float:
+    """The next of 1, 2, 5, 10, 20, ... x 10^k above ``spacing``."""
+    exponent = math.floor(math.log10(spacing))
+    for mantissa in (1, 2, 5, 10):
+        candidate = mantissa * 10.0**exponent
+        if candidate > spacing * (1 + 1e-9):
+            return candidate
+    return 20 * 10.0**exponent
 
 
 class _OwnAxes:

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtWidgets import QHBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedLayout, QWidget
 
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
 from gradviz.gui.widgets.panel import RangeLink
 
+#: What the view says for a snapshot without coordinate gradients (a recording that did
+#: not keep them): no legend at all, rather than counts of gradients nobody measured.
+NOT_RECORDED = (
+    "This recording does not hold the coordinate gradients (recordings made before they "
+    "were kept, or with more than 512 points). Gradient health and the first non-finite "
+    "step still come from the recorded statistics."
+)
+
 
 class CoordGradsView(QWidget):
     """dLoss/dx as a diverging heatmap (row i = point, column d = dimension) and its health.
 
-    The two panels share zoom and pan; clicking either emits ``cellClicked(i, d)``.
+    The two panels share zoom and pan; clicking either emits ``cellClicked(i, d)``. Gradients
+    of shape ``(0, D)`` mean "not known" (a recording without them): a note replaces the
+    panels.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -26,15 +36,38 @@ class CoordGradsView(QWidget):
         for panel in (self.values, self.health):
             panel.index_names = ("i", "d")
         self._link = RangeLink([self.values, self.health], self)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
-        layout.addWidget(self.values, stretch=3)
-        layout.addWidget(self.health, stretch=2)
+        panels = QWidget()
+        row = QHBoxLayout(panels)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(2)
+        row.addWidget(self.values, stretch=3)
+        row.addWidget(self.health, stretch=2)
+        self.note = QLabel(NOT_RECORDED)
+        self.note.setObjectName("coord-grads-not-recorded")
+        self.note.setWordWrap(True)
+        self.stack = QStackedLayout(self)
+        self.stack.setContentsMargins(0, 0, 0, 0)
+        self.stack.addWidget(panels)
+        self.stack.addWidget(self.note)
+        self._panels = panels
         self._dim = -1
 
+    @property
+    def recorded(self) -> bool:
+        """Whether gradients are on screen (False: the not-recorded note)."""
+        return self.stack.currentWidget() is self._panels
+
+    def note_text(self) -> str:
+        return "" if self.recorded else self.note.text()
+
     def set_grads(self, grads: np.ndarray, health: np.ndarray) -> None:
-        """Show ``(N, D)`` gradients and their ``(N, D)`` uint8 Health codes."""
+        """Show ``(N, D)`` gradients and their ``(N, D)`` uint8 Health codes; ``(0, D)``:
+        not known."""
+        if grads.shape[0] == 0:
+            self.clear()
+            self.stack.setCurrentWidget(self.note)
+            return
+        self.stack.setCurrentWidget(self._panels)
         dim = grads.shape[1]
         if dim != self._dim:
             self._dim = dim
@@ -48,3 +81,4 @@ class CoordGradsView(QWidget):
         self._dim = -1
         self.values.clear()
         self.health.clear()
+        self.stack.setCurrentWidget(self._panels)

@@ -162,6 +162,11 @@ class LossView(QWidget):
         self.reference_line.setVisible(False)
         self.summary.setText("no run yet")
 
+    @property
+    def history(self) -> np.ndarray:
+        """(S,) the losses on screen (entry k: step k's loss)."""
+        return self._history
+
     def nonfinite_steps(self) -> np.ndarray:
         """Steps (0-based, as the CLI counts) whose loss is shown as non-finite."""
         return np.flatnonzero(~np.isfinite(self._history))

@@ -86,8 +86,8 @@ class PairView(QWidget):
             ),
             "grad": value(snapshot.entry_grads),
             "health": HEALTH_LABELS[code] + ("" if block == 1 else f" (its {block}x{block} block)"),
-            "coord_grad_i": _norm_text(snapshot.coord_grads[i]),
-            "coord_grad_j": _norm_text(snapshot.coord_grads[j]),
+            "coord_grad_i": _point_grad_text(snapshot.coord_grads, i),
+            "coord_grad_j": _point_grad_text(snapshot.coord_grads, j),
         }
         for key, value in text.items():
             self._values[key].setText(value)
@@ -118,6 +118,11 @@ def exact_texts(values: dict[str, float]) -> dict[str, str]:
     if "entry_health" in values:
         texts["health"] = HEALTH_LABELS[Health(int(values["entry_health"]))]
     return texts
+
+
+def _point_grad_text(grads: np.ndarray, i: int) -> str:
+    """Point i's gradient norm; "not recorded" where the snapshot has none ((0, D))."""
+    return _norm_text(grads[i]) if i < len(grads) else "not recorded"
 
 
 def _norm_text(grad: np.ndarray) -> str:

@@ -1,0 +1,536 @@
+"""The agreement test: random stories of user actions over the real window, and after every
+action every readout of the page in focus agrees with the source in focus and with the CLI.
+
+The rules are what a user does: start, pause, step, reset, change N or the method, open a lab
+recording, a watch recording or a damaged one, scrub the timeline, Show first NaN, Back to
+live view, switch pages, and press a page's "Add ..." buttons (a page that offers them, such
+as Runs, joins without a rule of its own). The sources are the lab's live snapshot, the
+pinned first NaN, a recorded step and a recording; the CLI's numbers for each recording come
+from ``gradviz fit --json`` and ``gradviz inspect --json``, run once here, in-process.
+
+The default run is bounded (a few short stories on prepared recordings); the ``bench`` test
+runs many longer ones: ``pytest -m bench tests/gui/test_agreement.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
+from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
+from PySide6.QtWidgets import QPushButton
+
+from gradviz.cli import main as cli_main
+from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.gui.lab.session import RunState
+from gradviz.gui.lab.status import has_nonfinite_gradients
+
+WAIT_MS = 60_000
+#: The live runs of the stories: short, so a story never leaves a run busy for long.
+LIVE = dict(n=12, steps=60)
+
+
+def _cli(*args: str) -> tuple[int, dict]:
+    """``gradviz ARGS --json`` in this process: its exit code and its one JSON document."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli_main([*args, "--json"])
+    return code, json.loads(out.getvalue())
+
+
+def _watch_recording(path, steps: int, nan_at: int):
+    """A watch recording of a small model whose loss is NaN at step ``nan_at``, written in
+    this process (torch is already imported here; a subprocess would import it again)."""
+    import torch
+    from torch import nn
+
+    import gradviz
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    rec = gradviz.watch(model, str(path), every=1)
+    for step in range(steps):
+        loss = ((model(x) - y) ** 2).mean()
+        if step == nan_at:
+            loss = loss * float("nan")
+        optimizer.zero_grad()
+        loss.backward()
+        rec.log(loss=loss)
+        optimizer.step()
+    rec.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> dict[str, dict]:
+    """The recordings the stories open, each with the CLI's numbers for it, by path:
+    ``{"kind": "lab" | "watch" | "damaged", "inspect": {...}, "fit": {...} or None}``."""
+    root = tmp_path_factory.mktemp("agreement")
+    found: dict[str, dict] = {}
+    for name, method in (("naive", "naive"), ("safe", "safe")):
+        path = str(root / name)
+        args = ["fit", "--method", method, "--target", "gaussian", "--n", "10", "--steps", "6"]
+        code, fit = _cli(*args, "--record", path)
+        assert code == 0
+        found[path] = {"kind": "lab", "fit": fit}
+    watch = _watch_recording(root / "watch", steps=34, nan_at=20)
+    damaged = root / "damaged"
+    shutil.copytree(watch, damaged)
+    (damaged / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()  # steps 16-31
+    found[str(watch)] = {"kind": "watch", "fit": None}
+    found[str(damaged)] = {"kind": "damaged", "fit": None}
+    import zarr  # its I/O threads live as long as the process: start them before the test
+
+    for path, entry in found.items():
+        code, entry["inspect"] = _cli("inspect", path)
+        assert code in (0, 1)  # 1: a non-finite gradient or damage was found
+        with contextlib.suppress(Exception):
+            zarr.open_group(path, mode="r")["rank0/stats"][:]
+    return found
+
+
+def _texts(value) -> list[str]:
+    """Every string inside a readout (nested dicts and lists)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def _same_float(a, b) -> bool:
+    return (a is None and b is None) or (
+        a is not None and b is not None and (a == b or (math.isnan(a) and math.isnan(b)))
+    )
+
+
+def legend_of(codes: np.ndarray) -> dict[str, int]:
+    """An independent count of Health codes, as a legend reads them."""
+    tally = np.bincount(np.asarray(codes, np.uint8).ravel(), minlength=len(Health))
+    return {HEALTH_LABELS[h]: int(tally[h]) for h in Health}
+
+
+class AgreementMachine(RuleBasedStateMachine):
+    """Drives ``lab`` (a LabController, shown); ``prepared`` as the fixture above."""
+
+    lab = None
+    qtbot = None
+    prepared: dict[str, dict] = {}
+
+    # ---- helpers --------------------------------------------------------------------------
+    @property
+    def session(self):
+        return self.lab.session
+
+    def wait(self, condition, timeout: int = WAIT_MS) -> None:
+        self.qtbot.waitUntil(condition, timeout=timeout)
+
+    def wait_for_live_frame(self) -> None:
+        s = self.session
+        self.wait(
+            lambda: (
+                s.latest is not None
+                and s.latest.generation == s.generation
+                and s.shown is not None
+                and s.shown.generation == s.generation
+            )
+        )
+
+    def open(self, kind: str) -> None:
+        path = next(p for p, e in self.prepared.items() if e["kind"] == kind)
+        shown = []
+        self.lab.recordings.shown.connect(shown.append)
+        try:
+            assert self.lab.recordings.open(path)
+            self.wait(lambda: bool(shown))
+        finally:
+            self.lab.recordings.shown.disconnect(shown.append)
+
+    def focused_timeline(self):
+        pages = self.lab.window.pages
+        if pages.current() == 0:
+            dock = self.lab.recordings.dock
+            return self.lab.recordings.timeline if dock.isVisible() else None
+        if pages.current() == self.lab.recordings.page_index:
+            return self.lab.recordings.page.timeline
+        return None
+
+    # ---- rules: what a user does ------------------------------------------------------------
+    # No preconditions: the app's state after an action depends on timing (a short run may
+    # have finished or not), and hypothesis needs the same choices to offer the same rules.
+    # A rule that does not apply does nothing, as a disabled button does; ``taken`` lists
+    # the rules that acted.
+    @initialize()
+    def fresh_lab(self) -> None:
+        """Each story starts on the lab page at step 0 of a small run."""
+        self.taken: list[str] = []
+        self.lab.window.pages.show_page(0)
+        self.lab.recordings.close_source()
+        self.lab.form.set_config(small("safe", **LIVE))
+        self.lab.reset()
+        self.wait_for_live_frame()
+
+    @rule()
+    def start(self) -> None:
+        if not self.session.available:
+            return
+        self.lab.start()
+        self.wait(lambda: self.session.state in (RunState.RUNNING, RunState.FINISHED))
+        self.wait_for_live_frame()
+        self.taken.append("start")
+
+    @rule()
+    def pause(self) -> None:
+        if self.session.state is not RunState.RUNNING:
+            return
+        self.lab.pause()
+        self.wait(lambda: self.session.state is not RunState.RUNNING)
+        self.taken.append("pause")
+
+    @rule()
+    def step(self) -> None:
+        s = self.session
+        waiting = s.state in (RunState.READY, RunState.PAUSED, RunState.RUNNING)
+        if not waiting or s.shown is None or s.shown.generation != s.generation:
+            return
+        before = s.latest.step
+        self.lab.step_once()
+        self.wait(
+            lambda: (
+                s.latest.step > before
+                or s.state is RunState.FINISHED
+                or (s.latest.done and s.state is RunState.PAUSED)
+            )
+        )
+        self.taken.append("step")
+
+    @rule()
+    def reset(self) -> None:
+        if not self.session.available:
+            return
+        self.lab.reset()
+        self.wait_for_live_frame()
+        self.taken.append("reset")
+
+    @rule(n=st.sampled_from([8, 12, 16]), method=st.sampled_from(["safe", "naive", "masked"]))
+    def change_n_or_method(self, n: int, method: str) -> None:
+        if not self.session.available:
+            return
+        form = self.lab.form
+        before = self.session.generation
+        form.param("n").setValue(n)
+        form.param("method").setValue(method)
+        if self.session.generation != before:  # a setting changed: a fresh run
+            self.wait_for_live_frame()
+        self.taken.append("change_n_or_method")
+
+    @rule(kind=st.sampled_from(["lab-naive", "lab-safe", "watch", "damaged"]))
+    def open_recording(self, kind: str) -> None:
+        if kind.startswith("lab-"):
+            name = kind.removeprefix("lab-")
+            path = next(p for p in self.prepared if os.path.basename(p) == name)
+            shown = []
+            self.lab.recordings.shown.connect(shown.append)
+            try:
+                assert self.lab.recordings.open(path)
+                self.wait(lambda: bool(shown))
+            finally:
+                self.lab.recordings.shown.disconnect(shown.append)
+        else:
+            self.open(kind)
+        self.taken.append("open_recording")
+
+    @rule(where=st.floats(0, 1))
+    def scrub_the_timeline(self, where: float) -> None:
+        timeline = self.focused_timeline()
+        if timeline is None or not timeline.readouts()["count"]:
+            return
+        timeline.select_index(round(where * (timeline.readouts()["count"] - 1)))
+        self.taken.append("scrub_the_timeline")
+
+    @rule()
+    def show_first_nan(self) -> None:
+        action = self.lab.window.actions["first_nan"]
+        if action.isEnabled():
+            action.trigger()
+            self.taken.append("show_first_nan")
+
+    @rule()
+    def back_to_live_view(self) -> None:
+        action = self.lab.window.actions["live"]
+        if action.isEnabled():
+            action.trigger()
+            self.taken.append("back_to_live_view")
+
+    @rule(where=st.floats(0, 1))
+    def switch_page(self, where: float) -> None:
+        pages = self.lab.window.pages
+        pages.show_page(round(where * (pages.bar.count() - 1)))
+        self.taken.append("switch_page")
+
+    @rule(which=st.floats(0, 1))
+    def press_an_add_button(self, which: float) -> None:
+        """A page that offers "Add ..." buttons (the Runs page: add a recording, add the
+        live run) gets them pressed; a recording asked for is one of the prepared ones."""
+        buttons = self.add_buttons()
+        if not buttons:
+            return
+        shown = []
+        self.lab.recordings.shown.connect(shown.append)
+        before = self.lab.recordings.source
+        try:
+            buttons[round(which * (len(buttons) - 1))].click()
+            if self.lab.recordings.source is not before:  # a recording is being opened
+                self.wait(lambda: bool(shown))
+        finally:
+            self.lab.recordings.shown.disconnect(shown.append)
+        self.taken.append("press_an_add_button")
+
+    def add_buttons(self) -> list[QPushButton]:
+        page = self.lab.window.pages.page()
+        if page is None or not hasattr(page, "findChildren"):
+            return []
+        return [
+            b
+            for b in page.findChildren(QPushButton)
+            if b.isVisible() and b.isEnabled() and b.text().startswith("Add")
+        ]
+
+    # ---- invariants: the page in focus agrees with its source -----------------------------
+    @invariant()
+    def no_negative_step_anywhere(self) -> None:
+        for text in _texts(self.lab.window.readouts()):
+            assert not re.search(r"step -\d|-922337203685477", text), text
+
+    @invariant()
+    def the_lab_agrees_with_the_shown_snapshot(self) -> None:
+        window = self.lab.window
+        if window.pages.current() != 0:
+            return
+        r = window.readouts()
+        shown = self.session.shown
+        status = r["status"]
+        if shown is None:
+            assert status["step"] is None
+            return
+        assert status["step"] == shown.step
+        for key, view in r["views"].items():
+            assert (view["step"], view["generation"]) == (shown.step, shown.generation), key
+        views = r["views"]
+        for key in ("distances", "target", "error", "mask"):
+            if key in views:  # each matrix spans the shown run's N x N entries
+                assert views[key]["extent"] == [shown.n_points] * 2, key
+        if "mask" in views:
+            counts = shown.entry_health_counts
+            expected = legend_of(shown.entry_health) if counts is None else {
+                HEALTH_LABELS[h]: int(counts[h]) if h < len(counts) else 0 for h in Health
+            }  # fmt: skip
+            assert views["mask"]["legend"] == expected
+        if "coord_grads" in views:
+            coord = views["coord_grads"]
+            if len(shown.coord_grads):
+                assert coord["recorded"] and coord["legend"] == legend_of(shown.coord_health)
+            else:
+                assert not coord["recorded"] and coord["legend"] is None
+        if "loss" in views:
+            assert views["loss"]["losses"] == len(shown.loss_history)
+            last = float(shown.loss_history[-1]) if len(shown.loss_history) else None
+            assert _same_float(views["loss"]["last_loss"], last)
+        if has_nonfinite_gradients(shown):
+            assert status["alarm"], status["texts"]
+        if shown.generation == self.session.generation:
+            self._live_agrees(r, shown)
+        elif shown.generation < 0:
+            self._recording_agrees(r, shown)
+
+    def _live_agrees(self, r: dict, shown) -> None:
+        setup = r["setup"]
+        assert (setup["n"], setup["method"]) == (shown.n_points, shown.method)
+        timeline = r["timeline"]
+        if timeline is not None and timeline["count"] and self.lab.recordings.live.active:
+            if self.session.viewing_pinned:
+                assert timeline["step"] <= shown.step
+            else:
+                assert timeline["step"] == shown.step, (timeline, shown.step)
+        first = self.session.first_nonfinite_grad_step
+        if first is not None:
+            assert r["status"]["first_nonfinite_grad_step"] == first
+            assert r["status"]["alarm"]
+
+    def _recording_agrees(self, r: dict, shown) -> None:
+        data = self.lab.recordings.recorded.data
+        entry = self.prepared[str(data.path)]
+        inspect, fit = entry["inspect"], entry["fit"]
+        timeline = r["timeline"]
+        assert timeline is not None and timeline["step"] + 1 == shown.step  # step k: k+1 done
+        first = inspect["first_nonfinite"]
+        first_step = None if first is None else first["step"]
+        assert r["status"]["first_nonfinite_grad_step"] == first_step
+        assert r["status"]["alarm"] == (first is not None)
+        assert fit["first_nonfinite_grad_step"] == first_step
+        # The setup panel shows the settings the recording was made with.
+        config = data.meta["config"]
+        setup = r["setup"]
+        assert (setup["target"], setup["n"], setup["method"]) == (
+            config["target"], config["n"], fit["method"],
+        )  # fmt: skip
+        coord = r["views"].get("coord_grads")
+        if coord is not None and coord["recorded"] and "coords" in data.tensors:
+            # Free coordinates are the recorded tensor "coords": its recorded statistics
+            # (another path through the recording) count the same non-finite gradients.
+            t, col = data.tensors.index("coords"), data.column_of_step(shown.step - 1)
+            _finite, _zero, nan, pinf, ninf = (int(c) for c in data.counts[t, col])
+            legend = coord["legend"]
+            assert (legend["NaN"], legend["+Inf"], legend["-Inf"]) == (nan, pinf, ninf)
+        losses = r["views"].get("loss")
+        if losses is not None and losses["losses"]:
+            assert math.isclose(float(shown.loss_history[0]), fit["initial_loss"], rel_tol=1e-6)
+
+    @invariant()
+    def the_model_health_page_agrees_with_its_recording(self) -> None:
+        recordings = self.lab.recordings
+        if self.lab.window.pages.current() != recordings.page_index:
+            return
+        r = self.lab.window.readouts()
+        data = recordings.page.data
+        if data is None:
+            assert r["path"] is None
+            return
+        inspect = self.prepared[str(data.path)]["inspect"]
+        per_rank = next(p for p in inspect["per_rank"] if p["rank"] == data.rank)
+        first = per_rank["first_nonfinite"]
+        assert r["first_nonfinite_step"] == (None if first is None else first["step"])
+        assert bool(r["damage"]) == bool(inspect["damaged"])
+        assert inspect["complete"] == (not inspect["damaged"] and per_rank["complete"])
+        timeline = r["timeline"]
+        assert timeline["count"] == data.n_steps
+        if not inspect["damaged"]:
+            assert data.n_steps == per_rank["steps"]
+        if timeline["count"]:
+            step = str(int(data.steps[timeline["index"]]))
+            assert timeline["step"] == int(step)
+            # The cursor of the map and of the loss stand on the selected step's column.
+            assert r["health"]["cursor_step"] == step
+            assert r["loss"]["cursor_step"] == step
+
+    @invariant()
+    def another_page_reports_its_title(self) -> None:
+        r = self.lab.window.readouts()
+        pages = self.lab.window.pages
+        assert r["page"] == pages.bar.tabText(pages.current())
+
+    def check(self) -> None:
+        """Every invariant, as hypothesis checks them after each rule."""
+        self.no_negative_step_anywhere()
+        self.the_lab_agrees_with_the_shown_snapshot()
+        self.the_model_health_page_agrees_with_its_recording()
+        self.another_page_reports_its_title()
+
+
+#: One story through every rule and source, in the order a walkthrough takes them: (rule,
+#: keywords). Random stories rarely reach the later sources within a few examples.
+WALKTHROUGH = (
+    ("start", {}),
+    ("pause", {}),
+    ("step", {}),
+    ("scrub_the_timeline", {"where": 0.5}),
+    ("change_n_or_method", {"n": 16, "method": "naive"}),
+    ("start", {}),
+    ("pause", {}),
+    ("show_first_nan", {}),
+    ("back_to_live_view", {}),
+    ("open_recording", {"kind": "lab-naive"}),
+    ("scrub_the_timeline", {"where": 0.0}),
+    ("open_recording", {"kind": "lab-safe"}),
+    ("scrub_the_timeline", {"where": 1.0}),
+    ("start", {}),
+    ("open_recording", {"kind": "watch"}),
+    ("scrub_the_timeline", {"where": 0.3}),
+    ("open_recording", {"kind": "damaged"}),
+    ("scrub_the_timeline", {"where": 0.6}),
+    ("switch_page", {"where": 1.0}),
+    ("press_an_add_button", {"which": 1.0}),
+    ("switch_page", {"where": 0.0}),
+    ("reset", {}),
+)
+
+
+def _prepare(qtbot, lab, prepared) -> None:
+    AgreementMachine.lab, AgreementMachine.qtbot = lab, qtbot
+    AgreementMachine.prepared = prepared
+    lab.recordings.choose_path = lambda: next(
+        p for p, e in prepared.items() if e["kind"] == "lab" and "safe" in p
+    )
+
+
+def _walk(machine: AgreementMachine) -> list[str]:
+    """Take the walkthrough's rules, checking every invariant after each; the rules that
+    acted."""
+    machine.fresh_lab()
+    machine.check()
+    for name, keywords in WALKTHROUGH:
+        getattr(machine, name)(**keywords)
+        machine.check()
+    return machine.taken
+
+
+def _run(qtbot, lab, prepared, examples: int, steps: int) -> None:
+    _prepare(qtbot, lab, prepared)
+    run_state_machine_as_test(
+        AgreementMachine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            database=None,
+            derandomize=examples <= 5,  # the default run: the same stories every time
+            verbosity=Verbosity.verbose
+            if os.environ.get("GRADVIZ_AGREEMENT_VERBOSE")
+            else Verbosity.normal,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+
+
+def test_every_readout_agrees_with_the_source_in_focus(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    prepared,
+):
+    lab = make_lab(small("safe", **LIVE))
+    _prepare(qtbot, lab, prepared)
+    taken = _walk(AgreementMachine())
+    assert len(taken) >= len(WALKTHROUGH) - 2, taken  # the story reached its sources
+    assert {"open_recording", "scrub_the_timeline", "show_first_nan"} <= set(taken), taken
+    _run(qtbot, lab, prepared, examples=2, steps=6)
+
+
+@pytest.mark.bench
+def test_every_readout_agrees_over_long_stories(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    prepared,
+):
+    lab = make_lab(small("safe", **LIVE))
+    _run(qtbot, lab, prepared, examples=int(os.environ.get("GRADVIZ_AGREEMENT_EXAMPLES", 40)),
+         steps=25)  # fmt: skip
