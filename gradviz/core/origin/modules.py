@@ -154,7 +154,8 @@ class ModuleOrigin:
             if not entries or not read or suspect is False:
                 return None
             device = entries[0][2].device
-            sums = [_sum(t).to(device, torch.float32) for _, _, t in entries]
+            wide = torch.float32 if device.type == "mps" else torch.float64
+            sums = [_sum(t).to(device, wide) for _, _, t in entries]
             values = torch.stack(sums).tolist()  # one read
             where = [(phase, name) for phase, name, _ in entries]
             for k, value in enumerate(values):
@@ -166,9 +167,12 @@ class ModuleOrigin:
 
 
 def _sum(t: torch.Tensor) -> torch.Tensor:
-    """A finiteness test: NaN or Inf where ``t`` holds one (half precision summed in float32,
-    where a finite sum would overflow)."""
-    return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
+    """A finiteness test: NaN or Inf exactly where ``t`` holds one. Float32 and half
+    precision are summed in float64, where a sum of finite values cannot overflow (a float32
+    sum of 2e38 + 2e38 would be Inf); float64 (and MPS, which has no float64) as they are."""
+    if t.dtype == torch.float64 or t.device.type == "mps":
+        return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
+    return t.sum(dtype=torch.float64)
 
 
 def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:
