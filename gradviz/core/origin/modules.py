@@ -75,7 +75,7 @@ class ModuleOrigin:
             handle.remove()
         self._handles, self._leaf_handles = [], []
         self.armed = False
-        self._end_entries()
+        self._end_entries().clear()  # hooks on a graph still alive add nowhere now
 
     def _on_root_input(self, _module, args) -> None:
         if not (self.armed and torch.is_grad_enabled()):
