@@ -8,13 +8,16 @@ its forward made the value, or (for a gradient) the backward of the module that 
 its output. The exact operation is the full tracer's job (``gradviz diagnose``).
 
 What a step costs is the hooks' Python calls, nothing more, where the step can be judged
-afterwards (``lazy``, on the CPU): the tensors themselves are kept until the step ends and
-summed only if the recorder found the step's gradients or loss non-finite. Where reading a
-verdict would stall the device (an accelerator) each tensor is summed on the device at
-once (``lazy=False``) and the sums are read at the recorded steps only; between them the
-hooks are disarmed (``armed``). Kept tensors never outlive their step, and a step that
-runs the model again (two forwards before one backward, gradient accumulation, a forward
-with gradients on that is never backpropagated) keeps the earlier forwards' sums only.
+afterwards (``lazy``, on the CPU): small tensors (up to ``KEEP_NUMEL`` entries, where a
+sum costs more than the values it reads) are kept until the step ends and tested only if
+the recorder found the step's gradients or loss non-finite; a large one is summed at once
+(keeping it would hold memory the allocator otherwise reuses: measured 10% of a CNN step).
+Where reading a verdict would stall the device (an accelerator) each tensor is summed on
+the device at once (``lazy=False``) and the sums are read at the recorded steps only;
+between them the hooks are disarmed (``armed``). Kept tensors never outlive their step,
+and a step that runs the model again (two forwards before one backward, gradient
+accumulation, a forward with gradients on that is never backpropagated) keeps the earlier
+forwards' sums only.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ _PASSIVE = (
 
 
 _HALF = (torch.float16, torch.bfloat16)
+#: Tensors up to this many entries are kept through the step (lazy mode), larger ones summed.
+KEEP_NUMEL = 1 << 15
 
 
 class ModuleOrigin:
@@ -57,8 +62,9 @@ class ModuleOrigin:
         self._lazy = lazy
         #: Read at every forward: False between the recorded steps of an accelerator.
         self.armed = True
-        # (phase, module, tensor) in execution order; before ``_summed`` a tensor's sum.
-        self._entries: list[tuple[str, str, torch.Tensor]] = []
+        # (phase, module, tensor or its sum, kept) in execution order; from ``_summed`` on,
+        # entries may hold a kept tensor (``kept`` True) rather than its sum.
+        self._entries: list[tuple[str, str, torch.Tensor, bool]] = []
         self._summed = 0
         self._last_output: torch.Tensor | None = None  # the output noted last
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
@@ -121,18 +127,20 @@ class ModuleOrigin:
         # Detached: a kept output must not keep the autograd graph (and its activations)
         # alive; a sum of a detached tensor records no graph.
         t = t.detach() if t.requires_grad else t
-        self._entries.append((phase, name, t if self._lazy else _sum(t)))
-        if not self._lazy:
-            self._summed = len(self._entries)
-        elif len(self._entries) - self._summed > self._limit:
+        if not (self._lazy and t.numel() <= KEEP_NUMEL):
+            self._entries.append((phase, name, _sum(t), False))
+            return
+        self._entries.append((phase, name, t, True))
+        if len(self._entries) - self._summed > self._limit:
             self._sum_kept()
 
     def _sum_kept(self) -> None:
         """Replace the kept tensors by their sums (device-side, no read)."""
         entries = self._entries
         for k in range(self._summed, len(entries)):
-            phase, name, t = entries[k]
-            entries[k] = (phase, name, _sum(t))
+            phase, name, t, kept = entries[k]
+            if kept:
+                entries[k] = (phase, name, _sum(t), False)
         self._summed = len(entries)
         self._last_output = None
 
@@ -155,11 +163,16 @@ class ModuleOrigin:
                 return None
             device = entries[0][2].device
             wide = torch.float32 if device.type == "mps" else torch.float64
-            sums = [_sum(t).to(device, wide) for _, _, t in entries]
+            sums = [(_sum(t) if kept else t).to(device, wide) for _, _, t, kept in entries]
             values = torch.stack(sums).tolist()  # one read
-            where = [(phase, name) for phase, name, _ in entries]
+            where = [(phase, name) for phase, name, _, _ in entries]
             for k, value in enumerate(values):
                 if not math.isfinite(value):
+                    _, _, t, kept = entries[k]
+                    if kept:  # the tensor is at hand: exactly (a sum of finite values may overflow)
+                        if bool(torch.isfinite(t).all()):
+                            continue
+                        value = math.nan if bool(torch.isnan(t).any()) else math.inf
                     return _origin(k, where, value)
             return None
         finally:
@@ -167,12 +180,10 @@ class ModuleOrigin:
 
 
 def _sum(t: torch.Tensor) -> torch.Tensor:
-    """A finiteness test: NaN or Inf exactly where ``t`` holds one. Float32 and half
-    precision are summed in float64, where a sum of finite values cannot overflow (a float32
-    sum of 2e38 + 2e38 would be Inf); float64 (and MPS, which has no float64) as they are."""
-    if t.dtype == torch.float64 or t.device.type == "mps":
-        return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
-    return t.sum(dtype=torch.float64)
+    """A finiteness test: NaN or Inf where ``t`` holds one (half precision summed in float32).
+    A sum of finite values near the float32 limit may overflow; a kept tensor is then tested
+    exactly (a float64 accumulation would be exact but costs 25x a float32 sum on the CPU)."""
+    return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
 
 
 def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:
