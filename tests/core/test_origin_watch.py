@@ -113,3 +113,134 @@ def test_a_loss_already_non_finite_outside_every_module_is_named_as_the_forward(
     origin = Reader(tmp_path / "rec").first_nonfinite()["origin"]
     assert origin["step"] == 2 and origin["phase"] == "forward" and origin["module"] == ""
     assert origin["cause"].startswith("The loss was Inf though every module's output was finite")
+
+
+class Kink(nn.Module):
+    """Finite forward (0); its backward is 0 x Inf = NaN: the gradient reaching its input."""
+
+    def forward(self, x):
+        return torch.sqrt((x - x.detach()).square()) + x
+
+
+class Residual(nn.Module):
+    """``x + f(x)``: both finite, their sum overflows to Inf in the parent's own add."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(2, 2)
+        with torch.no_grad():
+            self.f.weight.copy_(torch.eye(2))
+            self.f.bias.zero_()
+
+    def forward(self, x):
+        return x + self.f(x)
+
+
+def test_a_nan_made_in_a_modules_backward_names_that_module_and_the_hooks_then_go(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), Kink(), nn.Linear(3, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = model(torch.randn(4, 3)).sum()
+            loss.backward()
+            rec.log(loss=loss)
+            # Found at step 0: nothing is hooked for the steps after it.
+            assert all(not m._forward_hooks for m in model.modules())
+    first = Reader(tmp_path / "run").describe()["first_nonfinite"]
+    origin = first["origin"]
+    assert (origin["phase"], origin["module"], origin["step"]) == ("backward", "1", 0)
+    assert "the output of module '0'" in origin["cause"]
+    assert "the backward of module '1'" in origin["cause"]
+
+
+def test_a_parent_whose_own_residual_add_overflows_is_named(tmp_path):
+    model = nn.Sequential(Residual(), nn.Linear(2, 1))
+    batches = [torch.ones(3, 2), torch.full((3, 2), 2e38)]  # 2e38 + 2e38 = Inf
+    first = _train(model, tmp_path / "run", batches)
+    assert first["step"] == 1
+    assert (first["origin"]["phase"], first["origin"]["module"]) == ("forward", "0")
+
+
+def test_an_inplace_relu_on_a_kept_output_does_not_move_the_blame(tmp_path):
+    # The Linear's output is rewritten in place by ReLU(inplace=True) after its hook; the
+    # log of the zeros it leaves is the third module's doing.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(inplace=True), LogOf(), nn.Linear(2, 1))
+    first = _train(model, tmp_path / "run", [torch.randn(8, 2)])
+    assert (first["origin"]["phase"], first["origin"]["module"]) == ("forward", "2")
+
+
+def test_evaluation_forwards_between_steps_are_neither_blamed_nor_kept(tmp_path):
+    import weakref
+
+    model = nn.Sequential(LogOf(), nn.Linear(2, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    kept = []
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for step in range(3):
+            x = torch.rand(4, 2) + 0.5
+            if step == 2:
+                x[0, 0] = 0.0  # log(0) in the forward of module '0', at step 2
+            opt.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            rec.log(loss=loss)
+            with torch.no_grad():  # an evaluation whose batch holds NaN: no training step's
+                out = model(torch.full((4, 2), float("nan")))
+            kept.append(weakref.ref(out))
+            del out
+    assert all(ref() is None for ref in kept)  # the recorder held on to none of them
+    origin = Reader(tmp_path / "run").describe()["first_nonfinite"]["origin"]
+    assert (origin["phase"], origin["module"], origin["step"]) == ("forward", "0", 2)
+
+
+def test_two_forwards_before_one_backward_find_the_first_forwards_nan(tmp_path):
+    # Gradient accumulation: two micro-batches per step; the first one's log(0) is found
+    # though only its sums were kept once the second forward started.
+    model = nn.Sequential(LogOf(), nn.Linear(2, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for step in range(2):
+            opt.zero_grad()
+            for micro in range(2):
+                x = torch.rand(4, 2) + 0.5
+                if (step, micro) == (1, 0):
+                    x[2, 1] = 0.0
+                loss = model(x).sum()
+                loss.backward()
+            rec.log(loss=loss)
+            opt.step()
+    origin = Reader(tmp_path / "run").describe()["first_nonfinite"]["origin"]
+    assert (origin["phase"], origin["module"], origin["step"]) == ("forward", "0", 1)
+
+
+def _module_origin_of(model, x, lazy):
+    from gradviz.core.origin.modules import ModuleOrigin
+
+    origin = ModuleOrigin(model, lazy=lazy)
+    try:
+        model(x).sum().backward()
+        return origin.step_end(read=True, suspect=None)
+    finally:
+        origin.remove()
+
+
+def test_summing_at_once_on_an_accelerator_agrees_with_keeping_the_tensors():
+    """Where the module outputs are summed at once (an accelerator's way) the origin is the
+    same as where they are kept and tested after the step (the CPU's). (Not where finite
+    values sum past the float32 limit: only a kept tensor is then tested exactly.)"""
+    cases = [
+        (nn.Sequential(nn.Linear(3, 3), Kink(), nn.Linear(3, 1)), torch.randn(4, 3)),
+        (nn.Sequential(Residual(), nn.Linear(2, 1)), torch.tensor([[2e38, 0.0]])),
+        (nn.Sequential(nn.Identity(), LogOf(), nn.Linear(2, 2)), torch.tensor([[0.0, 1.0]])),
+        (Penalised(), torch.randn(4, 3)),
+        (nn.Sequential(nn.Linear(2, 1)), torch.full((2, 2), float("nan"))),
+        (nn.Sequential(nn.Linear(2, 2), nn.Tanh()), torch.randn(3, 2)),
+    ]
+    for model, x in cases:
+        kept = _module_origin_of(model, x, lazy=True)
+        summed = _module_origin_of(model, x, lazy=False)
+        assert kept == summed
+    assert _module_origin_of(*cases[-1], lazy=True) is None

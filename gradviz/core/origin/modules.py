@@ -1,12 +1,23 @@
 """The module-level origin ``gradviz.watch`` checks at every step, cheaply.
 
 Forward hooks on the watched model's computing submodules (not containers, dropout,
-pooling and the like) take one sum of their output (and of the root's inputs), and a hook
-on each output tensor one sum of the gradient reaching it.
-The sums stay on the device; at the end of a step (``rec.log``) one stacked finiteness test
-says whether any of them went non-finite, and the first one in execution order names the
-module: its forward made the value, or (for a gradient) the backward of the module that
-consumed its output. The exact operation is the full tracer's job (``gradviz diagnose``).
+pooling and the like) note their output (and the root's inputs), and a pre-hook on the
+autograd node of each output notes the gradient reaching it, in execution order.
+At the end of a step (``rec.log``) the first of them that is not finite names the module:
+its forward made the value, or (for a gradient) the backward of the module that consumed
+its output. The exact operation is the full tracer's job (``gradviz diagnose``).
+
+What a step costs is the hooks' Python calls, nothing more, where the step can be judged
+afterwards (``lazy``, on the CPU): small tensors (up to ``KEEP_NUMEL`` entries, where a
+sum costs more than the values it reads) are kept until the step ends and tested only if
+the recorder found the step's gradients or loss non-finite; a large one is summed at once
+(keeping it would hold memory the allocator otherwise reuses: measured 10% of a CNN step).
+Where reading a verdict would stall the device (an accelerator) each tensor is summed on
+the device at once (``lazy=False``) and the sums are read at the recorded steps only;
+between them the hooks are disarmed (``armed``). Kept tensors never outlive their step,
+and a step that runs the model again (two forwards before one backward, gradient
+accumulation, a forward with gradients on that is never backpropagated) keeps the earlier
+forwards' sums only.
 """
 
 from __future__ import annotations
@@ -33,6 +44,8 @@ _PASSIVE = (
 
 
 _HALF = (torch.float16, torch.bfloat16)
+#: Tensors up to this many entries are kept through the step (lazy mode), larger ones summed.
+KEEP_NUMEL = 1 << 15
 
 
 class ModuleOrigin:
@@ -40,68 +53,137 @@ class ModuleOrigin:
 
     ``step_end()`` (after ``backward()``) returns the step's module-level origin as
     ``{"phase", "module", "op", "cause"}`` (``op`` None: a module, not an operation, is
-    known) or None, and forgets the step; with ``read=False`` it only forgets (the
-    recorder reads on the CPU at every step, on an accelerator only at recorded steps,
-    which synchronise anyway).
+    known) or None, and forgets the step; with ``read=False`` or ``suspect=False`` (the
+    step's gradients and loss are known finite) it only forgets.
     """
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, *, lazy: bool = True) -> None:
         self._names = {id(m): name for name, m in model.named_modules()}
-        self._root = model
-        self._sums: list[torch.Tensor] = []
-        self._where: list[tuple[str, str]] = []  # (phase, module) of each sum
-        self._last_output: torch.Tensor | None = None  # the output summed last
+        self._lazy = lazy
+        #: Read at every forward: False between the recorded steps of an accelerator.
+        self.armed = True
+        # (phase, module, tensor or its sum, kept) in execution order; from ``_summed`` on,
+        # entries may hold a kept tensor (``kept`` True) rather than its sum.
+        self._entries: list[tuple[str, str, torch.Tensor, bool]] = []
+        self._summed = 0
+        self._last_output: torch.Tensor | None = None  # the output noted last
+        self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
             if m is model or not isinstance(m, _PASSIVE):
                 self._handles.append(m.register_forward_hook(self._on_output))
+        # Beyond a forward and a backward's worth of entries (submodules called one by
+        # one, outside the root, again and again) the older ones are summed.
+        self._limit = 4 * len(self._handles) + 16
 
     def remove(self) -> None:
-        for handle in self._handles:
+        for handle in self._handles + self._leaf_handles:
             handle.remove()
-        self._handles = []
+        self._handles, self._leaf_handles = [], []
+        self.armed = False
+        self._end_entries().clear()  # hooks on a graph still alive add nowhere now
 
     def _on_root_input(self, _module, args) -> None:
+        if not (self.armed and torch.is_grad_enabled()):
+            return  # an evaluation under no_grad: no gradient will come of it
+        if len(self._entries) > self._summed:
+            self._sum_kept()  # a forward before this one in the same step: keep its sums
         for a in args:
             if _floating(a):
                 self._add("input", "", a)
 
     def _on_output(self, module, _args, output) -> None:
+        if not (self.armed and torch.is_grad_enabled()):
+            return
         name = self._names.get(id(module), type(module).__name__)
         for t in output if isinstance(output, (tuple, list)) else (output,):
             if _floating(t) and t is not self._last_output:
-                # A container returning its last child's output: that tensor is summed once,
+                # A container returning its last child's output: that tensor is noted once,
                 # under the innermost module that made it.
                 self._last_output = t
                 self._add("forward", name, t)
                 if t.requires_grad:
-                    t.register_hook(self._gradient_hook(name))
+                    self._watch_gradient(name, t)
 
-    def _gradient_hook(self, name: str):
-        def hook(grad: torch.Tensor) -> None:
-            if _floating(grad):
-                self._add("backward", name, grad)
+    def _watch_gradient(self, name: str, t: torch.Tensor) -> None:
+        """Note the gradient reaching ``t`` when its autograd node runs (a pre-hook on the
+        node: no Python handle object per tensor, and it dies with the graph)."""
+        entries = self._entries
+        node = t.grad_fn
+        if node is None:  # a leaf returned as it is (a parameter): a tensor hook, removed later
+            hook = t.register_hook(lambda g: self._on_gradient(entries, name, g))
+            self._leaf_handles.append(hook)
+            return
+        nr = t.output_nr
+        node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr]))
 
-        return hook
+    def _on_gradient(self, entries: list, name: str, grad) -> None:
+        # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
+        # run again must not add to this one.
+        if entries is self._entries and _floating(grad):
+            self._add("backward", name, grad)
 
     def _add(self, phase: str, name: str, t: torch.Tensor) -> None:
-        t = t.detach()  # (a sum of a detached tensor records no graph)
-        self._sums.append(t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum())
-        self._where.append((phase, name))
+        # Detached: a kept output must not keep the autograd graph (and its activations)
+        # alive; a sum of a detached tensor records no graph.
+        t = t.detach() if t.requires_grad else t
+        if not (self._lazy and t.numel() <= KEEP_NUMEL):
+            self._entries.append((phase, name, _sum(t), False))
+            return
+        self._entries.append((phase, name, t, True))
+        if len(self._entries) - self._summed > self._limit:
+            self._sum_kept()
 
-    def step_end(self, read: bool = True) -> dict | None:
-        sums, where = self._sums, self._where
-        self._sums, self._where, self._last_output = [], [], None
-        if not sums:
+    def _sum_kept(self) -> None:
+        """Replace the kept tensors by their sums (device-side, no read)."""
+        entries = self._entries
+        for k in range(self._summed, len(entries)):
+            phase, name, t, kept = entries[k]
+            if kept:
+                entries[k] = (phase, name, _sum(t), False)
+        self._summed = len(entries)
+        self._last_output = None
+
+    def _end_entries(self) -> list:
+        """This step's entries; the next step starts afresh (and hooks of this step's graph
+        that still fire add nowhere)."""
+        entries = self._entries
+        self._entries, self._summed, self._last_output = [], 0, None
+        for handle in self._leaf_handles:
+            handle.remove()
+        self._leaf_handles = []
+        return entries
+
+    def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
+        """The step's origin, if ``read``; ``suspect`` False (the step is known clean)
+        skips the sums, None (unknown) takes them all."""
+        entries = self._end_entries()
+        try:
+            if not entries or not read or suspect is False:
+                return None
+            device = entries[0][2].device
+            wide = torch.float32 if device.type == "mps" else torch.float64
+            sums = [(_sum(t) if kept else t).to(device, wide) for _, _, t, kept in entries]
+            values = torch.stack(sums).tolist()  # one read
+            where = [(phase, name) for phase, name, _, _ in entries]
+            for k, value in enumerate(values):
+                if not math.isfinite(value):
+                    _, _, t, kept = entries[k]
+                    if kept:  # the tensor is at hand: exactly (a sum of finite values may overflow)
+                        if bool(torch.isfinite(t).all()):
+                            continue
+                        value = math.nan if bool(torch.isnan(t).any()) else math.inf
+                    return _origin(k, where, value)
             return None
-        if not read:
-            return None
-        device = sums[0].device
-        values = torch.stack([s.to(device, torch.float32) for s in sums]).tolist()  # one read
-        for k, value in enumerate(values):
-            if not math.isfinite(value):
-                return _origin(k, where, value)
-        return None
+        finally:
+            entries.clear()  # the kept tensors go now, not when the last hook does
+
+
+def _sum(t: torch.Tensor) -> torch.Tensor:
+    """A finiteness test: NaN or Inf where ``t`` holds one (half precision summed in float32).
+    A sum of finite values near the float32 limit may overflow; a kept tensor is then tested
+    exactly (a float64 accumulation would be exact but costs 25x a float32 sum on the CPU)."""
+    return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
 
 
 def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:

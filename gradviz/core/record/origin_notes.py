@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
 from torch import nn
 
 #: Called as ``listener(recorder, step)`` at every logged step, before it is read
@@ -32,28 +33,43 @@ def untraced():
 
 
 class OriginNotes:
-    """The first module-level origin seen in a run of ``model``, with its step."""
+    """The first module-level origin seen in a run of ``model``, with its step.
 
-    def __init__(self, model: nn.Module) -> None:
+    On the CPU the module outputs and gradients are kept through the step and summed only
+    when the step's gradients or loss turned out non-finite; on an accelerator they are
+    summed on the device, at the recorded steps only (see ``core.origin.modules``). Once
+    the origin is found the hooks go: the steps after it cost nothing."""
+
+    def __init__(self, model: nn.Module, device: torch.device) -> None:
         from gradviz.core.origin.modules import ModuleOrigin  # only where origin is asked for
 
-        self._origin = ModuleOrigin(model)
+        self._origin = ModuleOrigin(model, lazy=device.type == "cpu")
         self.found: dict | None = None
 
-    def note(self, number: int, read: bool, loss=None) -> None:
+    def note(
+        self, number: int, read: bool, loss=None, suspect: bool | None = None, read_next=True
+    ) -> None:
         """End step ``number``: remember its origin if it is the first one and ``read``
         (the recorder reads on the CPU at every step, on an accelerator at the steps of the
-        interval, which synchronise anyway); otherwise only forget the step's sums. ``loss``
-        (the step's logged loss, if any) tells a loss that was already non-finite from one
-        whose backward made the first bad gradient."""
-        found = self._origin.step_end(read=read and self.found is None)
+        interval, which synchronise anyway); otherwise only forget the step's tensors.
+        ``suspect``: whether the step's gradients or loss are non-finite (False: the step is
+        clean and nothing is summed; None: unknown, everything is). ``loss`` (the step's
+        logged loss, if any) tells a loss that was already non-finite from one whose
+        backward made the first bad gradient. ``read_next``: whether the next step will be
+        read (the hooks sleep through a step that will not)."""
+        found = self._origin.step_end(read=read and self.found is None, suspect=suspect)
         if found is not None:
             self.found = {**_outside_modules(found, loss), "step": number}
+            self._origin.remove()  # only the first origin is kept: nothing more to look at
+        elif self.found is None:
+            self._origin.armed = read_next
 
-    def forget(self) -> None:
-        """Drop the step's sums unread (a step GradScaler skipped: its scaled gradients
+    def forget(self, read_next: bool = True) -> None:
+        """Drop the step's tensors unread (a step GradScaler skipped: its scaled gradients
         overflowed, which is no module's doing)."""
         self._origin.step_end(read=False)
+        if self.found is None:
+            self._origin.armed = read_next
 
     def attach(self, first: dict | None) -> None:
         """Add the origin to the run's ``first`` non-finite gradient where it was seen by

@@ -102,7 +102,9 @@ class Recorder:
         # close(), at exit, after an exception or on SIGTERM (see sink).
         self._sink = StepSink(self._writer)
         watch_owner(self, self._sink)
-        self._origin = OriginNotes(self._module) if origin and self._module is not None else None
+        self._origin = (
+            OriginNotes(self._module, self.device) if origin and self._module is not None else None
+        )
         self._sink.origin = self._origin
         # The graph (module tree, run order, data flow) is stored from the first recorded step.
         self._run_order = RunOrder(self._module) if plain and self._module is not None else None
@@ -237,7 +239,7 @@ class Recorder:
                 self._record_skip(number, skip)
                 return
             bad_now = self._first_bad.check(grads, number)
-            self._note_origin(number, loss)
+            self._note_origin(number, loss, bad_now)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
                     grads = [None if g is None else g.detach() / scale for g in grads]
@@ -249,12 +251,20 @@ class Recorder:
         self._last_step = number
         self._count += 1
 
-    def _note_origin(self, number: int, loss) -> None:
-        """End the step's module-level origin checks (read on the CPU at every step, on an
-        accelerator at the steps of the interval, which synchronise anyway)."""
-        if self._origin is not None:
-            read = self.device.type == "cpu" or self._count % self.interval == 0
-            self._origin.note(number, read, loss)
+    def _note_origin(self, number: int, loss, bad_now: bool) -> None:
+        """End the step's module-level origin checks: read on the CPU at every step whose
+        gradients (``bad_now``, read just now) or loss are non-finite, on an accelerator at
+        the steps of the interval, which synchronise anyway."""
+        if self._origin is None:
+            return
+        suspect = (bad_now or _nonfinite_loss(loss)) if self.device.type == "cpu" else None
+        self._origin.note(
+            number, self._reads_at(self._count), loss, suspect, self._reads_at(self._count + 1)
+        )
+
+    def _reads_at(self, count: int) -> bool:
+        """Whether the module-level origin is read at the ``count``-th logged step."""
+        return self.device.type == "cpu" or count % self.interval == 0
 
     def _on_optimizer_step(self) -> None:
         if self._amp is None and self._scaler_searches < _SCALER_SEARCHES:
@@ -303,7 +313,7 @@ class Recorder:
         with the sink's lock held). Its module-level sums are dropped: the overflow of its
         scaled gradients is no module's doing."""
         if self._origin is not None:
-            self._origin.forget()
+            self._origin.forget(self._reads_at(self._count + 1))
         self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
         self._next_step(number)
 
