@@ -8,6 +8,8 @@ gradient is more alarming (a NaN behind a mask is still a NaN).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gradviz.core.distances import DistanceResult
@@ -83,3 +85,24 @@ def all_finite(tensors, device: torch.device) -> torch.Tensor:
     if not flags:
         return torch.ones((), dtype=torch.bool, device=device)
     return torch.stack(flags).all() if len(flags) > 1 else flags[0]
+
+
+def grad_norms(tensors, device: torch.device) -> torch.Tensor:
+    """(len(tensors),) tensor on ``device``: each tensor's L2 norm in its own dtype (NaN
+    where it holds a NaN, Inf where it holds an Inf or its norm overflows), NaN for None
+    (no gradient reached it), as a recording's statistics read them.
+
+    One multi-tensor call where the tensors share a dtype; no host sync.
+    """
+    present = [t for t in tensors if t is not None]
+    if not present:
+        return torch.full((len(tensors),), math.nan, device=device)
+    if len({t.dtype for t in present}) == 1 and hasattr(torch, "_foreach_norm"):
+        values = torch.stack(torch._foreach_norm(present))
+    else:
+        values = torch.stack([torch.linalg.vector_norm(t).to(present[0].dtype) for t in present])
+    if len(present) == len(tensors):
+        return values
+    out = torch.full((len(tensors),), math.nan, dtype=values.dtype, device=device)
+    out[[i for i, t in enumerate(tensors) if t is not None]] = values
+    return out

@@ -98,6 +98,9 @@ class DistanceFitRun:
         # Losses of completed steps in a buffer that doubles when full: a snapshot copies
         # it in one memcpy instead of converting a long Python list at every frame.
         self._losses = np.empty(max(1, min(config.steps, 1024)), dtype=np.float64)
+        # Each completed step's gradient norm per parameter tensor, beside its loss.
+        self.grad_norm_names = tuple(name for name, _ in named)
+        self._grad_norms = np.empty((len(named), len(self._losses)), dtype=np.float64)
         self._attempts = 0  # forward/backward passes run by step() or for a snapshot
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
@@ -141,7 +144,7 @@ class DistanceFitRun:
         started = time.perf_counter()
         self._capture = None  # free the previous step's matrices before this one allocates
         try:
-            loss_value, grads_finite = self._evaluate_step(capture)
+            loss_value, grads_finite, grad_norms = self._evaluate_step(capture)
         except Exception as exc:
             self._fail_if_out_of_memory(exc)
             raise
@@ -158,7 +161,10 @@ class DistanceFitRun:
             raise
         if self.completed_steps == len(self._losses):
             self._losses = np.concatenate([self._losses, np.empty_like(self._losses)])
+            spare = np.empty_like(self._grad_norms)
+            self._grad_norms = np.concatenate([self._grad_norms, spare], axis=1)
         self._losses[self.completed_steps] = loss_value
+        self._grad_norms[:, self.completed_steps] = grad_norms
         self.completed_steps += 1
         if index > 0:
             self._timed_seconds += time.perf_counter() - started
@@ -167,14 +173,14 @@ class DistanceFitRun:
             self.done = True
         return loss_value
 
-    def _evaluate_step(self, capture: bool) -> tuple[float, bool]:
-        """Forward and backward of step ``completed_steps``: its loss and whether every
-        gradient is finite; records first non-finite steps and, with ``capture``, what the
-        next Snapshot shows."""
+    def _evaluate_step(self, capture: bool) -> tuple[float, bool, np.ndarray]:
+        """Forward and backward of step ``completed_steps``: its loss, whether every
+        gradient is finite and each parameter's (T,) gradient norm; records first
+        non-finite steps and, with ``capture``, what the next Snapshot shows."""
         index = self.completed_steps
         self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture)
-        loss_value, grads_finite = self._loss_and_finite_grads(loss)
+        loss_value, grads_finite, grad_norms = self._read_step(loss)
         if index == 0:
             self._step_zero_loss = loss_value
         if not math.isfinite(loss_value) and self.first_nonfinite_loss_step is None:
@@ -183,7 +189,7 @@ class DistanceFitRun:
             self.first_nonfinite_grad_step = index
         if capture:
             self._capture = self._gather(loss_value, coords, result, entry_grad)
-        return loss_value, grads_finite
+        return loss_value, grads_finite, grad_norms
 
     def _snapshot_side(self) -> int | None:
         """Side of the Snapshots' matrices, or None for full resolution."""
@@ -224,6 +230,13 @@ class DistanceFitRun:
     def loss_history(self) -> np.ndarray:
         """(completed_steps,) float64: the loss computed in each completed step."""
         return self._losses[: self.completed_steps].copy()
+
+    @property
+    def grad_norm_history(self) -> np.ndarray:
+        """(T, completed_steps) float64: column k holds the L2 norm of each parameter
+        tensor's gradient (``grad_norm_names``) in step k, from the same backward pass as
+        its loss, before that step's update; NaN or Inf where the gradient held them."""
+        return self._grad_norms[:, : self.completed_steps].copy()
 
     @property
     def initial_loss(self) -> float:
@@ -303,6 +316,8 @@ class DistanceFitRun:
             step=self.completed_steps,
             loss=capture.loss,
             loss_history=self.loss_history,
+            grad_norm_history=self.grad_norm_history,
+            grad_norm_names=self.grad_norm_names,
             reference_loss=self.reference_loss,
             coords=_f32(capture.coords),
             target_coords=self.target_points.astype(np.float32),
@@ -388,16 +403,21 @@ class DistanceFitRun:
         loss.backward()
         return loss, coords, result, entry_grad
 
-    def _loss_and_finite_grads(self, loss: torch.Tensor) -> tuple[float, bool]:
-        """The loss value and whether every gradient is finite: the one host read of a step."""
-        ok = diagnostics.all_finite([p.grad for p in self._params], self.device)
+    def _read_step(self, loss: torch.Tensor) -> tuple[float, bool, np.ndarray]:
+        """The loss value, whether every gradient is finite and the (T,) float64 norm of
+        each parameter's gradient: the one host read of a step."""
+        grads = [p.grad for p in self._params]
+        ok = diagnostics.all_finite(grads, self.device)
+        norms = diagnostics.grad_norms(grads, self.device)  # one multi-tensor kernel
         if self.device.type == "cpu":
-            # Host memory: two plain reads cost nothing, where stacking them into one
+            # Host memory: plain reads cost nothing, where stacking them into one
             # transfer adds a few small torch ops (about 3% of a step at N = 10).
-            return loss.item(), bool(ok)
-        # On an accelerator both values come back in one transfer (one sync).
-        loss_value, ok_value = torch.stack([loss.detach(), ok.to(loss.dtype)]).tolist()
-        return loss_value, ok_value == 1.0
+            return loss.item(), bool(ok), norms.numpy().astype(np.float64)
+        # On an accelerator all values come back in one transfer (one sync), in the loss's
+        # dtype (MPS has no float64; a float32 norm is exact in it).
+        head = torch.stack([loss.detach(), ok.to(loss.dtype)])
+        values = torch.cat([head, norms.to(loss.dtype)]).cpu().numpy().astype(np.float64)
+        return float(values[0]), bool(values[1] == 1.0), values[2:]
 
     def _gather(
         self,

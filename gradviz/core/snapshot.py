@@ -50,6 +50,10 @@ class Snapshot:
     done: bool  # finished: all steps done, or stopped on NaN
     display_block: int = 1  # full-resolution entries per side of one (M, M) matrix cell
     entry_health_counts: tuple[int, ...] | None = None  # entries per Health code, full size
+    # (T, step) float64: each parameter tensor's gradient norm in each completed step, as
+    # loss_history (NaN and Inf kept); the T tensors are named by grad_norm_names.
+    grad_norm_history: np.ndarray | None = None
+    grad_norm_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -128,3 +128,36 @@ def test_inspect_gives_each_rank_its_own_numbers_and_never_mixes_them(tmp_path, 
     assert "rank 0: 5 steps recorded, last step 4, complete" in text
     assert "rank 1: 3 steps recorded, last step 2, not complete" in text
     assert "steps recorded: 5" not in text  # no total that is one rank's count
+
+
+def _recorded_norms(stream, name: str) -> np.ndarray:
+    """(S,) a recorded tensor's gradient norm as the lab's run keeps it: NaN where the
+    gradient held a NaN, +Inf where it held an Inf (the recording stores the finite part)."""
+    series = stream.tensor(name)
+    nan, inf = series.counts[:, 2], series.counts[:, 3] + series.counts[:, 4]
+    return np.where(nan > 0, np.nan, np.where(inf > 0, np.inf, series.grad_norm))
+
+
+def test_the_runs_gradient_norms_are_the_recorded_ones_of_the_same_step(tmp_path, capsys):
+    from gradviz.core.config import FitConfig
+    from gradviz.core.fit import DistanceFitRun
+
+    settings = {"target": "gaussian", "n": 10, "dim": 3, "steps": 8, "seed": 5, "lr": 1e-2}
+    cases = {"net": {"method": "safe", "net": "4-8-3:tanh"}, "naive": {"method": "naive"}}
+    for label, case in cases.items():
+        path = tmp_path / label
+        flags = [f"--{k}={v}" for k, v in {**settings, **case}.items()]
+        assert main(["fit", *flags, "--record", str(path), "--json"]) == 0
+        cli = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        run = DistanceFitRun(FitConfig(**settings, **case))  # the same settings, unrecorded
+        run.run()
+        assert cli["steps"] == run.completed_steps == 8
+        stream = Reader(path).rank(0)
+        np.testing.assert_array_equal(stream.step_numbers(), np.arange(8))
+        # Same seeds, same numbers: the losses line up step for step, and so do the norms.
+        np.testing.assert_array_equal(stream.losses(), run.loss_history)
+        assert tuple(stream.tensors) == run.grad_norm_names
+        for t, name in enumerate(run.grad_norm_names):
+            recorded = _recorded_norms(stream, name)
+            np.testing.assert_allclose(run.grad_norm_history[t], recorded, rtol=1e-6)
+    assert np.isnan(run.grad_norm_history).all()  # naive: NaN from step 0, kept as such

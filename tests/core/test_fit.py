@@ -62,7 +62,8 @@ def test_fixed_methods_run_500_steps_with_finite_decreasing_loss(method):
 
 
 def _plain_classic_fix_loop(target: np.ndarray, init: np.ndarray, steps: int, lr: float):
-    """The classic fix as people write it, independent of gradviz."""
+    """The classic fix as people write it, independent of gradviz: each step's loss, the
+    final coordinates and each step's gradient norm (of float64 copies of the gradient)."""
     target_t = torch.tensor(target, dtype=torch.float64)
     diff = target_t[:, None, :] - target_t[None, :, :]
     target_d = torch.sqrt((diff**2).sum(-1)).to(torch.float32)
@@ -71,7 +72,7 @@ def _plain_classic_fix_loop(target: np.ndarray, init: np.ndarray, steps: int, lr
     criterion = torch.nn.MSELoss()
     n = len(x)
     off_diagonal = ~torch.eye(n, dtype=torch.bool)
-    losses = []
+    losses, grad_norms = [], []
     for _ in range(steps):
         optimizer.zero_grad()
         gram = x @ x.T
@@ -82,8 +83,9 @@ def _plain_classic_fix_loop(target: np.ndarray, init: np.ndarray, steps: int, lr
         loss = criterion(d, target_d)
         losses.append(loss.item())
         loss.backward()
+        grad_norms.append(np.linalg.norm(x.grad.numpy().astype(np.float64)))
         optimizer.step()
-    return np.array(losses), x.detach().numpy()
+    return np.array(losses), x.detach().numpy(), np.array(grad_norms)
 
 
 def test_masked_method_reproduces_a_plain_classic_fix_loop_step_for_step(tmp_path):
@@ -99,9 +101,12 @@ def test_masked_method_reproduces_a_plain_classic_fix_loop_step_for_step(tmp_pat
         lr=1e-2,
     )
     run.run()
-    losses, coords = _plain_classic_fix_loop(target, init, steps=60, lr=1e-2)
+    losses, coords, grad_norms = _plain_classic_fix_loop(target, init, steps=60, lr=1e-2)
     np.testing.assert_array_equal(run.loss_history, losses)
     np.testing.assert_array_equal(run.evaluate()[0], coords)
+    # Step k's gradient norm sits beside step k's loss (same backward, before its update).
+    assert run.grad_norm_names == ("coords",) and run.grad_norm_history.shape == (1, 60)
+    np.testing.assert_allclose(run.grad_norm_history[0], grad_norms, rtol=1e-5)
 
 
 def test_stop_on_nan_keeps_the_last_finite_state():
@@ -283,6 +288,30 @@ def test_loss_history_holds_every_step_loss_in_order():
     returned = [run.step() for _ in range(1500)]
     np.testing.assert_array_equal(run.loss_history, returned)
     assert run.loss_history[0] == run.initial_loss
+    # The gradient norms grow with it, column for step.
+    assert run.grad_norm_history.shape == (1, 1500)
+    assert np.isfinite(run.grad_norm_history).all() and (run.grad_norm_history > 0).all()
+
+
+def test_gradient_norms_keep_nan_and_are_carried_in_the_snapshot():
+    run = _run(method="naive", steps=4)
+    run.step(capture=True)
+    snap = run.snapshot()
+    # The naive method's NaN gradient at step 0 is a NaN norm, not a dropped step.
+    assert snap.grad_norm_names == ("coords",) and snap.grad_norm_history.shape == (1, 1)
+    assert np.isnan(snap.grad_norm_history[0, 0])
+    assert not snap.grad_norm_history.flags.writeable
+    net = _run(net="4-8-3:tanh", steps=3)
+    net.step(capture=True)
+    snap = net.snapshot()
+    named = list(net.model.named_parameters())
+    assert snap.grad_norm_names == tuple(name for name, _ in named)
+    # Each norm is that of the gradient step 0 used (left in .grad after its update).
+    expected = [np.linalg.norm(p.grad.detach().double().numpy()) for _, p in named]
+    np.testing.assert_allclose(snap.grad_norm_history[:, 0], expected, rtol=1e-5)
+    net.step()  # step 1's gradients differ: the history keeps step 0's column
+    np.testing.assert_array_equal(net.grad_norm_history[:, 0], snap.grad_norm_history[:, 0])
+    assert net.grad_norm_history.shape == (len(named), 2)
 
 
 def test_steps_per_second_leaves_out_the_first_step():
@@ -336,6 +365,8 @@ def test_fit_on_cuda_matches_the_cpu_run_and_snapshots_land_on_the_host():
     cpu.run()
     assert gpu.device.type == "cuda"
     np.testing.assert_allclose(gpu.loss_history, cpu.loss_history, rtol=1e-9)
+    # The norms come back in the loss's own transfer, one per parameter tensor and step.
+    np.testing.assert_allclose(gpu.grad_norm_history, cpu.grad_norm_history, rtol=1e-9)
     snap = gpu.snapshot()
     assert isinstance(snap.distances, np.ndarray) and snap.jacobians.shape == (10, 3, 4)
     naive = _run(device="cuda", method="naive", steps=3)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -568,3 +572,76 @@ def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot
     timeline.set_state_text("complete")  # the writer finished
     timeline.select_index(0)
     assert timeline.readouts()["state"] == "complete"
+
+
+SCALARS_BETWEEN_STEPS = textwrap.dedent(
+    """
+    import os, sys, time, torch, gradviz
+    path, gates = sys.argv[1], sys.argv[2]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x = torch.randn(8, 3)
+    rec = gradviz.watch(model, path, every=1000)  # gradients at step 0 only
+    for step in range(1000):
+        while not os.path.exists(os.path.join(gates, str(step))):
+            if os.path.exists(os.path.join(gates, "stop")):
+                rec.close()
+                sys.exit()
+            time.sleep(0.02)  # each step waits for the test (however busy the machine is)
+        model.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        rec.log(loss=loss, lr=0.1)  # scalars at every step, between recorded steps
+    """
+)
+
+
+def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
+    qtbot, lab, tmp_path, monkeypatch
+):
+    import types
+
+    from gradviz.gui.recordings import follower
+
+    # The follower's clock is the test's: each scalar arrives 0.6 STALL_S after the last,
+    # so a follower that counts recorded steps only finds the writer stalled.
+    clock = [0.0]
+    monkeypatch.setattr(follower, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    path, gates = tmp_path / "scalars", tmp_path / "gates"
+    gates.mkdir()
+    (gates / "0").touch()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    args = [sys.executable, "-c", SCALARS_BETWEEN_STEPS, str(path), str(gates)]
+    writer = subprocess.Popen(args, env=env)
+    try:
+        qtbot.waitUntil(lambda: _logged_scalars(path) == 1, timeout=WAIT_MS)
+        open_and_wait(qtbot, lab, path)
+        source, state = lab.recordings.source, lab.recordings.page.timeline.state_label
+        qtbot.waitUntil(lambda: state.text() == "following", timeout=WAIT_MS)
+        seen = []
+        source.stateChanged.connect(lambda s: seen.append(s.label))
+
+        def logged() -> int:  # lr values the follower has read
+            return source.data.meta.get("scalars", {}).get("lr", {}).get("count", 0)
+
+        for step in range(1, 5):
+            (gates / str(step)).touch()
+            qtbot.waitUntil(lambda n=step: logged() == n + 1, timeout=WAIT_MS)
+            assert state.text() == "following", f"after the scalars of step {step}"
+            clock[0] += 0.6 * follower.STALL_S
+        assert source.data.n_steps == 1  # the recorded steps did not grow: the scalars did
+        assert "incomplete (writer stopped)" not in seen
+        (gates / "stop").touch()
+        qtbot.waitUntil(lambda: state.text() == "complete", timeout=WAIT_MS)
+    finally:
+        (gates / "stop").touch()
+        writer.wait(timeout=60)
+
+
+def _logged_scalars(path) -> int:
+    from gradviz.core.record.reader import is_recording
+
+    if not is_recording(path):
+        return 0
+    stream = Reader(path).rank(0)
+    return len(stream.scalar("lr").values) if "lr" in stream.scalar_names() else 0

@@ -279,6 +279,19 @@ def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make
     np.testing.assert_allclose(y, lab_y)
     readout = recordings.overlay.readouts()["runs"][0]
     assert readout["source"] == "live" and readout["last_step"] == 39
+    # Its gradient norm too, step k's from step k's own backward pass: the numbers of the
+    # same settings run outside the app (as `gradviz fit --record` records them).
+    from gradviz.core.fit import DistanceFitRun
+
+    reference = DistanceFitRun(small(steps=40))
+    reference.run()
+    for key in (GRAD_NORM_ALL, "grad_norm:coords"):
+        pick(recordings.overlay, key)
+        x, _, raw, _ = run.drawn
+        np.testing.assert_array_equal(x, np.arange(40))
+        expected = np.sqrt(np.sum(reference.grad_norm_history**2, axis=0))
+        np.testing.assert_allclose(raw, expected, rtol=1e-6)
+    assert recordings.overlay.readouts()["runs"][0]["points"] == 40
 
 
 def test_the_lab_loss_plot_marks_nonfinite_losses_as_the_runs_page_does(qtbot):

@@ -2,10 +2,10 @@
 
 A ``RecordingSource`` reads the recording once, then, until its writer marks it complete,
 polls ``Reader.refresh()`` every ``POLL_MS`` on a task thread and re-reads it when steps
-were added. One read is in flight at a time (a Reader is not shared between threads).
-A stream that is not complete and has not grown for ``STALL_S`` seconds is shown as
-incomplete (its writer stopped or died): a state, not an error; polling goes on slowly in
-case it resumes.
+or logged scalars were added. One read is in flight at a time (a Reader is not shared
+between threads). A stream that is not complete and has not grown (no step, no scalar) for
+``STALL_S`` seconds is shown as incomplete (its writer stopped or died): a state, not an
+error; polling goes on slowly in case it resumes.
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ class RecordingSource(QObject):
             try:
                 reader = previous if previous is not None else Reader(path)
                 changed = reader.refresh() if previous is not None else True
-                return reader, (read(reader, rank) if changed or force else None)
+                # ``changed`` is the growth test: a writer that logs scalars between
+                # recorded steps is still writing, though what is shown may not change.
+                return reader, (read(reader, rank) if changed or force else None), changed
             except (GradvizError, MemoryError, OSError):
                 raise
             except Exception as exc:  # a damaged recording: say so, not "not a model"
@@ -129,8 +131,10 @@ class RecordingSource(QObject):
         if generation != self._generation or self._closed:
             return
         self._busy = False
-        self._reader, data = value  # type: ignore[misc]
+        self._reader, data, changed = value  # type: ignore[misc]
         now = time.monotonic()
+        if changed:
+            self._last_growth = now
         if data is not None:
             grew = self.data is None or data.n_steps != self.data.n_steps
             if grew or data.rank != self.data.rank or data.complete != self.data.complete:

@@ -202,7 +202,7 @@ class RunsOverlay(QWidget):
         return run
 
     def add_live(self, session) -> OverlaidRun:
-        """Follow the lab's current run (its loss, every step)."""
+        """Follow the lab's current run (its loss and gradient norms, every step)."""
         feed = LiveFeed(session, self)
         run = self.runs.get(feed.label) or self._new_run(feed.label)
         if isinstance(run.feed, LiveFeed):

@@ -140,10 +140,20 @@ def read_runs(reader: Reader, rank: int | None = None) -> RunSeries:
     )
 
 
-def live_series(label: str, losses: np.ndarray, times: np.ndarray) -> RunSeries:
+def live_series(
+    label: str,
+    losses: np.ndarray,
+    times: np.ndarray,
+    grad_norms: np.ndarray | None = None,
+    tensors: tuple[str, ...] = (),
+) -> RunSeries:
     """The lab's live run: ``losses`` (S,) float64, entry k the loss of step k (0-based, as
-    the lab's loss plot and the CLI count), ``times`` (S,) Unix seconds each was seen."""
+    the lab's loss plot and the CLI count), ``times`` (S,) Unix seconds each was seen;
+    ``grad_norms`` (T, S) float64, column k each of the ``tensors``' gradient norm in step k
+    (NaN and Inf as they were), or None for a run that has none."""
     steps = np.arange(len(losses), dtype=np.int64)
+    has_norms = grad_norms is not None and len(tensors) > 0
+    norms = np.asarray(grad_norms, np.float64) if has_norms else np.zeros((0, 0))
     return RunSeries(
         path=label,
         source="live",
@@ -151,6 +161,10 @@ def live_series(label: str, losses: np.ndarray, times: np.ndarray) -> RunSeries:
         ranks=(0,),
         complete=False,
         scalars={"loss": (steps, np.asarray(losses, np.float64))},
+        tensors=tuple(tensors) if has_norms else (),
+        grad_steps=steps if has_norms else np.zeros(0, np.int64),
+        grad_norms=norms,
+        grad_missing=np.zeros(norms.shape, bool),
         times=(steps, np.asarray(times, np.float64)),
     )
 

@@ -1,9 +1,10 @@
 """The lab's live run as a run of the Runs page: it grows with every snapshot shown.
 
 A ``LiveFeed`` listens to the session's ``snapshotShown`` and, for snapshots of the run it
-was made for (one generation), emits that run's ``RunSeries`` (its whole loss history, step
-k at x = k, as the lab's loss plot draws it). Each step's wall time is when the feed first
-saw it; the steps taken before the feed started are dated back from the run's step rate.
+was made for (one generation), emits that run's ``RunSeries``: its whole loss history, step
+k at x = k as the lab's loss plot draws it, and its gradient norms (all tensors, or one) of
+the same steps. Each step's wall time is when the feed first saw it; the steps taken before
+the feed started are dated back from the run's step rate.
 """
 
 from __future__ import annotations
@@ -65,7 +66,13 @@ class LiveFeed(QObject):
         if self.series is not None and len(losses) == len(self._times):
             return  # nothing new (a repaint, a recorded step shown again)
         self._times = _extend_times(self._times, len(losses), snapshot.steps_per_second)
-        self.series = live_series(self.label, losses, self._times)
+        self.series = live_series(
+            self.label,
+            losses,
+            self._times,
+            snapshot.grad_norm_history,
+            snapshot.grad_norm_names,
+        )
         self.loaded.emit(self.series)
 
 
