@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -79,8 +80,13 @@ def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_reco
     assert hist[L.NAN_BIN] == 32 and hist.sum() == 32  # 0.weight: 8 x 4 entries, all NaN
     assert "NaN 32" in page.histogram.title.text()
     assert page.image_choice.currentText() == "hidden"
+    assert page.images_box.isVisible()
     assert page.entry_health.counts()[Health.NAN] == 16 * 8
     assert data.complete and page.timeline.state_label.text() == "complete"
+    # Without rec.tensor matrices there is no per-entry map, and so no legend saying "NaN 0"
+    # beside a recording whose gradients are NaN.
+    page.set_data(dataclasses.replace(data, images={}))
+    assert not page.images_box.isVisible() and not page.entry_health.isVisible()
 
 
 def test_the_origin_panel_shows_a_traced_origin_with_a_selectable_source_line(qtbot):

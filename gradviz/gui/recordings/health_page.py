@@ -87,7 +87,9 @@ class ModelHealthPage(QWidget):
         left.addWidget(self.health)
         left.addWidget(self.loss)
         left.setSizes([560, 240])
-        images = QWidget()
+        # The per-entry matrices of rec.tensor: hidden for a recording without any, where an
+        # empty map's legend ("NaN 0") would sit beside NaN gradients it says nothing about.
+        self.images_box = images = QWidget()
         box = QVBoxLayout(images)
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.image_choice)
@@ -136,7 +138,7 @@ class ModelHealthPage(QWidget):
         if names != [self.image_choice.itemText(k) for k in range(self.image_choice.count())]:
             self.image_choice.clear()
             self.image_choice.addItems(names)
-        self.image_choice.setVisible(bool(names))
+        self.images_box.setVisible(bool(names))
         self.tensor_index = min(self.tensor_index, max(len(data.tensors) - 1, 0))
         self.timeline.set_steps(data.steps)  # emits indexChanged: everything follows
 
