@@ -131,6 +131,11 @@ def test_hovering_a_cell_reads_its_numbers_and_clicking_shows_its_histogram(
     page = lab.recordings.page
     health = page.health
     assert health.describe(0, 7).startswith("0.weight @ step 7: NaN")
+    # The norm of a gradient holding NaN is NaN, as the Runs page draws it; the recorder's
+    # norm of its finite entries (none here) is said as such.
+    assert ", |grad| nan (finite entries 0" in health.describe(0, 7)
+    assert health.describe(0, 3).split(", ")[1].startswith("|grad| ")
+    assert "finite entries" not in health.describe(0, 3)
     vb = health.plot.getPlotItem().vb
     cell = health.plot.mapFromScene(vb.mapViewToScene(QPointF(3.5, 2.5)))  # 2.weight, step 3
     qtbot.mouseMove(health.plot.viewport(), cell)
