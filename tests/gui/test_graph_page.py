@@ -183,7 +183,8 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
     assert page_title(lab.window) == "Graph" and page.isVisible()
     assert not any(dock.isVisible() for dock in lab.window.docks.values())
     assert page.shown.edges == () and page.shown.source == "names"
-    assert "the order and the connections are not in the file" in page.header.text()
+    assert "the order and the connections are not in the file." in page.header.text()
+    assert "Structure from names" in page.header.text()  # each note reads as a sentence
     assert {n.kind for n in page.shown.nodes} == {MODULE, PARAMETER}
     assert page.timeline.isHidden()
     page.select_node("m:0")  # the module's weights in the explorer's layer table

@@ -222,7 +222,7 @@ class GraphPage(QWidget):
             f"{self.where}: graph from {graph.source}, {len(shown.nodes):,} nodes drawn, "
             f"{len(shown.edges):,} edges of data flow."
         ]
-        parts += list(graph.notes)
+        parts += [_as_sentence(note) for note in graph.notes]  # notes are fragments
         if graph.collapsed is not None:
             parts.append(graph.collapsed.sentence)
         if self.folded:
@@ -474,3 +474,9 @@ def _fill(health: NodeHealth | None, low: float, high: float) -> QColor:
 
 
 __all__ = ["MODULE", "PAGE_NODE_LIMIT", "PAGE_TITLE", "GraphPage"]
+
+
+def _as_sentence(note: str) -> str:
+    """A graph's note (a lowercase fragment, as the JSON gives it) as a sentence."""
+    note = note.strip()
+    return note[:1].upper() + note[1:] + ("" if note.endswith(".") else ".")
