@@ -102,16 +102,49 @@ def test_the_origin_and_the_modules_after_it_are_marked_from_the_first_nonfinite
     assert page_title(lab.window) == line == "Graph"
 
 
-def test_a_clicked_node_selects_its_tensors_on_model_health_and_back(qtbot, lab, nan_recording):
+def ctrl_click_cell(qtbot, health_map, tensor: int, index: int) -> None:
+    """A Ctrl+click on the health map's cell (tensor, index), as the user makes it."""
+    from PySide6.QtCore import QPointF, Qt
+
+    scene_pos = health_map.plot.getPlotItem().vb.mapViewToScene(QPointF(index + 0.5, tensor + 0.5))
+    point = health_map.plot.mapFromScene(scene_pos)
+    qtbot.mouseClick(
+        health_map.plot.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier,
+        point,
+    )  # fmt: skip
+
+
+def test_a_clicked_node_selects_all_its_tensors_on_model_health_and_back(qtbot, lab, nan_recording):
     data, page = open_graph(qtbot, lab, nan_recording)
     health = lab.recordings.page
-    page.select_node("m:b1.fc2")
-    assert data.tensors[health.tensor_index] == "b1.fc2.weight"
+    page.select_node("m:b1.fc2")  # a layer: its weight and its bias, outlined as one run
+    assert health.selected_tensors() == ["b1.fc2.weight", "b1.fc2.bias"]
+    rows = [data.tensors.index("b1.fc2.weight"), data.tensors.index("b1.fc2.bias")]
+    assert health.health.selected_rows == tuple(sorted(rows))
     assert health.histogram.title.text().startswith("b1.fc2.weight @ step")
-    # Model health's cell click selects the node holding that tensor here.
+    assert health.selection_label.text() == (
+        "2 tensors selected (b1.fc2.weight, b1.fc2.bias); the histogram shows b1.fc2.weight."
+    )
+    page.select_node("m:b2")  # a block: every tensor under it
+    assert health.selected_tensors() == [t for t in data.tensors if t.startswith("b2.")]
+    assert len(health.selected_tensors()) == 4
+    # Model health's cell click selects that one tensor and the node holding it here.
     health.select_cell(data.tensors.index("out.bias"), 1)
+    assert health.selected_tensors() == ["out.bias"] and health.selection_label.isHidden()
     assert page.selected == "m:out"
     assert page.step == int(data.steps[1])  # and the graph's step followed
+    # Ctrl+click adds a row: the node holding both (the layer) is selected here.
+    ctrl_click_cell(qtbot, health.health, data.tensors.index("out.weight"), 1)
+    qtbot.waitUntil(lambda: len(health.selected_rows) == 2)
+    assert set(health.selected_tensors()) == {"out.weight", "out.bias"}
+    assert health.selected_tensors()[0] == "out.bias"  # the histogram stays on the first
+    assert page.selected == "m:out"
+    # Shift+click from b1.fc1.weight to b1.fc2.bias: the rows of block b1's two layers.
+    health.select_cell(data.tensors.index("b1.fc1.weight"), 1)
+    assert page.selected == "m:b1.fc1"
+    health.add_cell(data.tensors.index("b1.fc2.bias"), 1, True)
+    assert set(health.selected_tensors()) == {t for t in data.tensors if t.startswith("b1.")}
+    assert page.selected == "m:b1"
 
 
 def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot):

@@ -62,11 +62,12 @@ def laid_out(graph: ModelGraph):
 
 
 class GraphPage(QWidget):
-    """``tensorChosen(row)``: a node was clicked whose first recorded tensor is ``row``;
+    """``tensorsChosen(rows)``: a node was clicked whose recorded tensors are ``rows`` (a
+    tuple: a module's weight and bias, every tensor under a collapsed module);
     ``moduleChosen(path)``: a node of the module ``path`` was clicked; ``failed(sentence)``:
     a layout could not be made; ``laidOut()``: a new drawing is on screen."""
 
-    tensorChosen = Signal(int)
+    tensorsChosen = Signal(object)
     moduleChosen = Signal(str)
     failed = Signal(str)
     laidOut = Signal()
@@ -375,16 +376,19 @@ class GraphPage(QWidget):
         self.describe(node_id)
         node = self.shown.node(node_id)
         if self._health is not None and node_id in self._health.rows:
-            self.tensorChosen.emit(int(self._health.rows[node_id][0]))
+            self.tensorsChosen.emit(tuple(int(r) for r in self._health.rows[node_id]))
         if node.module:
             self.moduleChosen.emit(node.module)
 
-    def select_tensor(self, row: int) -> None:
-        """Model health chose tensor ``row``: select the innermost drawn node holding it
-        (no signal back)."""
-        if self._health is None:
+    def select_tensors(self, chosen) -> None:
+        """Model health chose the tensors ``chosen`` (rows): select the innermost drawn node
+        holding all of them (no signal back)."""
+        if self._health is None or not len(chosen):
             return
-        holders = [node_id for node_id, rows in self._health.rows.items() if row in rows]
+        wanted = {int(r) for r in chosen}
+        holders = [
+            node_id for node_id, rows in self._health.rows.items() if wanted <= set(rows.tolist())
+        ]
         if not holders:
             return
         depth = {
