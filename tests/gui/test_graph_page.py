@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from fixtures_app import isolated_settings  # noqa: F401 - fixture
-from graph_fixtures import write_residual_recording
+from graph_fixtures import resnet18_state_dict_names, write_residual_recording
 from recording_fixtures import open_and_wait
 
 from gradviz.core.graph.model import MODULE, PARAMETER, GraphNode, ModelGraph
@@ -166,6 +166,34 @@ def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot)
     page.toggle_module("m:b4")  # double-click: that block opens, the others stay folded
     qtbot.waitUntil(lambda: page.shown is not None and "m:b4.l9" in page.scene.nodes)
     assert len(page.scene.nodes) == 30 + 10
+    page.shutdown()
+
+
+def test_a_wide_names_tree_is_drawn_collapsed_below_its_top_levels_and_says_so(qtbot):
+    from gradviz.core.graph.names import graph_from_names
+
+    page = GraphPage()
+    qtbot.addWidget(page)
+    graph = graph_from_names(resnet18_state_dict_names())  # a ResNet-18 state_dict
+    assert len(graph.nodes) == 178 <= PAGE_NODE_LIMIT  # not over the node limit, only wide
+    page.set_graph(graph, "resnet18.pt")
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    blocks = {f"m:layer{k}.{b}" for k in range(1, 5) for b in range(2)}
+    assert {n.id for n in page.shown.nodes if n.hidden} == blocks
+    assert len(page.scene.nodes) == 7 + 16  # the top modules, their tensors and blocks
+    assert sum(n.hidden for n in page.shown.nodes) + len(page.shown.nodes) == 178
+    assert (
+        "8 modules collapsed below depth 2 so that no level of the tree is wider than 24 "
+        "nodes (178 nodes in all): double-click a module to expand it."
+    ) in page.header.text()
+    page.toggle_module("m:layer2.0")  # double-click: that block opens, the others stay
+    qtbot.waitUntil(lambda: page.shown is not None and "m:layer2.0.downsample" in page.scene.nodes)
+    assert "7 modules collapsed below depth 2" in page.header.text()
+    page.expand_all()
+    qtbot.waitUntil(lambda: page.shown is not None and len(page.scene.nodes) == 178)
+    assert "collapsed" not in page.header.text()
+    page.collapse_to_fit()  # Collapse folds it as it was first drawn
+    qtbot.waitUntil(lambda: page.shown is not None and len(page.scene.nodes) == 23)
     page.shutdown()
 
 
