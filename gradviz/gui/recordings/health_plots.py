@@ -25,7 +25,10 @@ DIM, BRIGHT = 0.3, 1.0
 MISSING_COLOUR = (200, 200, 200, 255)
 MISSING_LABEL = "missing"
 #: The readout under the map before a cell of the recording shown was hovered.
-READOUT_HINT = "hover a cell for its numbers; click it for its histogram"
+READOUT_HINT = (
+    "hover a cell for its numbers; click it for its histogram; Ctrl+click or Shift+click: "
+    "more tensors"
+)
 
 
 class StepAxis(AxisItem):
