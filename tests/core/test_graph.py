@@ -269,3 +269,25 @@ def test_a_torchscript_files_graph_has_the_skip_connection_and_places_weighted_o
     assert (linear.module, linear.parent) == ("fc", "m:fc")
     weights = {graph.node(i).module for i in graph.inputs_of(linear.id)} - {""}
     assert weights == {"fc"}
+
+
+def test_a_wide_names_tree_folds_below_the_deepest_depth_whose_levels_fit():
+    from gradviz.core.graph.collapse import fold_modules, folded_to_width
+    from gradviz.core.graph.names import graph_from_names
+
+    # 6 blocks of 5 layers of 2 tensors: 60 parameters side by side on the deepest level.
+    names = [f"b{b}.l{k}.{t}" for b in range(6) for k in range(5) for t in ("weight", "bias")]
+    tree = graph_from_names(names)
+    folded, depth = folded_to_width(tree, width=12)
+    # Depth 2 (30 layers on one level) is too wide; depth 1 draws the 6 blocks only.
+    assert depth == 1 and folded == {f"m:b{b}" for b in range(6)}
+    shown = fold_modules(tree, folded)
+    assert [n.id for n in shown.nodes] == [f"m:b{b}" for b in range(6)]
+    assert {n.hidden for n in shown.nodes} == {5 + 10}  # nothing dropped, only folded
+    # Three levels: the layers of each block fold into it, the blocks stay open.
+    deeper = graph_from_names([f"top.{name}" for name in names])
+    folded, depth = folded_to_width(deeper, width=12)
+    assert depth == 2 and folded == {f"m:top.b{b}" for b in range(6)}
+    # A tree that fits, and a graph with edges (its layers are not the tree's), stay whole.
+    assert folded_to_width(tree, width=60) == (frozenset(), None)
+    assert folded_to_width(_chain_of_blocks(3), width=1) == (frozenset(), None)

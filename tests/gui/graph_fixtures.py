@@ -61,3 +61,18 @@ def write_residual_recording(path: Path, steps: int = 5, nan_at: int = 3) -> Pat
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return path
+
+
+def resnet18_state_dict_names() -> list[str]:
+    """The 122 state_dict names of torchvision's ResNet-18, in its order (178 nodes as a
+    names tree; written out so the tests need no torchvision)."""
+    bn = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
+    names = ["conv1.weight", *(f"bn1.{k}" for k in bn)]
+    for layer in range(1, 5):
+        for block in range(2):
+            at = f"layer{layer}.{block}"
+            names += [f"{at}.conv1.weight", *(f"{at}.bn1.{k}" for k in bn)]
+            names += [f"{at}.conv2.weight", *(f"{at}.bn2.{k}" for k in bn)]
+            if layer > 1 and block == 0:
+                names += [f"{at}.downsample.0.weight", *(f"{at}.downsample.1.{k}" for k in bn)]
+    return [*names, "fc.weight", "fc.bias"]

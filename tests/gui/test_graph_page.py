@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from fixtures_app import isolated_settings  # noqa: F401 - fixture
-from graph_fixtures import write_residual_recording
+from graph_fixtures import resnet18_state_dict_names, write_residual_recording
 from recording_fixtures import open_and_wait
 
 from gradviz.core.graph.model import MODULE, PARAMETER, GraphNode, ModelGraph
@@ -102,16 +102,49 @@ def test_the_origin_and_the_modules_after_it_are_marked_from_the_first_nonfinite
     assert page_title(lab.window) == line == "Graph"
 
 
-def test_a_clicked_node_selects_its_tensors_on_model_health_and_back(qtbot, lab, nan_recording):
+def ctrl_click_cell(qtbot, health_map, tensor: int, index: int) -> None:
+    """A Ctrl+click on the health map's cell (tensor, index), as the user makes it."""
+    from PySide6.QtCore import QPointF, Qt
+
+    scene_pos = health_map.plot.getPlotItem().vb.mapViewToScene(QPointF(index + 0.5, tensor + 0.5))
+    point = health_map.plot.mapFromScene(scene_pos)
+    qtbot.mouseClick(
+        health_map.plot.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier,
+        point,
+    )  # fmt: skip
+
+
+def test_a_clicked_node_selects_all_its_tensors_on_model_health_and_back(qtbot, lab, nan_recording):
     data, page = open_graph(qtbot, lab, nan_recording)
     health = lab.recordings.page
-    page.select_node("m:b1.fc2")
-    assert data.tensors[health.tensor_index] == "b1.fc2.weight"
+    page.select_node("m:b1.fc2")  # a layer: its weight and its bias, outlined as one run
+    assert health.selected_tensors() == ["b1.fc2.weight", "b1.fc2.bias"]
+    rows = [data.tensors.index("b1.fc2.weight"), data.tensors.index("b1.fc2.bias")]
+    assert health.health.selected_rows == tuple(sorted(rows))
     assert health.histogram.title.text().startswith("b1.fc2.weight @ step")
-    # Model health's cell click selects the node holding that tensor here.
+    assert health.selection_label.text() == (
+        "2 tensors selected (b1.fc2.weight, b1.fc2.bias); the histogram shows b1.fc2.weight."
+    )
+    page.select_node("m:b2")  # a block: every tensor under it
+    assert health.selected_tensors() == [t for t in data.tensors if t.startswith("b2.")]
+    assert len(health.selected_tensors()) == 4
+    # Model health's cell click selects that one tensor and the node holding it here.
     health.select_cell(data.tensors.index("out.bias"), 1)
+    assert health.selected_tensors() == ["out.bias"] and health.selection_label.isHidden()
     assert page.selected == "m:out"
     assert page.step == int(data.steps[1])  # and the graph's step followed
+    # Ctrl+click adds a row: the node holding both (the layer) is selected here.
+    ctrl_click_cell(qtbot, health.health, data.tensors.index("out.weight"), 1)
+    qtbot.waitUntil(lambda: len(health.selected_rows) == 2)
+    assert set(health.selected_tensors()) == {"out.weight", "out.bias"}
+    assert health.selected_tensors()[0] == "out.bias"  # the histogram stays on the first
+    assert page.selected == "m:out"
+    # Shift+click from b1.fc1.weight to b1.fc2.bias: the rows of block b1's two layers.
+    health.select_cell(data.tensors.index("b1.fc1.weight"), 1)
+    assert page.selected == "m:b1.fc1"
+    health.add_cell(data.tensors.index("b1.fc2.bias"), 1, True)
+    assert set(health.selected_tensors()) == {t for t in data.tensors if t.startswith("b1.")}
+    assert page.selected == "m:b1"
 
 
 def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot):
@@ -133,6 +166,34 @@ def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot)
     page.toggle_module("m:b4")  # double-click: that block opens, the others stay folded
     qtbot.waitUntil(lambda: page.shown is not None and "m:b4.l9" in page.scene.nodes)
     assert len(page.scene.nodes) == 30 + 10
+    page.shutdown()
+
+
+def test_a_wide_names_tree_is_drawn_collapsed_below_its_top_levels_and_says_so(qtbot):
+    from gradviz.core.graph.names import graph_from_names
+
+    page = GraphPage()
+    qtbot.addWidget(page)
+    graph = graph_from_names(resnet18_state_dict_names())  # a ResNet-18 state_dict
+    assert len(graph.nodes) == 178 <= PAGE_NODE_LIMIT  # not over the node limit, only wide
+    page.set_graph(graph, "resnet18.pt")
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)
+    blocks = {f"m:layer{k}.{b}" for k in range(1, 5) for b in range(2)}
+    assert {n.id for n in page.shown.nodes if n.hidden} == blocks
+    assert len(page.scene.nodes) == 7 + 16  # the top modules, their tensors and blocks
+    assert sum(n.hidden for n in page.shown.nodes) + len(page.shown.nodes) == 178
+    assert (
+        "8 modules collapsed below depth 2 so that no level of the tree is wider than 24 "
+        "nodes (178 nodes in all): double-click a module to expand it."
+    ) in page.header.text()
+    page.toggle_module("m:layer2.0")  # double-click: that block opens, the others stay
+    qtbot.waitUntil(lambda: page.shown is not None and "m:layer2.0.downsample" in page.scene.nodes)
+    assert "7 modules collapsed below depth 2" in page.header.text()
+    page.expand_all()
+    qtbot.waitUntil(lambda: page.shown is not None and len(page.scene.nodes) == 178)
+    assert "collapsed" not in page.header.text()
+    page.collapse_to_fit()  # Collapse folds it as it was first drawn
+    qtbot.waitUntil(lambda: page.shown is not None and len(page.scene.nodes) == 23)
     page.shutdown()
 
 

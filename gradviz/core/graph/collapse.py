@@ -116,3 +116,36 @@ def folded_to_fit(graph: ModelGraph, limit: int) -> tuple[frozenset, Collapsed |
             folded = frozenset(node.id for node in collapsed.nodes if node.hidden)
             return folded, Collapsed(limit, len(graph.nodes), depth)
     return frozenset(), None
+
+
+#: The most nodes a tree without edges (a names-only graph) shows side by side on one level
+#: before its deeper modules are folded: a ResNet-18 state_dict (178 nodes, 96 parameters on
+#: its deepest level) is otherwise one very wide row.
+TREE_WIDTH = 24
+
+
+def folded_to_width(graph: ModelGraph, width: int = TREE_WIDTH) -> tuple[frozenset, int | None]:
+    """For a tree without edges (names only): the modules to fold so that no level of the
+    drawn tree holds more than ``width`` nodes, at the deepest module depth where that holds
+    (depth 0: the top-level modules folded), and that depth. ``(frozenset(), None)`` for a
+    graph with edges (its layers are not the tree's) or a tree that fits whole."""
+    if graph.edges or _widest_level(graph) <= width:
+        return frozenset(), None
+    deepest = max((_depth(node.module) for node in graph.nodes), default=0)
+    for depth in range(deepest - 1, -1, -1):
+        collapsed = collapse_to_depth(graph, depth)
+        if _widest_level(collapsed) <= width or depth == 0:
+            return frozenset(node.id for node in collapsed.nodes if node.hidden), depth
+    return frozenset(), None
+
+
+def _widest_level(graph: ModelGraph) -> int:
+    """The most nodes on one level of the tree that ``parent`` spells (roots on level 0)."""
+    parent_of = {node.id: node.parent for node in graph.nodes}
+    counts: dict[int, int] = {}
+    for node in graph.nodes:
+        level, ancestor = 0, node.parent
+        while ancestor in parent_of:  # names are cut at MAX_NAME_DEPTH: short walks
+            level, ancestor = level + 1, parent_of[ancestor]
+        counts[level] = counts.get(level, 0) + 1
+    return max(counts.values(), default=0)

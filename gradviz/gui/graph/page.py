@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.core.graph.collapse import fold_modules, folded_to_fit
+from gradviz.core.graph.collapse import TREE_WIDTH, fold_modules, folded_to_fit, folded_to_width
 from gradviz.core.graph.layout import FALLBACK_LINE, drawable, has_grandalf
 from gradviz.core.graph.model import MODULE, ModelGraph
 from gradviz.core.health import Health
@@ -62,11 +62,12 @@ def laid_out(graph: ModelGraph):
 
 
 class GraphPage(QWidget):
-    """``tensorChosen(row)``: a node was clicked whose first recorded tensor is ``row``;
+    """``tensorsChosen(rows)``: a node was clicked whose recorded tensors are ``rows`` (a
+    tuple: a module's weight and bias, every tensor under a collapsed module);
     ``moduleChosen(path)``: a node of the module ``path`` was clicked; ``failed(sentence)``:
     a layout could not be made; ``laidOut()``: a new drawing is on screen."""
 
-    tensorChosen = Signal(int)
+    tensorsChosen = Signal(object)
     moduleChosen = Signal(str)
     failed = Signal(str)
     laidOut = Signal()
@@ -77,6 +78,7 @@ class GraphPage(QWidget):
         self.graph: ModelGraph | None = None  # as given, whole
         self.shown: ModelGraph | None = None  # what is drawn: folded, drawable
         self.folded: frozenset = frozenset()
+        self.tree_depth: int | None = None  # a wide names tree folded below this depth
         self.where = ""
         self.data: RecordingData | None = None
         self.scene: GraphScene | None = None
@@ -150,8 +152,17 @@ class GraphPage(QWidget):
         self.fallback.setVisible(not has_grandalf())
         self.graph, self.where = graph, where
         self.shown, self.selected = None, None  # until the new layout arrives
-        self.folded, _ = folded_to_fit(drawable(graph), PAGE_NODE_LIMIT)
+        self._fold_by_default()
         self._relayout()
+
+    def _fold_by_default(self) -> None:
+        """Past PAGE_NODE_LIMIT nodes, the deepest module depth that fits; else a names tree
+        wider than TREE_WIDTH nodes on one level folded below the depth where it fits
+        (``tree_depth`` says which, for the header)."""
+        self.folded, _ = folded_to_fit(drawable(self.graph), PAGE_NODE_LIMIT)
+        self.tree_depth = None
+        if not self.folded:
+            self.folded, self.tree_depth = folded_to_width(drawable(self.graph), TREE_WIDTH)
 
     def set_recording(self, data: RecordingData | None, index: int | None = None) -> None:
         """Colour by ``data``'s health at its ``index``-th recorded step (default: the one
@@ -225,7 +236,14 @@ class GraphPage(QWidget):
         parts += [_as_sentence(note) for note in graph.notes]  # notes are fragments
         if graph.collapsed is not None:
             parts.append(graph.collapsed.sentence)
-        if self.folded:
+        if self.folded and self.tree_depth is not None:
+            count = f"{len(self.folded):,} module{'s' if len(self.folded) != 1 else ''}"
+            parts.append(
+                f"{count} collapsed below depth {self.tree_depth} so that no level of the "
+                f"tree is wider than {TREE_WIDTH} nodes ({len(drawable(graph).nodes):,} nodes "
+                "in all): double-click a module to expand it."
+            )
+        elif self.folded:
             total = len(drawable(graph).nodes)
             count = f"{len(self.folded):,} module{'s' if len(self.folded) != 1 else ''}"
             parts.append(
@@ -265,7 +283,7 @@ class GraphPage(QWidget):
     @Slot()
     def collapse_to_fit(self) -> None:
         if self.graph is not None:
-            self.folded, _ = folded_to_fit(drawable(self.graph), PAGE_NODE_LIMIT)
+            self._fold_by_default()
             self._relayout()
 
     # ---- the step and the colours -----------------------------------------------------------
@@ -375,16 +393,19 @@ class GraphPage(QWidget):
         self.describe(node_id)
         node = self.shown.node(node_id)
         if self._health is not None and node_id in self._health.rows:
-            self.tensorChosen.emit(int(self._health.rows[node_id][0]))
+            self.tensorsChosen.emit(tuple(int(r) for r in self._health.rows[node_id]))
         if node.module:
             self.moduleChosen.emit(node.module)
 
-    def select_tensor(self, row: int) -> None:
-        """Model health chose tensor ``row``: select the innermost drawn node holding it
-        (no signal back)."""
-        if self._health is None:
+    def select_tensors(self, chosen) -> None:
+        """Model health chose the tensors ``chosen`` (rows): select the innermost drawn node
+        holding all of them (no signal back)."""
+        if self._health is None or not len(chosen):
             return
-        holders = [node_id for node_id, rows in self._health.rows.items() if row in rows]
+        wanted = {int(r) for r in chosen}
+        holders = [
+            node_id for node_id, rows in self._health.rows.items() if wanted <= set(rows.tolist())
+        ]
         if not holders:
             return
         depth = {

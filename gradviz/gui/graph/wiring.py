@@ -71,8 +71,8 @@ class GraphWiring(QObject):
         models.opener.modelShown.connect(self._on_model_shown)
         self.page.failed.connect(self._on_page_failed)
         # One selection: a node's tensors on Model health, Model health's tensor here.
-        self.page.tensorChosen.connect(self.health.select_tensor)
-        self.health.tensorSelected.connect(self.page.select_tensor)
+        self.page.tensorsChosen.connect(self.health.select_tensors)
+        self.health.tensorsSelected.connect(self.page.select_tensors)
         self.page.moduleChosen.connect(self._on_module_chosen)
         # One step: either timeline moves the other.
         self.page.timeline.indexChanged.connect(self._on_graph_index)

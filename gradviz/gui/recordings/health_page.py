@@ -39,17 +39,22 @@ PAGE_TITLE = "Model health"
 
 
 class ModelHealthPage(QWidget):
-    """``rankChosen(rank)`` asks for another rank's stream; ``tensorSelected(t)``: the user
-    chose tensor ``t`` here (a cell, the first non-finite one), for the Graph page."""
+    """``rankChosen(rank)`` asks for another rank's stream; ``tensorsSelected(rows)``: the
+    user chose the tensors ``rows`` (a tuple of row indices) here (a cell, Ctrl/Shift+click
+    for more, the first non-finite one), for the Graph page.
+
+    The selection is a set of tensors (the rows of one module, when the Graph page chose a
+    node), outlined on the health map; the histogram shows the first of them and the
+    selection line says so."""
 
     rankChosen = Signal(int)
-    tensorSelected = Signal(int)
+    tensorsSelected = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("model-health-page")
         self.data: RecordingData | None = None
-        self.tensor_index = 0
+        self.selected_rows: tuple[int, ...] = (0,)
         self.path_label = QLabel("Open a recording (File > Open recording…)")
         self.damage_label = QLabel("")
         self.damage_label.setObjectName("recording-damage")
@@ -67,6 +72,10 @@ class ModelHealthPage(QWidget):
         self.image_choice.currentIndexChanged.connect(self._show_image)
         self.health = HealthOverTime()
         self.health.cellClicked.connect(self.select_cell)
+        self.health.cellAdded.connect(self.add_cell)
+        self.selection_label = QLabel("")
+        self.selection_label.setObjectName("tensor-selection")
+        self.selection_label.setWordWrap(True)
         self.loss = StepLoss()
         self.loss.plot.setXLink(self.health.plot)
         self.histogram = TensorHistogram()
@@ -98,7 +107,12 @@ class ModelHealthPage(QWidget):
         self.entry_values.hide()
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.origin)
-        right.addWidget(self.histogram)
+        detail = QWidget()
+        box = QVBoxLayout(detail)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.selection_label)
+        box.addWidget(self.histogram, 1)
+        right.addWidget(detail)
         right.addWidget(images)
         body = QSplitter(Qt.Orientation.Horizontal)
         body.addWidget(left)
@@ -139,7 +153,9 @@ class ModelHealthPage(QWidget):
             self.image_choice.clear()
             self.image_choice.addItems(names)
         self.images_box.setVisible(bool(names))
-        self.tensor_index = min(self.tensor_index, max(len(data.tensors) - 1, 0))
+        kept = tuple(r for r in self.selected_rows if r < len(data.tensors))
+        self.selected_rows = kept or (0,)
+        self._show_selection()
         self.timeline.set_steps(data.steps)  # emits indexChanged: everything follows
 
     def _set_first_bad(self, first: dict | None) -> None:
@@ -204,22 +220,73 @@ class ModelHealthPage(QWidget):
         self._show_histogram(index)
         self._show_image()
 
+    @property
+    def tensor_index(self) -> int:
+        """The tensor whose histogram is shown: the first selected."""
+        return self.selected_rows[0]
+
     @Slot(int, int)
     def select_cell(self, tensor: int, index: int) -> None:
-        """Tensor ``tensor`` at the index-th recorded step: its histogram, and the timeline
-        there."""
-        self.tensor_index = tensor
+        """Tensor ``tensor`` alone at the index-th recorded step: its histogram, and the
+        timeline there."""
+        self.selected_rows = (tensor,)
+        self._show_selection()
         self.timeline.set_following(False)
         self.timeline.select_index(index)
         self._show_histogram(index)
-        self.tensorSelected.emit(tensor)
+        self.tensorsSelected.emit(self.selected_rows)
 
-    def select_tensor(self, tensor: int) -> None:
-        """Tensor ``tensor`` at the step shown (the Graph page chose it): its histogram."""
-        if self.data is None or not 0 <= tensor < len(self.data.tensors):
-            return
-        self.tensor_index = tensor
+    @Slot(int, int, bool)
+    def add_cell(self, tensor: int, index: int, span: bool) -> None:
+        """Ctrl+click: ``tensor`` joins the selection (or leaves it); Shift+click (``span``):
+        the rows from the first selected one to ``tensor``. The histogram stays on the first
+        selected tensor, the timeline moves to the index-th step."""
+        rows = set(self.selected_rows)
+        if span:
+            first = self.selected_rows[0]
+            rows = set(range(min(first, tensor), max(first, tensor) + 1))
+        elif tensor in rows and len(rows) > 1:
+            rows.discard(tensor)
+        else:
+            rows.add(tensor)
+        first = self.selected_rows[0] if self.selected_rows[0] in rows else min(rows)
+        self.selected_rows = (first, *sorted(rows - {first}))
+        self._show_selection()
+        self.timeline.set_following(False)
+        self.timeline.select_index(index)
         self._show_histogram(self.timeline.index)
+        self.tensorsSelected.emit(self.selected_rows)
+
+    def select_tensors(self, rows) -> None:
+        """The tensors ``rows`` (the Graph page chose their node), at the step shown: outlined,
+        the first one's histogram (no signal back)."""
+        if self.data is None:
+            return
+        rows = tuple(int(r) for r in rows if 0 <= int(r) < len(self.data.tensors))
+        if not rows:
+            return
+        self.selected_rows = rows
+        self._show_selection()
+        self._show_histogram(self.timeline.index)
+
+    def selected_tensors(self) -> list[str]:
+        """The names of the selected tensors, the one whose histogram is shown first."""
+        if self.data is None:
+            return []
+        return [self.data.tensors[r] for r in self.selected_rows]
+
+    def _show_selection(self) -> None:
+        self.health.set_selection(self.selected_rows)
+        names = self.selected_tensors()
+        if len(names) <= 1:
+            self.selection_label.setText("")
+            self.selection_label.hide()
+            return
+        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        self.selection_label.setText(
+            f"{len(names)} tensors selected ({listed}); the histogram shows {names[0]}."
+        )
+        self.selection_label.show()
 
     @Slot()
     def go_to_first_bad(self) -> None:
@@ -228,10 +295,11 @@ class ModelHealthPage(QWidget):
             return
         first = data.first_nonfinite
         if first["tensor"] in data.tensors:
-            self.tensor_index = data.tensors.index(first["tensor"])
+            self.selected_rows = (data.tensors.index(first["tensor"]),)
+            self._show_selection()
         self.timeline.go_to_first_bad()
         self._show_histogram(self.timeline.index)
-        self.tensorSelected.emit(self.tensor_index)
+        self.tensorsSelected.emit(self.selected_rows)
 
     def _show_histogram(self, index: int) -> None:
         data = self.data

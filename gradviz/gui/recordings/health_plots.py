@@ -26,7 +26,10 @@ DIM, BRIGHT = 0.3, 1.0
 MISSING_COLOUR = (200, 200, 200, 255)
 MISSING_LABEL = "missing"
 #: The readout under the map before a cell of the recording shown was hovered.
-READOUT_HINT = "hover a cell for its numbers; click it for its histogram"
+READOUT_HINT = (
+    "hover a cell for its numbers; click it for its histogram; Ctrl+click or Shift+click: "
+    "more tensors"
+)
 
 
 class StepAxis(AxisItem):
@@ -106,9 +109,13 @@ def _plot(name: str, axis: StepAxis | None = None) -> pg.PlotWidget:
 
 
 class HealthOverTime(QWidget):
-    """One row per watched tensor, one column per recorded step; ``cellClicked(t, i)``."""
+    """One row per watched tensor, one column per recorded step; ``cellClicked(t, i)`` (a
+    plain click), ``cellAdded(t, i, span)`` (Ctrl+click: ``t`` toggled in the selection;
+    Shift+click, ``span`` True: the rows from the selection's first to ``t``). The selected
+    rows (``set_selection``) are outlined."""
 
     cellClicked = Signal(int, int)
+    cellAdded = Signal(int, int, bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -120,6 +127,10 @@ class HealthOverTime(QWidget):
         self.plot.addItem(self.image)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
         self.plot.addItem(self.cursor)
+        # One item outlines every selected run of rows (rectangles split by NaN).
+        self.selection = pg.PlotDataItem(pen=pg.mkPen("w", width=2), connect="finite")
+        self.plot.addItem(self.selection)
+        self.selected_rows: tuple[int, ...] = ()
         self.readout = ElidedLabel(READOUT_HINT)
         self.readout.setObjectName("health-readout")
         layout = QVBoxLayout(self)
@@ -157,6 +168,16 @@ class HealthOverTime(QWidget):
         x = float(self.cursor.value())
         return {"cursor_x": x, "cursor_step": self.axis.step_of(x), "readout": self.readout.text()}
 
+    def set_selection(self, rows) -> None:
+        """Outline the rows ``rows`` (tensor indices) across every step."""
+        self.selected_rows = tuple(sorted(set(int(r) for r in rows)))
+        width = max(self.worst.shape[1], 1)
+        xs, ys = [], []
+        for first, last in _runs(self.selected_rows):
+            xs += [0, width, width, 0, 0, np.nan]
+            ys += [first, first, last + 1, last + 1, first, np.nan]
+        self.selection.setData(np.asarray(xs, float), np.asarray(ys, float))
+
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
         point = self.plot.getPlotItem().vb.mapSceneToView(scene_pos)
         t, i = int(np.floor(point.y())), int(np.floor(point.x()))
@@ -187,8 +208,26 @@ class HealthOverTime(QWidget):
         if event.button() != Qt.MouseButton.LeftButton:
             return  # the right button opens the menu
         cell = self.cell_at(event.scenePos())
-        if cell is not None:
+        if cell is None:
+            return
+        modifiers = event.modifiers()
+        if modifiers & Qt.KeyboardModifier.ShiftModifier:
+            self.cellAdded.emit(*cell, True)
+        elif modifiers & Qt.KeyboardModifier.ControlModifier:
+            self.cellAdded.emit(*cell, False)
+        else:
             self.cellClicked.emit(*cell)
+
+
+def _runs(rows: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted rows as (first, last) runs of consecutive rows: (1, 2, 3, 7) -> [(1, 3), (7, 7)]."""
+    runs: list[tuple[int, int]] = []
+    for row in rows:
+        if runs and row == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], row)
+        else:
+            runs.append((row, row))
+    return runs
 
 
 class StepLoss(QWidget):
