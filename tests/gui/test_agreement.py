@@ -62,15 +62,23 @@ def _watch_recording(path, steps: int, nan_at: int):
 
     import gradviz
 
+    class Poisoned(nn.Module):
+        """Its output is NaN while ``on``: the recording's origin module (the Graph page
+        marks it from the first non-finite step on)."""
+
+        on = False
+
+        def forward(self, h):
+            return h * float("nan") if self.on else h
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    model = nn.Sequential(nn.Linear(4, 8), Poisoned(), nn.Tanh(), nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     rec = gradviz.watch(model, str(path), every=1)
     for step in range(steps):
+        model[1].on = step == nan_at
         loss = ((model(x) - y) ** 2).mean()
-        if step == nan_at:
-            loss = loss * float("nan")
         optimizer.zero_grad()
         loss.backward()
         rec.log(loss=loss)
@@ -136,6 +144,11 @@ def _same_float(a, b) -> bool:
     )
 
 
+def damaged_steps(inspect: dict) -> list[tuple[int, int]]:
+    """The (first, last) step ranges ``inspect --json`` names as missing."""
+    return [tuple(r) for d in inspect["damaged"] for r in d["missing_steps"]]
+
+
 def legend_of(codes: np.ndarray) -> dict[str, int]:
     """An independent count of Health codes, as a legend reads them."""
     tally = np.bincount(np.asarray(codes, np.uint8).ravel(), minlength=len(Health))
@@ -185,6 +198,8 @@ class AgreementMachine(RuleBasedStateMachine):
             return self.lab.recordings.timeline if dock.isVisible() else None
         if pages.current() == self.lab.recordings.page_index:
             return self.lab.recordings.page.timeline
+        if pages.current() == self.lab.graph.index and self.lab.graph.page.data is not None:
+            return self.lab.graph.page.timeline
         return None
 
     # ---- rules: what a user does ------------------------------------------------------------
@@ -300,6 +315,11 @@ class AgreementMachine(RuleBasedStateMachine):
         pages = self.lab.window.pages
         pages.show_page(round(where * (pages.bar.count() - 1)))
         self.taken.append("switch_page")
+
+    def show_the_graph_page(self) -> None:
+        """The walkthrough's way to the Graph page."""
+        self.lab.window.pages.show_page(self.lab.graph.index)
+        self.taken.append("show_the_graph_page")
 
     def show_the_runs_page(self) -> None:
         """The walkthrough's way to the Runs page (random stories use ``switch_page``)."""
@@ -568,6 +588,68 @@ class AgreementMachine(RuleBasedStateMachine):
         return steps, values
 
     @invariant()
+    def the_graph_page_agrees_with_its_recording(self) -> None:
+        """The Graph page over a recording colours each node as ``inspect RECORDING --graph
+        --step K --json`` reports its health at the step shown, and marks nothing before the
+        recording's first non-finite step. It lays out off the GUI thread: wait for the
+        drawing of the recording's step, then name what disagrees."""
+        graph = self.lab.graph
+        if self.lab.window.pages.current() != graph.index or graph.page.data is None:
+            return
+        with contextlib.suppress(Exception):  # the disagreements say what went wrong
+            self.wait(lambda: not self.graph_disagreements(graph.page), timeout=5_000)
+        assert self.graph_disagreements(graph.page) == []
+        self.compared.add("graph")
+
+    def graph_disagreements(self, page) -> list[str]:
+        r, data = page.readouts(), page.data
+        if r["source"] is None or r["step"] is None:
+            return ["nothing drawn yet"]
+        entry = self.prepared[str(data.path)]
+        cli = self.graph_at(entry, str(data.path), r["step"])
+        wrong = []
+        if r["source"] != cli["source"]:
+            wrong.append(f"source {r['source']} != {cli['source']}")
+        # A drawing leaves out the parameters no edge touches (their module carries them).
+        touched = {end for edge in cli["edges"] for end in edge}
+        drawn = {
+            n["id"]
+            for n in cli["nodes"]
+            if not cli["edges"] or n["kind"] != "parameter" or n["id"] in touched
+        }
+        if r["node_count"] != len(drawn) or set(r["nodes"]) != drawn:
+            wrong.append(f"nodes drawn {sorted(r['nodes'])} != inspect's {sorted(drawn)}")
+        missing = {int(s) for a, b in damaged_steps(entry["inspect"]) for s in range(a, b + 1)}
+        for node in cli["nodes"]:
+            shown = r["nodes"].get(node["id"])
+            if shown is None or node["health"] is None:
+                continue
+            expected = "lost" if r["step"] in missing else node["health"]["worst"]
+            if shown["health"] != expected:
+                wrong.append(f"{node['id']}: {shown['health']} != {expected} at step {r['step']}")
+        first = entry["inspect"]["first_nonfinite"]
+        if first is None or r["step"] < first["step"]:
+            marked = [k for k, v in r["nodes"].items() if v["origin"] or v["spread"]]
+            if marked:
+                wrong.append(f"marked before the first non-finite step: {marked}")
+        elif first.get("origin") and first["origin"].get("module"):
+            self.compared.add("graph origin")  # from its step on, the origin is marked
+            if not any(v["origin"] for v in r["nodes"].values()):
+                wrong.append(f"origin {first['origin']} not marked at step {r['step']}")
+        return wrong
+
+    @staticmethod
+    def graph_at(entry: dict, path: str, step: int) -> dict:
+        """``inspect PATH --graph --step STEP --json`` in this process, once per step."""
+        cache = entry.setdefault("graphs", {})
+        if step not in cache:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert cli_main(["inspect", path, "--graph", "--step", str(step), "--json"]) == 0
+            cache[step] = json.loads(out.getvalue().splitlines()[-1])
+        return cache[step]
+
+    @invariant()
     def another_page_reports_its_title(self) -> None:
         r = self.lab.window.readouts()
         pages = self.lab.window.pages
@@ -579,6 +661,7 @@ class AgreementMachine(RuleBasedStateMachine):
         self.the_lab_agrees_with_the_shown_snapshot()
         self.the_model_health_page_agrees_with_its_recording()
         self.the_runs_page_agrees_with_its_sources()
+        self.the_graph_page_agrees_with_its_recording()
         self.another_page_reports_its_title()
 
 
@@ -605,6 +688,10 @@ WALKTHROUGH = (
     ("scrub_the_timeline", {"where": 0.6}),
     ("switch_page", {"where": 1.0}),
     ("press_an_add_button", {"which": 1.0}),
+    ("open_recording", {"kind": "watch"}),
+    ("show_the_graph_page", {}),
+    ("scrub_the_timeline", {"where": 0.0}),
+    ("scrub_the_timeline", {"where": 1.0}),
     ("show_the_runs_page", {}),
     ("press_an_add_button", {"which": 0.0}),
     ("press_an_add_button", {"which": 1.0}),
@@ -666,7 +753,7 @@ def test_every_readout_agrees_with_the_source_in_focus(
     taken = _walk(machine)
     assert len(taken) >= len(WALKTHROUGH) - 2, taken  # the story reached its sources
     assert {"open_recording", "scrub_the_timeline", "show_first_nan"} <= set(taken), taken
-    assert {"live", "fit"} <= machine.compared, machine.compared
+    assert {"live", "fit", "graph", "graph origin"} <= machine.compared, machine.compared
     _run(qtbot, lab, prepared, examples=2, steps=6)
 
 
