@@ -62,15 +62,23 @@ def _watch_recording(path, steps: int, nan_at: int):
 
     import gradviz
 
+    class Poisoned(nn.Module):
+        """Its output is NaN while ``on``: the recording's origin module (the Graph page
+        marks it from the first non-finite step on)."""
+
+        on = False
+
+        def forward(self, h):
+            return h * float("nan") if self.on else h
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    model = nn.Sequential(nn.Linear(4, 8), Poisoned(), nn.Tanh(), nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(16, 4), torch.randn(16, 1)
     rec = gradviz.watch(model, str(path), every=1)
     for step in range(steps):
+        model[1].on = step == nan_at
         loss = ((model(x) - y) ** 2).mean()
-        if step == nan_at:
-            loss = loss * float("nan")
         optimizer.zero_grad()
         loss.backward()
         rec.log(loss=loss)
@@ -99,8 +107,20 @@ def prepared(tmp_path_factory) -> dict[str, dict]:
     found[str(damaged)] = {"kind": "damaged", "fit": None}
     import zarr  # its I/O threads live as long as the process: start them before the test
 
+    from gradviz.core.record.reader import Reader
+
     for path, entry in found.items():
         code, entry["inspect"] = _cli("inspect", path)
+        reader = Reader(path)  # the Runs page's scalars, read independently of the page
+        entry["scalars"] = {
+            rank: {
+                name: (series.steps.copy(), series.values.copy())
+                for name in stream.scalar_names()
+                for series in [stream.scalar(name)]
+            }
+            for rank in reader.ranks
+            for stream in [reader.rank(rank)]
+        }
         assert code in (0, 1)  # 1: a non-finite gradient or damage was found
         with contextlib.suppress(Exception):
             zarr.open_group(path, mode="r")["rank0/stats"][:]
@@ -122,6 +142,11 @@ def _same_float(a, b) -> bool:
     return (a is None and b is None) or (
         a is not None and b is not None and (a == b or (math.isnan(a) and math.isnan(b)))
     )
+
+
+def damaged_steps(inspect: dict) -> list[tuple[int, int]]:
+    """The (first, last) step ranges ``inspect --json`` names as missing."""
+    return [tuple(r) for d in inspect["damaged"] for r in d["missing_steps"]]
 
 
 def legend_of(codes: np.ndarray) -> dict[str, int]:
@@ -173,6 +198,8 @@ class AgreementMachine(RuleBasedStateMachine):
             return self.lab.recordings.timeline if dock.isVisible() else None
         if pages.current() == self.lab.recordings.page_index:
             return self.lab.recordings.page.timeline
+        if pages.current() == self.lab.graph.index and self.lab.graph.page.data is not None:
+            return self.lab.graph.page.timeline
         return None
 
     # ---- rules: what a user does ------------------------------------------------------------
@@ -184,6 +211,7 @@ class AgreementMachine(RuleBasedStateMachine):
     def fresh_lab(self) -> None:
         """Each story starts on the lab page at step 0 of a small run."""
         self.taken: list[str] = []
+        self.compared: set[str] = set()  # the Runs page's sources compared with a reference
         self.lab.window.pages.show_page(0)
         self.lab.recordings.close_source()
         self.lab.form.set_config(small("safe", **LIVE))
@@ -288,6 +316,16 @@ class AgreementMachine(RuleBasedStateMachine):
         pages.show_page(round(where * (pages.bar.count() - 1)))
         self.taken.append("switch_page")
 
+    def show_the_graph_page(self) -> None:
+        """The walkthrough's way to the Graph page."""
+        self.lab.window.pages.show_page(self.lab.graph.index)
+        self.taken.append("show_the_graph_page")
+
+    def show_the_runs_page(self) -> None:
+        """The walkthrough's way to the Runs page (random stories use ``switch_page``)."""
+        self.lab.window.pages.show_page(self.lab.recordings.overlay_index)
+        self.taken.append("show_the_runs_page")
+
     @rule(which=st.floats(0, 1))
     def press_an_add_button(self, which: float) -> None:
         """A page that offers "Add ..." buttons (the Runs page: add a recording, add the
@@ -305,6 +343,36 @@ class AgreementMachine(RuleBasedStateMachine):
         finally:
             self.lab.recordings.shown.disconnect(shown.append)
         self.taken.append("press_an_add_button")
+
+    def runs_page(self):
+        """The Runs page when it is in focus, else None."""
+        recordings = self.lab.recordings
+        in_focus = self.lab.window.pages.current() == recordings.overlay_index
+        return recordings.overlay if in_focus else None
+
+    @rule(which=st.floats(0, 1))
+    def pick_the_runs_quantity(self, which: float) -> None:
+        page = self.runs_page()
+        if page is None:
+            return
+        page.quantity.setCurrentIndex(round(which * (page.quantity.count() - 1)))
+        self.taken.append("pick_the_runs_quantity")
+
+    @rule(which=st.sampled_from(["step", "wall", "relative"]))
+    def pick_the_runs_x_axis(self, which: str) -> None:
+        page = self.runs_page()
+        if page is None:
+            return
+        page.x_axis.setCurrentIndex(page.x_axis.findData(which))
+        self.taken.append("pick_the_runs_x_axis")
+
+    @rule(weight=st.sampled_from([0, 60, 95]))
+    def set_the_runs_smoothing(self, weight: int) -> None:
+        page = self.runs_page()
+        if page is None:
+            return
+        page.smoothing.setValue(weight)
+        self.taken.append("set_the_runs_smoothing")
 
     def add_buttons(self) -> list[QPushButton]:
         page = self.lab.window.pages.page()
@@ -434,6 +502,154 @@ class AgreementMachine(RuleBasedStateMachine):
             assert r["loss"]["cursor_step"] == step
 
     @invariant()
+    def the_runs_page_agrees_with_its_sources(self) -> None:
+        """Every run listed on the Runs page reports what its source holds: a recording's
+        chosen scalar as the Reader reads it (and ``inspect --json``'s first non-finite
+        step falls among its non-finite points' steps or later), the live run's loss as the
+        lab's loss history. The page redraws a few times a second: wait for it to catch up,
+        then name what still disagrees."""
+        page = self.runs_page()
+        if page is None:
+            return
+        with contextlib.suppress(Exception):  # the disagreements say what went wrong
+            self.wait(lambda: not self.runs_disagreements(page), timeout=5_000)
+        assert self.runs_disagreements(page) == []
+
+    def runs_disagreements(self, page) -> list[str]:
+        r = page.readouts()
+        wrong = []
+        drawn = dict(zip(page.visible_runs(), range(len(page.visible_runs())), strict=True))
+        arrays = page.arrays()
+        for run in r["runs"]:
+            assert (run["scalar"], run["x_axis"], run["smoothing"]) == (
+                r["scalar"], r["x_axis"], r["smoothing"],
+            )  # fmt: skip
+            if run["source"] is None:  # not read yet: nothing drawn
+                if run["points"]:
+                    wrong.append(f"{run['name']}: points before its source was read")
+                continue
+            expected = self.expected_points(run)
+            if expected is None:
+                continue
+            self.compared.add(run["source"])
+            steps, values = expected
+            if run["x_axis"] != "step":  # over time: only the points with wall times
+                if run["points"] > len(steps):
+                    wrong.append(f"{run['name']}: {run['points']} points > {len(steps)}")
+                continue
+            last = float(values[-1]) if len(values) else None
+            got = (run["points"], run["last_step"], run["last_value"], run["nonfinite"])
+            want = (
+                len(steps),
+                int(steps[-1]) if len(steps) else None,
+                None if last is None or math.isnan(last) else last,
+                int(np.count_nonzero(~np.isfinite(values))),
+            )
+            if got != want:
+                wrong.append(f"{run['name']}: (points, last step, last value, non-finite) "
+                             f"{got} != {want}")  # fmt: skip
+            key = next((k for k, v in page.runs.items() if v.label == run["name"]), None)
+            if key in drawn:  # the exported points are the source's, step for step
+                i = drawn[key]
+                if not (
+                    np.array_equal(arrays[f"run{i}.steps"], steps)
+                    and np.array_equal(arrays[f"run{i}.values"], values, equal_nan=True)
+                ):
+                    wrong.append(f"{run['name']}: drawn points differ from the source's")
+        return wrong
+
+    def expected_points(self, run: dict):
+        """((K,) steps, (K,) values) the run's source holds of the chosen quantity: the
+        lab's loss history for the current live run, the Reader's scalar for a recording;
+        None where this test has no independent reference (an ended live run, a gradient
+        norm)."""
+        scalar = run["scalar"]
+        if run["source"] == "live":
+            latest = self.session.latest
+            found = re.match(r"live run (\d+) ", run["name"])
+            if latest is None or found is None or int(found.group(1)) != latest.generation:
+                return None
+            if scalar != "loss":
+                return None
+            losses = np.asarray(latest.loss_history, np.float64)
+            return np.arange(len(losses)), losses
+        entry = self.prepared.get(run["path"])
+        if entry is None or scalar not in entry["scalars"].get(run["rank"], {}):
+            return None
+        steps, values = entry["scalars"][run["rank"]][scalar]
+        inspect = entry["inspect"]
+        per_rank = next(p for p in inspect["per_rank"] if p["rank"] == run["rank"])
+        # Like with like: the scalar's own last logged step, within what inspect recorded.
+        assert (
+            not len(steps)
+            or per_rank["last_step"] is None
+            or (int(steps[-1]) <= per_rank["last_step"] or inspect["damaged"])
+        ), (run, per_rank)
+        return steps, values
+
+    @invariant()
+    def the_graph_page_agrees_with_its_recording(self) -> None:
+        """The Graph page over a recording colours each node as ``inspect RECORDING --graph
+        --step K --json`` reports its health at the step shown, and marks nothing before the
+        recording's first non-finite step. It lays out off the GUI thread: wait for the
+        drawing of the recording's step, then name what disagrees."""
+        graph = self.lab.graph
+        if self.lab.window.pages.current() != graph.index or graph.page.data is None:
+            return
+        with contextlib.suppress(Exception):  # the disagreements say what went wrong
+            self.wait(lambda: not self.graph_disagreements(graph.page), timeout=5_000)
+        assert self.graph_disagreements(graph.page) == []
+        self.compared.add("graph")
+
+    def graph_disagreements(self, page) -> list[str]:
+        r, data = page.readouts(), page.data
+        if r["source"] is None or r["step"] is None:
+            return ["nothing drawn yet"]
+        entry = self.prepared[str(data.path)]
+        cli = self.graph_at(entry, str(data.path), r["step"])
+        wrong = []
+        if r["source"] != cli["source"]:
+            wrong.append(f"source {r['source']} != {cli['source']}")
+        # A drawing leaves out the parameters no edge touches (their module carries them).
+        touched = {end for edge in cli["edges"] for end in edge}
+        drawn = {
+            n["id"]
+            for n in cli["nodes"]
+            if not cli["edges"] or n["kind"] != "parameter" or n["id"] in touched
+        }
+        if r["node_count"] != len(drawn) or set(r["nodes"]) != drawn:
+            wrong.append(f"nodes drawn {sorted(r['nodes'])} != inspect's {sorted(drawn)}")
+        missing = {int(s) for a, b in damaged_steps(entry["inspect"]) for s in range(a, b + 1)}
+        for node in cli["nodes"]:
+            shown = r["nodes"].get(node["id"])
+            if shown is None or node["health"] is None:
+                continue
+            expected = "lost" if r["step"] in missing else node["health"]["worst"]
+            if shown["health"] != expected:
+                wrong.append(f"{node['id']}: {shown['health']} != {expected} at step {r['step']}")
+        first = entry["inspect"]["first_nonfinite"]
+        if first is None or r["step"] < first["step"]:
+            marked = [k for k, v in r["nodes"].items() if v["origin"] or v["spread"]]
+            if marked:
+                wrong.append(f"marked before the first non-finite step: {marked}")
+        elif first.get("origin") and first["origin"].get("module"):
+            self.compared.add("graph origin")  # from its step on, the origin is marked
+            if not any(v["origin"] for v in r["nodes"].values()):
+                wrong.append(f"origin {first['origin']} not marked at step {r['step']}")
+        return wrong
+
+    @staticmethod
+    def graph_at(entry: dict, path: str, step: int) -> dict:
+        """``inspect PATH --graph --step STEP --json`` in this process, once per step."""
+        cache = entry.setdefault("graphs", {})
+        if step not in cache:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert cli_main(["inspect", path, "--graph", "--step", str(step), "--json"]) == 0
+            cache[step] = json.loads(out.getvalue().splitlines()[-1])
+        return cache[step]
+
+    @invariant()
     def another_page_reports_its_title(self) -> None:
         r = self.lab.window.readouts()
         pages = self.lab.window.pages
@@ -444,6 +660,8 @@ class AgreementMachine(RuleBasedStateMachine):
         self.no_negative_step_anywhere()
         self.the_lab_agrees_with_the_shown_snapshot()
         self.the_model_health_page_agrees_with_its_recording()
+        self.the_runs_page_agrees_with_its_sources()
+        self.the_graph_page_agrees_with_its_recording()
         self.another_page_reports_its_title()
 
 
@@ -470,6 +688,18 @@ WALKTHROUGH = (
     ("scrub_the_timeline", {"where": 0.6}),
     ("switch_page", {"where": 1.0}),
     ("press_an_add_button", {"which": 1.0}),
+    ("open_recording", {"kind": "watch"}),
+    ("show_the_graph_page", {}),
+    ("scrub_the_timeline", {"where": 0.0}),
+    ("scrub_the_timeline", {"where": 1.0}),
+    ("show_the_runs_page", {}),
+    ("press_an_add_button", {"which": 0.0}),
+    ("press_an_add_button", {"which": 1.0}),
+    ("set_the_runs_smoothing", {"weight": 60}),
+    ("pick_the_runs_x_axis", {"which": "relative"}),
+    ("pick_the_runs_x_axis", {"which": "step"}),
+    ("pick_the_runs_quantity", {"which": 1.0}),
+    ("pick_the_runs_quantity", {"which": 0.0}),
     ("switch_page", {"where": 0.0}),
     ("reset", {}),
 )
@@ -519,9 +749,11 @@ def test_every_readout_agrees_with_the_source_in_focus(
 ):
     lab = make_lab(small("safe", **LIVE))
     _prepare(qtbot, lab, prepared)
-    taken = _walk(AgreementMachine())
+    machine = AgreementMachine()
+    taken = _walk(machine)
     assert len(taken) >= len(WALKTHROUGH) - 2, taken  # the story reached its sources
     assert {"open_recording", "scrub_the_timeline", "show_first_nan"} <= set(taken), taken
+    assert {"live", "fit", "graph", "graph origin"} <= machine.compared, machine.compared
     _run(qtbot, lab, prepared, examples=2, steps=6)
 
 

@@ -313,6 +313,29 @@ class GraphPage(QWidget):
             return {"origin": frozenset(), "after": frozenset()}
         return {"origin": spread.origin, "after": spread.after}
 
+    def readouts(self) -> dict:
+        """What the page shows, as data: the graph's source (None before one is drawn), the
+        recorded step whose health colours it (None for a model file), the drawn node count,
+        and per drawn node its health category as coloured ("lost" where every tensor's
+        record is lost, None without a recording) and whether it is marked as the origin
+        of the first non-finite value or as reached by it."""
+        shown = self.shown if self.scene is not None else None
+        marks = self.marks()
+        nodes = {}
+        for node in shown.nodes if shown is not None else ():
+            health = self._now.get(node.id)
+            nodes[node.id] = {
+                "health": None if health is None else worst_label(health.worst),
+                "origin": node.id in marks["origin"],
+                "spread": node.id in marks["after"],
+            }
+        return {
+            "source": None if shown is None else self.graph.source,
+            "step": self.step,
+            "node_count": len(nodes),
+            "nodes": nodes,
+        }
+
     def node_colour(self, node_id: str) -> str:
         """The fill of a drawn node, as ``#rrggbb``."""
         return self.scene.nodes[node_id].brush().color().name()
