@@ -10,10 +10,10 @@ object, ``{"nodes": [...], "edges": [[from, to], ...], "source": ..., "notes": [
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
+from gradviz.commands.output import print_json, say
 from gradviz.core.errors import GradvizError
 from gradviz.core.graph.model import KINDS, ModelGraph
 
@@ -84,10 +84,11 @@ def _recording_graph(args) -> ModelGraph:
 
 
 def _print(args, graph: ModelGraph) -> int:
+    """The summary in words, or with ``--json`` the graph as one JSON document alone."""
     for line in summary_lines(args.path, graph):
-        print(line)
+        say(args, line)
     if args.json:
-        print(json.dumps(graph.to_dict(), separators=(",", ":")))
+        print_json(graph.to_dict())
     return 0
 
 

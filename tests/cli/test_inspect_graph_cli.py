@@ -63,9 +63,10 @@ def run(capsys, *args):
 
 
 def graph_json(out: str) -> dict:
-    line = out.strip().splitlines()[-1]
-    assert line.startswith("{") and " " not in line.split('"notes"')[0][:40]  # compact
-    return json.loads(line)
+    """``--json`` writes the graph alone: one compact JSON document on one line."""
+    assert out.count("\n") == 1 and out.endswith("\n"), out[:200]
+    assert out.startswith("{") and " " not in out.split('"notes"')[0][:40]  # compact
+    return json.loads(out)
 
 
 def skip_edge_into_add(data: dict) -> bool:
@@ -82,8 +83,8 @@ def test_a_pt2_files_graph_comes_from_its_program_after_trust(files, capsys):
 
     code, out, err = run(capsys, files / "net.pt2", "--graph", "--trust", "--json")
     assert code == 0, err
-    assert "graph from export" in out
     data = graph_json(out)
+    assert "graph from export" in run(capsys, files / "net.pt2", "--graph", "--trust")[1]
     assert set(data) >= {"nodes", "edges", "source"} and data["source"] == "export"
     assert skip_edge_into_add(data)
     assert {n["kind"] for n in data["nodes"]} == {"module", "op", "input", "output", "parameter"}
@@ -142,7 +143,8 @@ def test_a_huge_state_dict_is_collapsed_and_the_json_says_so(tmp_path, capsys):
     data = graph_json(out)
     collapsed = data["collapsed"]
     assert (collapsed["nodes"], collapsed["limit"], collapsed["depth"]) == (2001, 2000, 3)
-    assert "more than the limit of 2,000" in collapsed["sentence"] and "collapsed:" in out
+    assert "more than the limit of 2,000" in collapsed["sentence"]
+    assert "collapsed:" in run(capsys, path, "--graph")[1]  # the words, without --json
     assert len(data["nodes"]) + sum(n["hidden"] for n in data["nodes"]) == 2001
     assert not any(n["module"].endswith(".inner") for n in data["nodes"] if n["kind"] == "module")
 
@@ -218,7 +220,8 @@ def test_a_recordings_graph_carries_its_health_at_the_step(tmp_path, capsys):
     assert worst["p:block.0.bias"] == worst["m:inp"] == worst["m:out"] == "finite"
     counts = {n["id"]: n["health"]["counts"] for n in data["nodes"] if n["health"]}
     assert counts["m:block"] == {"finite": 19, "zero": 0, "NaN": 1, "+Inf": 0, "-Inf": 0}
-    assert "gradients not finite or zero: block.0.weight" in out
+    words = run(capsys, path, "--graph", "--step", "2")[1]
+    assert "gradients not finite or zero: block.0.weight" in words
 
     code, out, err = run(capsys, path, "--graph", "--step", "1", "--json")
     before = [n for n in graph_json(out)["nodes"] if n["health"] is not None]
