@@ -96,10 +96,9 @@ class ExactDistances(torch.autograd.Function):
     """Exact pairwise distances (..., N, D) -> (..., N, N), with a closed-form backward.
 
     Forward: ``torch.cdist`` in the mode that sums squared coordinate differences, so close
-    pairs keep full relative precision (no Gram-formula cancellation). Coincident pairs
-    (``d == 0``, the diagonal included) are found again in the backward from ``d``: the op
-    alone does not pay for a mask it does not return (``safe`` makes it for the lab). Leading
-    batch dimensions are independent point sets; the backward runs once per set.
+    pairs keep full relative precision (no Gram-formula cancellation). Also returns the
+    coincident mask ``d == 0`` (..., N, N) bool, which includes the diagonal. Leading batch
+    dimensions are independent point sets; the backward runs once per set.
 
     Backward: with ``W = dL/dd / d`` (0 where points coincide, the minimum-norm subgradient
     of ``|t|`` at 0), ``dL/dx_i = sum_j (W_ij + W_ji) (x_i - x_j)``, i.e.
@@ -108,22 +107,22 @@ class ExactDistances(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
+        return d, d == 0
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
         (x,) = inputs
-        ctx.save_for_backward(x, output)
+        d, coincident = output
+        ctx.mark_non_differentiable(coincident)
+        ctx.save_for_backward(x, d, coincident)
 
     @staticmethod
-    def backward(ctx, grad_d: torch.Tensor):
-        x, d = ctx.saved_tensors
+    def backward(ctx, grad_d: torch.Tensor, _grad_coincident: torch.Tensor | None):
+        x, d, coincident = ctx.saved_tensors
         if x.numel() == 0:
             return torch.zeros_like(x)
-        if not torch.is_grad_enabled() and x.device.type == "cpu":
-            return _blocked_gradient(x, grad_d, d)
-        coincident = d == 0
         if torch.is_grad_enabled():
             # A double backward differentiates this too: keep 1/d off the coincident
             # entries, where 0 * inf would give NaN.
@@ -144,96 +143,6 @@ class ExactDistances(torch.autograd.Function):
             d.reshape(-1, n, n),
         )
         return torch.stack([_pair_gradient(*one) for one in flat]).reshape(x.shape)
-
-
-#: Entries of W a CPU backward holds at a time (``_blocked_gradient``): 1-2 MB, in cache
-#: (measured at N = 1000-3000: 2^14 entries cost 1.5-2x, 2^16 1.2-1.5x, 2^19-2^20 the same).
-_CPU_BLOCK_ENTRIES = 1 << 18
-
-
-def _blocked_gradient(x: torch.Tensor, grad_d: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """dL/dx on the CPU without a double backward to come: (..., N, D) from (..., N, N).
-
-    The same sums as ``_pair_gradient``, but W = dL/dd / d is made a row block at a time in
-    one buffer, reused for every block and set: a whole (N, N) W is a fresh allocation on
-    every call, and the page faults of touching it cost as much as the arithmetic (1,800 a
-    call at N = 1000 in float64). Each block is used while it is in cache."""
-    n, dim = x.shape[-2:]
-    rows = max(1, min(n, _CPU_BLOCK_ENTRIES // n))
-    buffer = torch.empty(rows, n, dtype=x.dtype)
-    sets = zip(x.reshape(-1, n, dim), grad_d.reshape(-1, n, n), d.reshape(-1, n, n))
-    grads = [_set_gradient(*one, buffer) for one in sets]
-    return grads[0].reshape(x.shape) if len(grads) == 1 else torch.stack(grads).reshape(x.shape)
-
-
-def _set_gradient(x, grad_d, d, buffer) -> torch.Tensor:
-    """One point set's dL/dx (N, D), W made in ``buffer`` (rows, N) a block at a time.
-
-    float32: a block's products run in float32 where they cannot cancel (the limit of
-    ``_float32_cancels``, judged block by block), in float64 otherwise. float64: a block's
-    close pairs take the direct form (``_float64_gradient``)."""
-    n = len(x)
-    rows = len(buffer)
-    x64 = x.to(torch.float64)
-    centred64 = x64 - x64.mean(dim=0)
-    ones = torch.ones(n, 1, dtype=torch.float64)
-    xa64 = torch.cat([centred64, ones], dim=1).T.contiguous()  # (D+1, N); ones: row sums
-    p64 = torch.zeros_like(xa64)  # (D+1, N): [(S @ centred)^T, rowsum(S)]
-    if x.dtype == torch.float64:
-        return _float64_blocks(x, centred64, grad_d, d, buffer, xa64, p64)
-    xa32 = xa64.to(x.dtype)
-    p32 = torch.zeros_like(xa32)
-    # |dL/dd| and the spread bound what float32 products may lose (_float32_cancels).
-    g_abs = _abs_max(grad_d)
-    spread = float(centred64.abs().max())
-    # Usually only the diagonal coincides (d == 0): then zeroing it is all a block needs.
-    others = d.numel() - int(torch.count_nonzero(d)) > n
-    for start in range(0, n, rows):
-        r = slice(start, min(n, start + rows))
-        w = torch.div(grad_d[r], d[r], out=buffer[: r.stop - start])  # (b, N)
-        if others:
-            w.masked_fill_(d[r] == 0, 0)
-        else:
-            w[:, r].diagonal().zero_()
-        if spread * _abs_max(w) <= _FLOAT32_CANCELLATION_LIMIT * g_abs:
-            p32.addmm_(xa32[:, r], w)  # (W^T @ [x, 1])^T
-            p32[:, r].addmm_(xa32, w.T)  # (W @ [x, 1])^T, columns r
-        else:  # cancellation would cost float32 precision here (or NaN): float64 products
-            w = w.to(torch.float64)
-            p64.addmm_(xa64[:, r], w)
-            p64[:, r].addmm_(xa64, w.T)
-    p64 += p32.to(torch.float64)
-    return (centred64 * p64[-1, :, None] - p64[:-1].T).to(x.dtype)
-
-
-def _abs_max(values: torch.Tensor) -> float:
-    """max |values| (NaN where any is NaN); aminmax is one pass, abs().max() two."""
-    low, high = torch.aminmax(values)
-    return float(torch.maximum(-low, high))
-
-
-def _float64_blocks(x, centred, grad_d, d, buffer, xa, p) -> torch.Tensor:
-    """``_float64_gradient`` a row block at a time, W made in ``buffer``: pairs closer than
-    _FLOAT64_CLOSE_FRACTION of the spread (coincident ones and the diagonal included, whose
-    W is 0) take the direct form from exact differences, the others the products."""
-    n, rows = len(x), len(buffer)
-    limit = centred.abs().max() * _FLOAT64_CLOSE_FRACTION
-    direct = torch.zeros_like(centred)  # (N, D): the close pairs' sums
-    for start in range(0, n, rows):
-        r = slice(start, min(n, start + rows))
-        w = torch.div(grad_d[r], d[r], out=buffer[: r.stop - start])  # (b, N)
-        dr = d[r]
-        close = dr <= limit  # (b, N): <=, so coincident pairs are close even where limit is 0
-        flat = close.view(-1).nonzero().view(-1)
-        i, j = flat // n, flat % n
-        pair_w = w.view(-1).index_select(0, flat)
-        pair_w.masked_fill_(dr.view(-1).index_select(0, flat) == 0, 0)  # coincident: 0
-        term = pair_w[:, None] * (x.index_select(0, i + start) - x.index_select(0, j))
-        direct.index_add_(0, i + start, term).index_add_(0, j, -term)
-        w.masked_fill_(close, 0)
-        p.addmm_(xa[:, r], w)  # (W^T @ [x, 1])^T
-        p[:, r].addmm_(xa, w.T)  # (W @ [x, 1])^T, columns r
-    return centred * p[-1, :, None] - p[:-1].T + direct
 
 
 #: Float32 products are exact enough while R * max|W| <= this * max|dL/dd| (R: the spread of
@@ -344,8 +253,8 @@ def safe(x: torch.Tensor) -> DistanceResult:
     ``squared`` is None (its health is read with respect to the distances); ``blocked`` is
     the coincident pairs, diagonal included.
     """
-    d = ExactDistances.apply(x)
-    return DistanceResult(d, None, d.detach() == 0)
+    d, coincident = ExactDistances.apply(x)
+    return DistanceResult(d, None, coincident)
 
 
 def cdist(x: torch.Tensor) -> DistanceResult:

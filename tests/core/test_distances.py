@@ -208,7 +208,6 @@ def test_safe_float64_gradient_is_the_same_when_its_pairs_are_split_in_row_block
 
     whole = gradient()
     monkeypatch.setattr(distances, "_FLOAT64_BLOCK_ENTRIES", 3 * 40)  # blocks of 3 rows
-    monkeypatch.setattr(distances, "_CPU_BLOCK_ENTRIES", 3 * 40)  # the CPU backward's blocks
     blocked = gradient()
     exact, scale = exact_pair_gradient(x, upstream, pairwise_distances(x).distances)
     for grad in (whole, blocked):
@@ -312,28 +311,3 @@ def test_safe_is_finite_symmetric_zero_on_diagonal_and_exact_for_any_point_set(p
     target = seeded(*d.shape, seed=4).abs()
     torch.nn.MSELoss()(d, target).backward()
     assert torch.isfinite(x.grad).all()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_safe_gradient_in_row_blocks_with_coincident_and_close_points_matches_float64(
-    monkeypatch, dtype
-):
-    # The CPU backward makes W a few rows at a time: blocks that hold coincident pairs
-    # (W = 0 there, not 0 / 0), close pairs and none of them must give the whole gradient.
-    import gradviz.core.distances as distances
-
-    monkeypatch.setattr(distances, "_CPU_BLOCK_ENTRIES", 5 * 30)  # blocks of 5 rows
-    x = seeded(30, 3, seed=9, dtype=torch.float64)
-    x[17] = x[3]  # coincident, in another block
-    x[22] = x[21] + 1e-4  # close, in the same block
-    upstream = seeded(30, 30, seed=10, dtype=torch.float64)
-    ours = x.to(dtype).requires_grad_()
-    (grad,) = torch.autograd.grad(
-        pairwise_distances(ours, "safe").distances, ours, upstream.to(dtype)
-    )
-    ref = x.clone().requires_grad_()
-    (expected,) = torch.autograd.grad(reference_safe_float64(ref), ref, upstream)
-    tolerance = 1e-12 if dtype == torch.float64 else 1e-4
-    torch.testing.assert_close(
-        grad.double(), expected, rtol=tolerance, atol=tolerance * expected.abs().max()
-    )
