@@ -229,10 +229,13 @@ def _add_diagnose(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["gui", *argv]  # `gradviz --window-size 1024x700` is `gradviz gui ...`
     args = build_parser().parse_args(argv)
     command = args.command or "gui"
     if args.command is None:  # plain `gradviz`: the gui's defaults
-        args = build_parser().parse_args(["gui", *(argv if argv is not None else sys.argv[1:])])
+        args = build_parser().parse_args(["gui", *argv])
     try:
         module = importlib.import_module(f"gradviz.commands.{command}")
         return int(module.run(args) or 0)

@@ -27,3 +27,14 @@ def test_unknown_option_exits_2_without_traceback():
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "magic" in result.stderr
+
+
+def test_options_without_a_command_are_the_guis(capsys):
+    """``gradviz --window-size ...`` is ``gradviz gui --window-size ...`` (argparse took the
+    size for an unknown command)."""
+    from cli_runner import run_cli
+
+    result = run_cli("--window-size", "big")
+    assert result.returncode == 2
+    assert "--window-size must look like 1024x700" in result.stderr
+    assert "invalid choice" not in result.stderr
