@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from gradviz import __version__
@@ -230,8 +231,8 @@ def _add_diagnose(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
-        argv = ["gui", *argv]  # `gradviz --window-size 1024x700` is `gradviz gui ...`
+    if _means_the_gui(argv):
+        argv = ["gui", *argv]  # `gradviz RUN --window-size 1024x700` is `gradviz gui ...`
     args = build_parser().parse_args(argv)
     command = args.command or "gui"
     if args.command is None:  # plain `gradviz`: the gui's defaults
@@ -247,6 +248,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gradviz {command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _means_the_gui(argv: list[str]) -> bool:
+    """Arguments without a command are the gui's: an option of its, or a file to open (a
+    word that is neither a command nor a file stays argparse's 'invalid choice')."""
+    if not argv or argv[0] in _COMMANDS or argv[0] in ("-h", "--help", "--version"):
+        return False
+    return argv[0].startswith("-") or os.path.exists(argv[0])
+
+
+_COMMANDS = ("gui", "fit", "jacobian", "inspect", "bench", "diagnose")
 
 
 def gui_main() -> int:

@@ -38,3 +38,16 @@ def test_options_without_a_command_are_the_guis(capsys):
     assert result.returncode == 2
     assert "--window-size must look like 1024x700" in result.stderr
     assert "invalid choice" not in result.stderr
+
+
+def test_a_file_without_a_command_is_opened_by_the_gui(tmp_path):
+    """``gradviz RUN`` is ``gradviz gui RUN``; a word that is neither stays a usage error."""
+    from cli_runner import run_cli
+
+    missing = run_cli(str(tmp_path / "nothere"))
+    assert missing.returncode == 2 and "invalid choice" in missing.stderr
+    run = tmp_path / "run"
+    run.mkdir()
+    opened = run_cli(str(run))  # the gui judges it, before any window opens
+    assert opened.returncode == 2 and opened.stderr.startswith("gradviz gui: error: ")
+    assert "is not a gradviz recording" in opened.stderr
