@@ -72,6 +72,14 @@ class RunSeries:
             keys += [GRAD_NORM_ALL] + [f"grad_norm:{t}" for t in self.tensors]
         return keys
 
+    def has(self, key: str) -> bool:
+        """Whether ``series(key)`` is not None, without computing it (the norm of all
+        tensors is a sum over every tensor and step)."""
+        kind, _, name = key.partition(":")
+        if kind == "scalar":
+            return name in self.scalars
+        return bool(self.tensors) and (not name or name in self.tensors)
+
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray] | None:
         """((K,) int64 steps, (K,) float64 values) of a quantity, or None if it has none."""
         kind, _, name = key.partition(":")

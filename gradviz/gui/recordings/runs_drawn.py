@@ -55,7 +55,7 @@ def notes(label: str, state: str, series: RunSeries | None, key: str, kind: str,
     quantity or wall times, or with values a log axis cannot draw."""
     if series is None:
         return [f"{label}: {state}"]
-    if series.series(key) is None:
+    if not series.has(key):
         return [f"{label}: has no {quantity_text(key)}"]
     if kind != "step" and series.times is None:
         return [f"{label}: {STEP_ONLY}; shown only with x: step"]
