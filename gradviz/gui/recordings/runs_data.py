@@ -72,6 +72,14 @@ class RunSeries:
             keys += [GRAD_NORM_ALL] + [f"grad_norm:{t}" for t in self.tensors]
         return keys
 
+    def has(self, key: str) -> bool:
+        """Whether ``series(key)`` is not None, without computing it (the norm of all
+        tensors is a sum over every tensor and step)."""
+        kind, _, name = key.partition(":")
+        if kind == "scalar":
+            return name in self.scalars
+        return bool(self.tensors) and (not name or name in self.tensors)
+
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray] | None:
         """((K,) int64 steps, (K,) float64 values) of a quantity, or None if it has none."""
         kind, _, name = key.partition(":")
@@ -146,11 +154,13 @@ def live_series(
     times: np.ndarray,
     grad_norms: np.ndarray | None = None,
     tensors: tuple[str, ...] = (),
+    estimated_times: int = 0,
 ) -> RunSeries:
     """The lab's live run: ``losses`` (S,) float64, entry k the loss of step k (0-based, as
     the lab's loss plot and the CLI count), ``times`` (S,) Unix seconds each was seen;
     ``grad_norms`` (T, S) float64, column k each of the ``tensors``' gradient norm in step k
-    (NaN and Inf as they were), or None for a run that has none."""
+    (NaN and Inf as they were), or None for a run that has none; ``estimated_times``: how
+    many of the first ``times`` were not seen but dated back (kept in ``meta``)."""
     steps = np.arange(len(losses), dtype=np.int64)
     has_norms = grad_norms is not None and len(tensors) > 0
     norms = np.asarray(grad_norms, np.float64) if has_norms else np.zeros((0, 0))
@@ -166,6 +176,7 @@ def live_series(
         grad_norms=norms,
         grad_missing=np.zeros(norms.shape, bool),
         times=(steps, np.asarray(times, np.float64)),
+        meta={"estimated_times": int(estimated_times)} if estimated_times else {},
     )
 
 

@@ -52,16 +52,24 @@ def points(series: RunSeries | None, key: str, kind: str, weight: float) -> Draw
 def notes(label: str, state: str, series: RunSeries | None, key: str, kind: str, log: bool,
           drawn: Drawn) -> list[str]:  # fmt: skip
     """What a user must know that the plot cannot show: a run not read yet, without the
-    quantity or wall times, or with values a log axis cannot draw."""
+    quantity or wall times, with wall times partly estimated (a live run added late), or
+    with values a log axis cannot draw."""
     if series is None:
         return [f"{label}: {state}"]
-    if series.series(key) is None:
+    if not series.has(key):
         return [f"{label}: has no {quantity_text(key)}"]
     if kind != "step" and series.times is None:
         return [f"{label}: {STEP_ONLY}; shown only with x: step"]
+    out = []
+    estimated = series.meta.get("estimated_times", 0) if kind != "step" else 0
+    if estimated:
+        out.append(
+            f"{label}: the times of its first {estimated:,} steps (taken before it was added) "
+            "are estimated from its step rate"
+        )
     raw = drawn.raw
     low = int(np.count_nonzero(np.isfinite(raw) & (raw <= 0))) if log else 0
-    return [f"{label}: {low:,} values ≤ 0 are not on the log axis"] if low else []
+    return out + ([f"{label}: {low:,} values ≤ 0 are not on the log axis"] if low else [])
 
 
 def nearest(drawn: Drawn, x: float, slack: float) -> tuple[int, float, float] | None:

@@ -40,6 +40,8 @@ class LiveFeed(QObject):
         self.label = live_label(latest)
         self.series: RunSeries | None = None
         self._times = np.zeros(0)
+        #: The steps taken before the feed started: their wall times are dated back.
+        self._estimated = 0
         self.following = True
         session.snapshotShown.connect(self._on_snapshot)
         session.cleared.connect(self._on_cleared)
@@ -65,6 +67,8 @@ class LiveFeed(QObject):
         losses = np.asarray(snapshot.loss_history, dtype=np.float64)
         if self.series is not None and len(losses) == len(self._times):
             return  # nothing new (a repaint, a recorded step shown again)
+        if not len(self._times) and len(losses) > 1:
+            self._estimated = len(losses) - 1  # the last one is seen now
         self._times = _extend_times(self._times, len(losses), snapshot.steps_per_second)
         self.series = live_series(
             self.label,
@@ -72,6 +76,7 @@ class LiveFeed(QObject):
             self._times,
             snapshot.grad_norm_history,
             snapshot.grad_norm_names,
+            estimated_times=self._estimated,
         )
         self.loaded.emit(self.series)
 

@@ -55,7 +55,7 @@ class NonfiniteMarks:
         self.name = name
         self.items: dict[str, pg.ScatterPlotItem] = {}
         self._x: dict[str, np.ndarray] = {}
-        self._steps: dict[str, np.ndarray] = {}
+        self._tips: dict[str, list[str]] = {}
         for kind, (symbol, colour, _words) in KINDS.items():
             item = pg.ScatterPlotItem(
                 symbol=symbol,
@@ -68,7 +68,7 @@ class NonfiniteMarks:
             item.setZValue(40)  # above the curves
             plot.addItem(item, ignoreBounds=True)  # never widens the view's range
             self.items[kind] = item
-            self._x[kind] = self._steps[kind] = np.zeros(0)
+            self._x[kind], self._tips[kind] = np.zeros(0), []
         # Referred to weakly: the view box outlives a run removed from a plot.
         ref = weakref.ref(self)
         plot.getViewBox().sigRangeChanged.connect(lambda *_: (m := ref()) and m._place())
@@ -78,8 +78,12 @@ class NonfiniteMarks:
         (default: x)."""
         x = np.asarray(x, dtype=np.float64)
         steps = x if steps is None else np.asarray(steps)
+        label = f"{self.name}: " if self.name else ""
         for kind, where in nonfinite_kinds(values).items():
-            self._x[kind], self._steps[kind] = x[where], steps[where]
+            words = KINDS[kind][2]
+            self._x[kind] = x[where]
+            # The tooltips once per new data, not on every zoom or pan (``_place``).
+            self._tips[kind] = [f"{label}{words} at step {_step_text(s)}" for s in steps[where]]
         self._place()
 
     def clear(self) -> None:
@@ -102,13 +106,11 @@ class NonfiniteMarks:
         (_, _), (y0, y1) = self.plot.getViewBox().viewRange()
         inset = EDGE_INSET * (y1 - y0)
         edge = {"nan": y1 - inset, "+inf": y1 - inset, "-inf": y0 + inset}
-        label = f"{self.name}: " if self.name else ""
         for kind, item in self.items.items():
-            x, words = self._x[kind], KINDS[kind][2]
+            x = self._x[kind]
             if not len(x) and not len(item.data):
                 continue  # none before, none now: the lab's loss plot calls this every frame
-            data = [f"{label}{words} at step {_step_text(s)}" for s in self._steps[kind]]
-            item.setData(x=x, y=np.full(len(x), edge[kind]), data=data)
+            item.setData(x=x, y=np.full(len(x), edge[kind]), data=self._tips[kind])
 
     @staticmethod
     def _tip(x, y, data) -> str:
