@@ -29,3 +29,25 @@ def extended_config():
     """A settings dataclass with a field FitConfig lacks: the form, the CLI options and file
     validation must all pick it up from its metadata alone."""
     return _extended_config_class()
+
+
+@pytest.fixture
+def show_widget(qtbot):
+    """``show_widget(widget, width, height, after=None)``: the widget shown (offscreen) at that
+    size and exposed; after the test, ``widget.shutdown()`` and then ``after(widget)`` (a
+    check that it stopped)."""
+    shown = []
+
+    def show(widget, width: int, height: int, after=None):
+        qtbot.addWidget(widget)
+        widget.resize(width, height)
+        widget.show()
+        qtbot.waitExposed(widget)
+        shown.append((widget, after))
+        return widget
+
+    yield show
+    for widget, after in shown:
+        widget.shutdown()
+        if after is not None:
+            after(widget)

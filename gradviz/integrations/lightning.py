@@ -18,6 +18,7 @@ import os
 import torch
 
 from gradviz.core.record.recorder import DEFAULT_BUDGET_BYTES, DEFAULT_EVERY, Recorder
+from gradviz.integrations._common import is_number, missing, start_recorder
 
 try:  # the `lightning` package first; `pytorch_lightning` where only that one is installed
     from lightning.pytorch import Callback
@@ -25,10 +26,7 @@ except ImportError:  # pragma: no cover - exercised where only pytorch_lightning
     try:
         from pytorch_lightning import Callback
     except ImportError:
-        raise ImportError(
-            'gradviz.integrations.lightning needs Lightning: pip install "gradviz[lightning]" '
-            "(or pip install lightning)."
-        ) from None
+        raise missing("lightning", "Lightning", "lightning", "lightning") from None
 
 
 class GradvizCallback(Callback):
@@ -59,14 +57,8 @@ class GradvizCallback(Callback):
             wrapped if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) else None
         )
         scaler = getattr(trainer.precision_plugin, "scaler", None)
-        self.recorder = Recorder(
-            pl_module,
-            self.path,
-            every=self.every,
-            budget_bytes=self.budget_bytes,
-            scaler=scaler if isinstance(scaler, torch.amp.GradScaler) else None,
-            ddp_model=ddp_model,
-            source="lightning",
+        self.recorder = start_recorder(
+            pl_module, self.path, self.every, self.budget_bytes, scaler, "lightning", ddp_model
         )
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
@@ -85,7 +77,7 @@ class GradvizCallback(Callback):
             values["loss"] = loss
         if self.metrics:
             for name, value in trainer.callback_metrics.items():
-                if name not in values and _is_number(value):
+                if name not in values and is_number(value):
                     values[name] = value
         self.recorder.add_scalars(step=step, **values)
 
@@ -108,9 +100,3 @@ def _learning_rates(trainer) -> dict[str, float]:
         for j, group in enumerate(opt.param_groups):
             rates["lr" if (i, j) == (0, 0) else f"lr-{i}-{j}"] = float(group["lr"])
     return rates
-
-
-def _is_number(value) -> bool:
-    if isinstance(value, torch.Tensor):
-        return value.numel() == 1
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

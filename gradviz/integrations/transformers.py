@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import os
 
-import torch
-
 from gradviz.core.record.recorder import DEFAULT_BUDGET_BYTES, DEFAULT_EVERY, Recorder
+from gradviz.integrations._common import is_number, missing, start_recorder
 
 try:
     from transformers import TrainerCallback
 except ImportError:
-    raise ImportError(
-        'gradviz.integrations.transformers needs transformers: pip install "gradviz[transformers]" '
-        "(or pip install transformers accelerate)."
+    raise missing(
+        "transformers", "transformers", "transformers", "transformers accelerate"
     ) from None
 
 
@@ -50,13 +48,8 @@ class GradvizCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
         scaler = getattr(optimizer, "scaler", None)  # accelerate's optimizer under fp16
-        self.recorder = Recorder(
-            model,
-            self.path,
-            every=self.every,
-            budget_bytes=self.budget_bytes,
-            scaler=scaler if isinstance(scaler, torch.amp.GradScaler) else None,
-            source="transformers",
+        self.recorder = start_recorder(
+            model, self.path, self.every, self.budget_bytes, scaler, "transformers"
         )
 
     def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
@@ -71,11 +64,7 @@ class GradvizCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.recorder is None or not logs or state.global_step < 1:
             return
-        numbers = {
-            name: value
-            for name, value in logs.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool)
-        }
+        numbers = {name: value for name, value in logs.items() if is_number(value)}
         if numbers:
             self.recorder.add_scalars(step=state.global_step - 1, **numbers)
 

@@ -33,14 +33,8 @@ def graphs():
 
 
 @pytest.fixture
-def page(qtbot):
-    page = GraphPage()
-    qtbot.addWidget(page)
-    page.resize(1024, 700)
-    page.show()
-    qtbot.waitExposed(page)
-    yield page
-    page.shutdown()
+def page(show_widget):
+    return show_widget(GraphPage(), 1024, 700)
 
 
 def first_paint(qtbot, page, draw) -> tuple[float, float]:

@@ -25,8 +25,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(args))
-        except SystemExit as exc:  # argparse's usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
+        except SystemExit as exc:  # argparse's usage errors; read as the interpreter would
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # a message: printed to stderr, exit status 1
+                print(exc.code, file=sys.stderr)
+                code = 1
     return subprocess.CompletedProcess(
         [sys.executable, "-m", "gradviz", *args], code, out.getvalue(), err.getvalue()
     )

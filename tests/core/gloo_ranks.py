@@ -34,26 +34,28 @@ def run_two_ranks(script: str, init: str, *args: str) -> None:
             for rank, err in ((0, err0), (1, err1))
         ]
         try:
-            _wait_for_both(ranks)
+            finished = _wait_for_both(ranks)
         finally:
             for rank in ranks:
                 if rank.poll() is None:
                     rank.kill()
                 rank.wait()
         codes = [rank.returncode for rank in ranks]
-        if codes != [0, 0]:
+        if not finished or codes != [0, 0]:
             texts = []
             for err in (err0, err1):
                 err.seek(0)
                 texts.append(err.read()[-4000:])
-            raise AssertionError(f"ranks exited with {codes}:\n" + "\n".join(texts))
+            what = "exited with" if finished else f"were still running after {HANG_GUARD_S} s:"
+            raise AssertionError(f"ranks {what} {codes}:\n" + "\n".join(texts))
 
 
-def _wait_for_both(ranks: list[subprocess.Popen]) -> None:
+def _wait_for_both(ranks: list[subprocess.Popen]) -> bool:
+    """True when both have exited or one has failed; False at the hang guard."""
     deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
         codes = [rank.poll() for rank in ranks]
         if all(code is not None for code in codes) or any(code for code in codes):
-            return
+            return True
         time.sleep(0.05)
-    raise AssertionError(f"the ranks were still running after {HANG_GUARD_S} s")
+    return False

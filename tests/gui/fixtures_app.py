@@ -1,6 +1,6 @@
 """Fixtures for the app tests: a real window, real views and real runs, isolated settings.
 
-Import in a test module with ``from fixtures_app import isolated_settings, make_lab, small``
+Import in a test module with ``from fixtures_app import isolated_settings, lab, make_lab, small``
 (pytest puts this folder on ``sys.path``; the package ``tests`` is not importable).
 """
 
@@ -23,6 +23,21 @@ def isolated_settings(tmp_path, monkeypatch) -> Any:
     monkeypatch.setenv("GRADVIZ_SETTINGS_FILE", str(tmp_path / "settings.ini"))
     monkeypatch.setenv("GRADVIZ_LOG_FILE", str(tmp_path / "gradviz.log"))
     return tmp_path
+
+
+@pytest.fixture
+def lab(qtbot, isolated_settings) -> Iterator[Any]:
+    """The real window and controller, shown, without loading torch (recordings need none);
+    shut down afterwards."""
+    from gradviz.gui.app import build_controller
+
+    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    yield controller
+    controller.shutdown()
+    controller.window.close()
+    controller.window.deleteLater()
 
 
 @pytest.fixture

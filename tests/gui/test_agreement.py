@@ -298,17 +298,18 @@ class AgreementMachine(RuleBasedStateMachine):
 
     @rule()
     def show_first_nan(self) -> None:
-        action = self.lab.window.actions["first_nan"]
-        if action.isEnabled():
-            action.trigger()
-            self.taken.append("show_first_nan")
+        self.trigger("first_nan", "show_first_nan")
 
     @rule()
     def back_to_live_view(self) -> None:
-        action = self.lab.window.actions["live"]
+        self.trigger("live", "back_to_live_view")
+
+    def trigger(self, action_name: str, taken: str) -> None:
+        """Trigger the window's action where it is enabled; the step is named ``taken``."""
+        action = self.lab.window.actions[action_name]
         if action.isEnabled():
             action.trigger()
-            self.taken.append("back_to_live_view")
+            self.taken.append(taken)
 
     @rule(where=st.floats(0, 1))
     def switch_page(self, where: float) -> None:

@@ -14,17 +14,14 @@ from gradviz.gui.explorer import ExplorerTab
 TIMEOUT_MS = 120_000  # the first job imports torch on the worker thread: be generous
 
 
+def worker_stopped(tab: ExplorerTab) -> None:
+    assert not tab.worker_running()
+
+
 @pytest.fixture
-def tab(qtbot):
+def tab(show_widget):
     """An ExplorerTab at 1280 x 760, shown; shut down (and checked) afterwards."""
-    widget = ExplorerTab()
-    qtbot.addWidget(widget)
-    widget.resize(1280, 760)
-    widget.show()
-    qtbot.waitExposed(widget)
-    yield widget
-    widget.shutdown()
-    assert not widget.worker_running()
+    return show_widget(ExplorerTab(), 1280, 760, after=worker_stopped)
 
 
 def wait_for_result(qtbot, tab: ExplorerTab) -> None:

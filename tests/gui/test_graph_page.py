@@ -1,11 +1,13 @@
 """The Graph page: a recording's graph coloured by its health at the timeline's step, the
 first non-finite value's origin and spread, the selection shared with Model health, model
 files, the node limit and a hostile file."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
 
 from __future__ import annotations
 
 import pytest
-from fixtures_app import isolated_settings  # noqa: F401 - fixture
+from fixtures_app import isolated_settings, lab  # noqa: F401 - fixtures
 from graph_fixtures import resnet18_state_dict_names, write_residual_recording
 from recording_fixtures import open_and_wait
 
@@ -50,19 +52,6 @@ def zarr_started(nan_recording):
         await asyncio.gather(*(loop.run_in_executor(None, time.sleep, 0.05) for _ in range(40)))
 
     asyncio.run_coroutine_threadsafe(overlap(), loop).result(timeout=30)
-
-
-@pytest.fixture
-def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
-    from gradviz.gui.app import build_controller
-
-    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
-    controller.window.show()
-    qtbot.waitExposed(controller.window)
-    yield controller
-    controller.shutdown()
-    controller.window.close()
-    controller.window.deleteLater()
 
 
 def open_graph(qtbot, lab, path):

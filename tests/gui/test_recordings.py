@@ -1,4 +1,6 @@
 """Recordings in the app: opening, the timeline, the Model health page, following a writer."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
+from fixtures_app import isolated_settings, lab, make_lab  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
 from recording_fixtures import open_and_wait, run_writer, write_fit_recording, write_recording
 
@@ -42,20 +44,6 @@ def zarr_started(watch_recording):
 @pytest.fixture(scope="module")
 def fit_recording(tmp_path_factory):
     return write_fit_recording(tmp_path_factory.mktemp("fit") / "run", steps=8)
-
-
-@pytest.fixture
-def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
-    """The real window and controller, without loading torch (recordings need none)."""
-    from gradviz.gui.app import build_controller
-
-    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
-    controller.window.show()
-    qtbot.waitExposed(controller.window)
-    yield controller
-    controller.shutdown()
-    controller.window.close()
-    controller.window.deleteLater()
 
 
 def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_recording):

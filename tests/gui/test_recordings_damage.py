@@ -1,4 +1,6 @@
 """A damaged recording in the app: lost steps named and drawn as missing, never as data."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from fixtures_app import isolated_settings  # noqa: F401 - fixture
+from fixtures_app import isolated_settings, lab  # noqa: F401 - fixtures
 from recording_fixtures import open_and_wait, write_recording
 
 from gradviz.core.health import Health
@@ -40,19 +42,6 @@ def damaged(long_recording, tmp_path):
     path = tmp_path / "damaged"
     shutil.copytree(long_recording, path)
     return path
-
-
-@pytest.fixture
-def lab(qtbot, isolated_settings):  # noqa: F811 - fixture
-    from gradviz.gui.app import build_controller
-
-    controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
-    controller.window.show()
-    qtbot.waitExposed(controller.window)
-    yield controller
-    controller.shutdown()
-    controller.window.close()
-    controller.window.deleteLater()
 
 
 def test_missing_steps_are_drawn_in_their_own_colour_and_named_in_one_line(qtbot, lab, damaged):

@@ -85,16 +85,10 @@ def zarr_started(scalars_recording, old_recording):
 
 
 @pytest.fixture
-def page(qtbot):
+def page(show_widget):
     from gradviz.gui.recordings.overlay import RunsOverlay
 
-    overlay = RunsOverlay()
-    qtbot.addWidget(overlay)
-    overlay.resize(900, 500)
-    overlay.show()
-    qtbot.waitExposed(overlay)
-    yield overlay
-    overlay.shutdown()
+    return show_widget(RunsOverlay(), 900, 500)
 
 
 def add_and_wait(qtbot, page, path, until=lambda run: run.state == "complete"):
