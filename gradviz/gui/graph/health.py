@@ -20,10 +20,14 @@ def tensor_rows(graph: ModelGraph, tensors: tuple[str, ...]) -> dict[str, np.nda
     """Drawn node id -> (k,) int rows of ``tensors`` inside it: a parameter node its own,
     a module node every tensor of it and of the modules inside it (a folded module too)."""
     modules = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
-    params = {f"{n.module}.{n.name}" if n.module else n.name: n.id for n in graph.nodes}
+    params = {
+        f"{n.module}.{n.name}" if n.module else n.name: n.id
+        for n in graph.nodes
+        if n.kind == PARAMETER
+    }
     rows: dict[str, list[int]] = {}
     for row, name in enumerate(tensors):
-        if params.get(name, "").startswith("p:"):
+        if name in params:
             rows.setdefault(params[name], []).append(row)
         owner = name.rpartition(".")[0]
         while owner:
