@@ -7,7 +7,9 @@ recording made before that was stored, or one that stored none (a dict of tensor
 module tree of its tensors' names and no edges.
 
 ``health`` is ``{"step", "worst", "counts": {"finite", "zero", "NaN", "+Inf", "-Inf"},
-"grad_norm"}``; ``worst`` is the most alarming category present (core.health's order), and
+"grad_norm"}``; ``worst`` is ``core.health.worst_of_counts`` of the counts (the rule of
+the Model health and Graph pages: NaN/Inf where any, "zero" only where every entry is
+zero), and
 ``grad_norm`` is null where it is not finite (JSON has no NaN).
 """
 
@@ -32,7 +34,7 @@ from gradviz.core.graph.model import (
     module_id,
 )
 from gradviz.core.graph.names import MAX_NAME_DEPTH, graph_from_names
-from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.core.health import HEALTH_LABELS, Health, worst_of_counts
 
 RECORDING_LABEL = (
     "structure from the recording's tensor names: the order and the connections are not recorded"
@@ -145,8 +147,7 @@ def _parse_stored(stored):
 
 
 def _health(step: int, counts: np.ndarray, norm: float) -> dict:
-    present = [code for code, count in zip(_COLUMNS, counts) if count > 0]
-    worst = max(present) if present else Health.FINITE
+    worst = Health(int(worst_of_counts(counts)))
     return {
         "step": int(step),
         "worst": HEALTH_LABELS[worst],
