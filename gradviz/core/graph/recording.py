@@ -24,6 +24,8 @@ import numpy as np
 from gradviz.core.errors import GradvizError
 from gradviz.core.graph.model import (
     INPUT,
+    INPUT_ID,
+    LOSS_ID,
     MODULE,
     OP,
     OUTPUT,
@@ -32,6 +34,7 @@ from gradviz.core.graph.model import (
     GraphNode,
     ModelGraph,
     module_id,
+    op_id,
 )
 from gradviz.core.graph.names import MAX_NAME_DEPTH, graph_from_names
 from gradviz.core.health import HEALTH_LABELS, Health, worst_of_counts
@@ -122,8 +125,8 @@ def recorded_graph(names, stored) -> ModelGraph:
     for path, name in ops:
         if path == "" or module_id(path) in nodes:
             parent = module_id(path) if path else None
-            nodes[f"o:{path}"] = GraphNode(f"o:{path}", name, OP, path, parent, name)
-    ends = {"i:input": ("input", INPUT), "x:loss": ("loss", OUTPUT)}
+            nodes[op_id(path)] = GraphNode(op_id(path), name, OP, path, parent, name)
+    ends = {INPUT_ID: ("input", INPUT), LOSS_ID: ("loss", OUTPUT)}
     for node_id, (name, kind) in ends.items():
         if any(node_id in edge for edge in edges):
             nodes[node_id] = GraphNode(node_id, name, kind, "", None)
