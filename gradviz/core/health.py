@@ -59,3 +59,17 @@ def worst(codes: np.ndarray) -> Health:
     """The most alarming category present (FINITE for an empty array)."""
     codes = np.asarray(codes)
     return Health(int(codes.max())) if codes.size else Health.FINITE
+
+
+def worst_of_counts(counts: np.ndarray) -> np.ndarray:
+    """(..., 5) counts (finite, zero, NaN, +Inf, -Inf, a recording's columns) -> (...)
+    uint8 Health code: NaN, then +Inf, then -Inf where any entry is one, ZERO where every
+    entry is zero, else FINITE (some zeros among finite values still flow)."""
+    counts = np.asarray(counts)
+    finite, zero, nan, pos_inf, neg_inf = (counts[..., k] for k in range(5))
+    code = np.full(counts.shape[:-1], Health.FINITE, dtype=np.uint8)
+    code[(finite == 0) & (zero > 0)] = Health.ZERO
+    code[neg_inf > 0] = Health.NEG_INF
+    code[pos_inf > 0] = Health.POS_INF
+    code[nan > 0] = Health.NAN
+    return code

@@ -33,6 +33,16 @@ def module_id(path: str) -> str:
     return f"m:{path}"
 
 
+def op_id(path: str) -> str:
+    """The id of the operation node of the container at ``path``'s own output."""
+    return f"o:{path}"
+
+
+# A recording's graph ends (``run_order``): the model's input and the logged loss.
+INPUT_ID = "i:input"
+LOSS_ID = "x:loss"
+
+
 def module_depth(path: str) -> int:
     """0 for the model itself (``""``), 1 for ``block``, 2 for ``block.conv``."""
     return 0 if not path else path.count(".") + 1

@@ -7,7 +7,9 @@ recording made before that was stored, or one that stored none (a dict of tensor
 module tree of its tensors' names and no edges.
 
 ``health`` is ``{"step", "worst", "counts": {"finite", "zero", "NaN", "+Inf", "-Inf"},
-"grad_norm"}``; ``worst`` is the most alarming category present (core.health's order), and
+"grad_norm"}``; ``worst`` is ``core.health.worst_of_counts`` of the counts (the rule of
+the Model health and Graph pages: NaN/Inf where any, "zero" only where every entry is
+zero), and
 ``grad_norm`` is null where it is not finite (JSON has no NaN).
 """
 
@@ -22,6 +24,8 @@ import numpy as np
 from gradviz.core.errors import GradvizError
 from gradviz.core.graph.model import (
     INPUT,
+    INPUT_ID,
+    LOSS_ID,
     MODULE,
     OP,
     OUTPUT,
@@ -30,9 +34,10 @@ from gradviz.core.graph.model import (
     GraphNode,
     ModelGraph,
     module_id,
+    op_id,
 )
 from gradviz.core.graph.names import MAX_NAME_DEPTH, graph_from_names
-from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.core.health import HEALTH_LABELS, Health, worst_of_counts
 
 RECORDING_LABEL = (
     "structure from the recording's tensor names: the order and the connections are not recorded"
@@ -120,8 +125,8 @@ def recorded_graph(names, stored) -> ModelGraph:
     for path, name in ops:
         if path == "" or module_id(path) in nodes:
             parent = module_id(path) if path else None
-            nodes[f"o:{path}"] = GraphNode(f"o:{path}", name, OP, path, parent, name)
-    ends = {"i:input": ("input", INPUT), "x:loss": ("loss", OUTPUT)}
+            nodes[op_id(path)] = GraphNode(op_id(path), name, OP, path, parent, name)
+    ends = {INPUT_ID: ("input", INPUT), LOSS_ID: ("loss", OUTPUT)}
     for node_id, (name, kind) in ends.items():
         if any(node_id in edge for edge in edges):
             nodes[node_id] = GraphNode(node_id, name, kind, "", None)
@@ -145,8 +150,7 @@ def _parse_stored(stored):
 
 
 def _health(step: int, counts: np.ndarray, norm: float) -> dict:
-    present = [code for code, count in zip(_COLUMNS, counts) if count > 0]
-    worst = max(present) if present else Health.FINITE
+    worst = Health(int(worst_of_counts(counts)))
     return {
         "step": int(step),
         "worst": HEALTH_LABELS[worst],

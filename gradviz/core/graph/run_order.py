@@ -25,22 +25,15 @@ from __future__ import annotations
 
 from torch import nn
 
-from gradviz.core.graph.model import module_id
+from gradviz.core.graph.model import INPUT_ID, LOSS_ID, module_id, op_id
 
 VERSION = 1
-INPUT_ID = "i:input"
-LOSS_ID = "x:loss"
 #: Past this many modules only the tree is stored (a hook per module costs every forward
 #: of the first step, and the page collapses such graphs anyway).
 MAX_HOOKED_MODULES = 5_000
 #: Autograd nodes one walk may visit before it stops (a hostile or huge graph never hangs
 #: the user's training step).
 MAX_WALK = 100_000
-
-
-def op_id(path: str) -> str:
-    """The id of the operation node of the container at ``path``'s own output."""
-    return f"o:{path}"
 
 
 def op_name(grad_fn) -> str:

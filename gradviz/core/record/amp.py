@@ -74,8 +74,10 @@ class ScalerWatch:
             return float(self.scaler.get_scale())
         return 1.0
 
-    def skip_of_logged_step(self, gradients_nonfinite: bool) -> Skip | None:
-        """Whether the scaler skips (or skipped) the step being logged now."""
+    def skip_of_logged_step(self, gradients_nonfinite) -> Skip | None:
+        """Whether the scaler skips (or skipped) the step being logged now.
+        ``gradients_nonfinite()`` (a host read) is called only where the answer needs it:
+        an enabled scaler whose ``step`` is still to come."""
         if not self.enabled:
             return None
         if self._phase == "updated":  # after scaler.update(): its scale says what happened
@@ -85,7 +87,7 @@ class ScalerWatch:
             return None
         # Before scaler.step: it skips exactly when a gradient is non-finite.
         self._last_update = None
-        if not gradients_nonfinite:
+        if not gradients_nonfinite():
             return None
         scale = float(self.scaler.get_scale())
         return Skip(scale, scale * float(self.scaler.get_backoff_factor()))

@@ -292,7 +292,7 @@ class Recorder:
         and what the gradients are still multiplied by (1 where no scaler is followed)."""
         if self._amp is None or self._optimizer_hook is not None:
             return None, 1.0
-        skip = self._amp.skip_of_logged_step(_any_nonfinite(grads, self.device))
+        skip = self._amp.skip_of_logged_step(lambda: _any_nonfinite(grads, self.device))
         if skip is not None and not _nonfinite_loss(loss):
             return skip, 1.0
         return None, self._amp.gradient_scale()

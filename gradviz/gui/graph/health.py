@@ -13,17 +13,21 @@ import numpy as np
 
 from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
 from gradviz.core.health import Health
-from gradviz.gui.recordings.data import MISSING_CODE, RecordingData
+from gradviz.gui.recordings.data import RecordingData, worst_health
 
 
 def tensor_rows(graph: ModelGraph, tensors: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Drawn node id -> (k,) int rows of ``tensors`` inside it: a parameter node its own,
     a module node every tensor of it and of the modules inside it (a folded module too)."""
     modules = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
-    params = {f"{n.module}.{n.name}" if n.module else n.name: n.id for n in graph.nodes}
+    params = {
+        f"{n.module}.{n.name}" if n.module else n.name: n.id
+        for n in graph.nodes
+        if n.kind == PARAMETER
+    }
     rows: dict[str, list[int]] = {}
     for row, name in enumerate(tensors):
-        if params.get(name, "").startswith("p:"):
+        if name in params:
             rows.setdefault(params[name], []).append(row)
         owner = name.rpartition(".")[0]
         while owner:
@@ -50,18 +54,22 @@ class StepHealth:
     def __init__(self, graph: ModelGraph, data: RecordingData) -> None:
         self.data = data
         self.rows = tensor_rows(graph, data.tensors)
-        self._worst = data.worst()  # (T, S) uint8, computed once
+        self._lost = data.missing_cells()  # (T, S) bool
 
     def at(self, column: int) -> dict[str, NodeHealth]:
-        """Node id -> NodeHealth at the recorded step in ``column``."""
+        """Node id -> NodeHealth at the recorded step in ``column``. The worst code is
+        ``worst_health`` of the counts summed over the node's kept tensors, the rule the
+        Model health page uses per tensor, so the label agrees with the counts beside it
+        (a zero tensor next to a finite one is "finite", as their summed counts say)."""
         found = {}
         for node_id, rows in self.rows.items():
-            codes = self._worst[rows, column]
-            codes = codes[codes != MISSING_CODE]
+            rows = rows[~self._lost[rows, column]]
             norms = self.data.grad_norm[rows, column]
             norm = float(np.sqrt(np.sum(np.square(norms[np.isfinite(norms)]))))
-            counts = tuple(int(c) for c in self.data.counts[rows, column].sum(axis=0))
-            found[node_id] = NodeHealth(int(codes.max()) if codes.size else None, norm, counts)
+            summed = self.data.counts[rows, column].sum(axis=0)
+            counts = tuple(int(c) for c in summed)
+            worst = int(worst_health(summed)) if rows.size else None
+            found[node_id] = NodeHealth(worst, norm, counts)
         return found
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.health import Health
+from gradviz.core.health import worst_of_counts
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader
 
@@ -99,14 +99,8 @@ def damage_label(damaged) -> str:
 
 
 def worst_health(counts: np.ndarray) -> np.ndarray:
-    """(..., 5) counts -> (...) uint8 Health code of the worst entry."""
-    finite, zero, nan, pos_inf, neg_inf = (counts[..., k] for k in range(5))
-    code = np.full(counts.shape[:-1], Health.FINITE, dtype=np.uint8)
-    code[(finite == 0) & (zero > 0)] = Health.ZERO
-    code[neg_inf > 0] = Health.NEG_INF
-    code[pos_inf > 0] = Health.POS_INF
-    code[nan > 0] = Health.NAN
-    return code
+    """(..., 5) counts -> (...) uint8 Health code of the worst entry (``worst_of_counts``)."""
+    return worst_of_counts(counts)
 
 
 def read_recording(reader: Reader, rank: int | None = None) -> RecordingData:
