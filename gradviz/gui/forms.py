@@ -72,11 +72,19 @@ class SetupForm(QWidget):
         self.problem.setWordWrap(True)
         self.problem.setStyleSheet("color: #c0392b;")
         self.problem.hide()
+        # What the form holds beside the run shown, where the two differ (set by the lab,
+        # which knows the source in focus): the next run's settings, said as such.
+        self.next_run = QLabel("")
+        self.next_run.setWordWrap(True)
+        self.next_run.setStyleSheet("color: #8a6d00;")
+        self.next_run.hide()
+        self._differs: list[str] = []
         self.setMinimumWidth(300)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tree)
         layout.addWidget(self.problem)
+        layout.addWidget(self.next_run)
         self.set_config(config)
         self.root.sigTreeStateChanged.connect(self._on_tree_changed)
         for name in self._names_with("network"):
@@ -145,14 +153,42 @@ class SetupForm(QWidget):
 
     def readouts(self) -> dict[str, Any]:
         """The settings as the form shows them (a value that does not validate included),
-        and the problem line."""
+        the problem line, and the settings it says differ from the run shown (with the
+        sentence that says so)."""
+        return {
+            **self.values(),
+            "problem": self.problem_text,
+            "differs_from_shown": list(self._differs),
+            "next_run_note": self.next_run.text(),
+        }
+
+    def values(self) -> dict[str, Any]:
+        """Each setting of the run as the form shows it (as typed where not valid yet)."""
         values = {}
         for row in settings_of(self._config_class):
             try:
                 values[row.name] = self._read(row)
             except (GradvizError, ValueError, TypeError):
                 values[row.name] = self.param(row.name).value()  # as typed, not valid yet
-        return {**values, "problem": self.problem_text}
+        return values
+
+    def differences(self, config: FitConfig) -> list[str]:
+        """The names of the settings whose shown value is not ``config``'s, in form order."""
+        return [name for name, value in self.values().items() if value != getattr(config, name)]
+
+    def show_differences(self, names: list[str]) -> None:
+        """Say under the form that the settings ``names`` differ from the run shown beside
+        it, so what it holds reads as the next run's (hidden when ``names`` is empty)."""
+        self._differs = list(names)
+        if not names:
+            self.next_run.hide()
+            self.next_run.setText("")
+            return
+        titles = ", ".join(self._rows[name].title for name in names)
+        self.next_run.setText(
+            f"Next run: {titles} here differ from the run shown; Reset or Start uses them."
+        )
+        self.next_run.show()
 
     def live_settings(self) -> LiveSettings:
         values = {row.name: self._read(row) for row in settings_of(LiveSettings)}

@@ -433,8 +433,7 @@ class AgreementMachine(RuleBasedStateMachine):
             self._recording_agrees(r, shown)
 
     def _live_agrees(self, r: dict, shown) -> None:
-        setup = r["setup"]
-        assert (setup["n"], setup["method"]) == (shown.n_points, shown.method)
+        self._setup_agrees(r["setup"], {"n": shown.n_points, "method": shown.method})
         timeline = r["timeline"]
         if timeline is not None and timeline["count"] and self.lab.recordings.live.active:
             if self.session.viewing_pinned:
@@ -445,6 +444,14 @@ class AgreementMachine(RuleBasedStateMachine):
         if first is not None:
             assert r["status"]["first_nonfinite_grad_step"] == first
             assert r["status"]["alarm"]
+
+    @staticmethod
+    def _setup_agrees(setup: dict, source: dict) -> None:
+        """The setup panel shows each of the source's settings, or names it among those it
+        says differ from the run shown (the next run's), and names no other."""
+        for name, value in source.items():
+            named = name in setup["differs_from_shown"]
+            assert (setup[name] != value) == named, (name, setup[name], value, setup)
 
     def _recording_agrees(self, r: dict, shown) -> None:
         data = self.lab.recordings.recorded.data
@@ -459,10 +466,9 @@ class AgreementMachine(RuleBasedStateMachine):
         assert fit["first_nonfinite_grad_step"] == first_step
         # The setup panel shows the settings the recording was made with.
         config = data.meta["config"]
-        setup = r["setup"]
-        assert (setup["target"], setup["n"], setup["method"]) == (
-            config["target"], config["n"], fit["method"],
-        )  # fmt: skip
+        self._setup_agrees(
+            r["setup"], {"target": config["target"], "n": config["n"], "method": fit["method"]}
+        )
         coord = r["views"].get("coord_grads")
         if coord is not None and coord["recorded"] and "coords" in data.tensors:
             # Free coordinates are the recorded tensor "coords": its recorded statistics

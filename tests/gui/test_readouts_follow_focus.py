@@ -163,3 +163,86 @@ def test_opening_the_same_lab_recording_again_shows_its_settings_again(
     open_and_wait(qtbot, lab, naive_recording)
     setup = lab.window.readouts()["setup"]
     assert (setup["target"], setup["n"], setup["method"]) == ("gaussian", 10, "naive")
+
+
+def _setup_of(lab) -> tuple:
+    setup = lab.window.readouts()["setup"]
+    return setup["target"], setup["n"], setup["method"], setup["differs_from_shown"]
+
+
+def test_show_first_nan_of_a_run_stopped_for_a_recording_shows_that_runs_settings(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    fit_recording,
+):
+    """Found by the agreement test: a naive run stopped by opening a safe recording, then
+    Show first NaN: the naive run's pinned step beside the recording's "method safe"."""
+    lab = make_lab(small("naive", n=12, steps=100_000))
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.pinned is not None, timeout=WAIT_MS)
+    lab.form.param("lr").setValue(0.02)  # applies live: the run's rate from now on
+    open_and_wait(qtbot, lab, fit_recording)
+    assert _setup_of(lab) == ("gaussian", 10, "safe", [])
+    lab.window.actions["first_nan"].trigger()
+    shown = lab.session.shown
+    assert shown is lab.session.pinned and shown.generation == lab.session.generation
+    assert _setup_of(lab) == ("helix", 12, "naive", [])
+    assert lab.window.readouts()["setup"]["lr"] == 0.02  # as the run runs, not as it began
+
+
+def test_scrubbing_back_to_a_recording_after_a_reset_shows_its_settings_again(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    naive_recording,
+):
+    """Found by the agreement test: N changed over a lab recording (a reset to a live run),
+    then its timeline scrubbed: the recording's gaussian / 10 steps beside the form's 12."""
+    lab = make_lab(small("safe", n=12, steps=100_000))
+    open_and_wait(qtbot, lab, naive_recording)
+    lab.form.param("n").setValue(16)
+    qtbot.waitUntil(lambda: lab.session.shown is not None and lab.session.shown.generation > 0,
+                    timeout=WAIT_MS)  # fmt: skip
+    assert _setup_of(lab) == ("gaussian", 16, "naive", [])
+    lab.recordings.timeline.select_index(0)
+    assert lab.session.shown.generation < 0
+    assert _setup_of(lab) == ("gaussian", 10, "naive", [])
+
+
+def test_a_change_kept_for_the_next_run_is_said_under_the_form(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    fit_recording,
+):
+    """Reset declined for a going run: the form holds the next run's N, and says so."""
+    lab = make_lab(small("safe", n=12, steps=100_000))
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=WAIT_MS)
+    lab.answer = False  # "Reset the run?" -> No: the run keeps its own settings
+    lab.form.param("n").setValue(16)
+    assert lab.session.state is RunState.RUNNING and lab.session.config.n == 12
+    setup = lab.window.readouts()["setup"]
+    assert (setup["n"], setup["differs_from_shown"]) == (16, ["n"])
+    assert "N points" in setup["next_run_note"] and lab.form.next_run.isVisible()
+    lab.form.param("n").setValue(12)  # back to the run's own: nothing differs
+    assert lab.window.readouts()["setup"]["differs_from_shown"] == []
+    assert not lab.form.next_run.isVisible()
+
+
+def test_back_to_live_view_puts_the_timeline_back_on_the_newest_step(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    """Found by the agreement test: Show first NaN, then Back to live view: the views showed
+    the newest step while the timeline stayed on the first NaN's."""
+    lab = make_lab(small("naive", n=12, steps=100_000))
+    session, timeline = lab.session, lab.recordings.timeline
+    for wanted in (1, 2):
+        lab.step_once()
+        qtbot.waitUntil(lambda w=wanted: session.shown is not None and session.shown.step >= w,
+                        timeout=WAIT_MS)  # fmt: skip
+    lab.window.actions["first_nan"].trigger()
+    assert session.shown is session.pinned and timeline.step == session.pinned.step
+    lab.window.actions["live"].trigger()
+    shown = session.shown
+    assert shown is session.latest and shown.step > session.pinned.step
+    assert timeline.readouts()["step"] == shown.step and timeline.following

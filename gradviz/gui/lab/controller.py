@@ -91,6 +91,12 @@ class LabController(QObject):
         from gradviz.gui.graph.wiring import GraphWiring
 
         self.graph = GraphWiring(self.window, self.recordings, self.models, self.show_error)
+        from gradviz.gui.lab.setup_focus import SetupFollowsFocus
+
+        # After _connect: a change is compared with the run it reset to, not the one before.
+        self.setup_focus = SetupFollowsFocus(
+            self.form, self.session, self.recordings.recorded, self
+        )
         self.recordings.shown.connect(self._on_recording_shown)
         self._form_filled_by: object | None = None  # the opened recording that filled the form
         from gradviz.gui.lab.lab_readouts import LabPageReadouts
@@ -226,7 +232,7 @@ class LabController(QObject):
         if session.worker is None or session.state is not RunState.READY:
             return False
         try:
-            return self.form.config() != session.config
+            return self.form.config() != session.settings_now
         except GradvizError:
             return False
 
@@ -271,21 +277,16 @@ class LabController(QObject):
 
     @Slot(object)
     def _on_recording_shown(self, data) -> None:
-        """A lab recording in the lab's views: the setup panel shows the settings it was
-        made with (it still showed the form's own beside another run's data); Start then
-        repeats that run live. Set once each time a recording is opened (opening the same
-        one again sets it again), not on every re-read of a growing one."""
-        from gradviz.gui.recordings.recorded_run import recorded_config
-
+        """A lab recording opened in the lab's views: the setup panel shows the settings it
+        was made with, even where it was the source in focus already (opened again after
+        the form changed); Start then repeats that run live. Once each time a recording is
+        opened, not on every re-read of a growing one (the user's edits stay)."""
         if data.source != "fit" or "distances" not in data.images:
             return
         opened = self.recordings.source  # a new one for each open, the same for re-reads
-        if opened is None or opened is self._form_filled_by:
-            return
-        config = recorded_config(data, self.form.config_class)
-        if config is not None:
+        if opened is not None and opened is not self._form_filled_by:
             self._form_filled_by = opened
-            self.form.set_config(config)
+            self.setup_focus.refill()
 
     # ---- settings ----------------------------------------------------------------------------
     @Slot(str)

@@ -17,6 +17,7 @@ All slots here run on the GUI thread.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from collections.abc import Callable
@@ -90,6 +91,7 @@ class RunSession(QObject):
         self.frame_rate = frame_rate
         self._state = RunState.IDLE if available else RunState.LOADING
         self._config: FitConfig | None = None
+        self._lr_now: float | None = None  # set while running: the run's rate since then
         self._latest: Snapshot | None = None
         self._pin = FirstNanPin()
         self._shown: Snapshot | None = None
@@ -113,6 +115,14 @@ class RunSession(QObject):
     def config(self) -> FitConfig | None:
         """The settings of the current run (None before the first)."""
         return self._config
+
+    @property
+    def settings_now(self) -> FitConfig | None:
+        """The settings the current run runs with now: ``config`` with the learning rate
+        changed while it ran (``config`` stays what it started from, as a replay needs)."""
+        if self._config is None or self._lr_now is None:
+            return self._config
+        return dataclasses.replace(self._config, lr=self._lr_now)
 
     @property
     def latest(self) -> Snapshot | None:
@@ -237,9 +247,12 @@ class RunSession(QObject):
         worker.request_cell(i, j, snapshot.step, pinned=self._pin.is_exact(snapshot))
         return True
 
-    def set_lr(self, lr: float) -> None:  # takes effect before the next step
+    def set_lr(self, lr: float) -> None:
+        """Change the running run's learning rate (it takes effect before the next step);
+        ``settings_now`` says the rate it now runs with."""
         if self.worker is not None:
             self.worker.set_lr(lr)
+            self._lr_now = lr
 
     def set_frame_rate(self, frame_rate: float) -> None:
         self.frame_rate = frame_rate
@@ -297,7 +310,7 @@ class RunSession(QObject):
         workers.workerRetired.connect(self.workerRetired)
 
     def _launch(self, config: FitConfig, paused: bool) -> None:
-        self._config = config
+        self._config, self._lr_now = config, None
         self._set_pinned(None)
         self._workers.launch(config, paused, self.frame_rate, self.run_factory)
         self._set_state(RunState.READY if paused else RunState.RUNNING)

@@ -99,15 +99,24 @@ class LiveTimeline(QObject):
 
     @Slot(object)
     def _on_snapshot(self, snapshot: Snapshot) -> None:
+        """The timeline's cursor is on the live step shown: the pinned first NaN or a step
+        scrubbed back to where one is shown; the newest step, followed, where that is shown
+        (a new frame, Back to live view, a late frame after scrubbing back)."""
         if snapshot.generation != self.session.generation:
             return  # a recorded step, or a late one of an older run
         if self.active and self.session.viewing_pinned:
             self._point_at(snapshot)  # Show first NaN: the timeline says which step it is
             return
-        if self.history.add(snapshot) and self.active:
-            self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
-            if self.timeline.following:
-                self.timeline.set_steps(self.history.steps())
+        kept = self.history.add(snapshot)
+        if not self.active:
+            return
+        if snapshot is not self.session.latest:
+            self._point_at(snapshot)  # a kept older step, chosen on the timeline
+            return
+        self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
+        if kept or not self.timeline.following:
+            self.timeline.set_following(True)
+            self.timeline.set_steps(self.history.steps())
 
     def _point_at(self, snapshot: Snapshot) -> None:
         """Put the timeline's cursor on ``snapshot``'s step without showing another one
