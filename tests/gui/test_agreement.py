@@ -501,6 +501,14 @@ class AgreementMachine(RuleBasedStateMachine):
         assert timeline["count"] == data.n_steps
         if not inspect["damaged"]:
             assert data.n_steps == per_rank["steps"]
+        # The loss plot marks the non-finite losses the Reader reads, at their steps.
+        scalars = self.prepared[str(data.path)]["scalars"].get(data.rank, {})
+        if "loss" in scalars:
+            loss_steps, losses = scalars["loss"]
+            bad = set(loss_steps[~np.isfinite(losses)].tolist())
+            marked = [str(int(s)) for s in data.steps if int(s) in bad]
+            assert r["loss"]["nonfinite_steps"] == marked
+            self.compared.add("loss marks")
         if timeline["count"]:
             step = str(int(data.steps[timeline["index"]]))
             assert timeline["step"] == int(step)
@@ -760,7 +768,9 @@ def test_every_readout_agrees_with_the_source_in_focus(
     taken = _walk(machine)
     assert len(taken) >= len(WALKTHROUGH) - 2, taken  # the story reached its sources
     assert {"open_recording", "scrub_the_timeline", "show_first_nan"} <= set(taken), taken
-    assert {"live", "fit", "graph", "graph origin"} <= machine.compared, machine.compared
+    assert {"live", "fit", "graph", "graph origin", "loss marks"} <= machine.compared, (
+        machine.compared
+    )
     _run(qtbot, lab, prepared, examples=2, steps=6)
 
 

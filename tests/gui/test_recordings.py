@@ -262,12 +262,14 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
         assert QImage(png).width() > 0, name
         assert "<svg" in Path(svg).read_text(encoding="utf-8"), name
         assert Path(csv).is_file(), name
-    # The loss on the health page's step axis reads back as (column centre, loss) pairs.
+    # The loss on the health page's step axis reads back as (column centre, loss) pairs,
+    # every logged step's: the NaN loss of step 7 as "nan", and no column of its mark.
     csv = written[3 * list(lab.recordings.export_actions).index("step_loss") + 2]
+    assert Path(csv).read_text().splitlines()[0] == "loss_x,loss_y"
     table = np.loadtxt(csv, delimiter=",", skiprows=1)
-    finite = np.isfinite(data.losses)
-    np.testing.assert_allclose(table[:, 1], data.losses[finite])
-    np.testing.assert_allclose(table[:, 0], np.flatnonzero(finite) + 0.5)
+    assert np.isnan(data.losses[7])
+    np.testing.assert_allclose(table[:, 1], data.losses, rtol=1e-9)  # NaN == NaN here
+    np.testing.assert_allclose(table[:, 0], np.arange(data.n_steps) + 0.5)
 
 
 def test_view_data_exports_as_npy_and_the_window_as_an_image(qtbot, lab, watch_recording, tmp_path):

@@ -43,6 +43,9 @@ class RecordingData:
     missing: np.ndarray | None = None
     #: what the recording lost, as ``Reader.describe()["damaged"]`` says (empty: whole)
     damaged: tuple[dict, ...] = ()
+    #: (S,) bool: the step's loss was logged (``losses`` is NaN where it was not, and where
+    #: a NaN was logged; the two read apart here). None: every step's was.
+    loss_logged: np.ndarray | None = None
 
     @property
     def n_steps(self) -> int:
@@ -153,7 +156,17 @@ def read_recording(reader: Reader, rank: int | None = None) -> RecordingData:
         images=images,
         missing=missing,
         damaged=tuple(damaged),
+        loss_logged=_loss_logged(stream, steps),
     )
+
+
+def _loss_logged(stream, steps: np.ndarray) -> np.ndarray:
+    """(S,) bool: whether a loss was logged at each recorded step, from the recording's
+    ``loss`` scalar (the Runs page's series; an older recording's is its recorded steps'
+    losses, if any was logged). Its unreadable rows count as not logged (named as damage)."""
+    if "loss" not in stream.scalar_names():
+        return np.zeros(len(steps), bool)
+    return np.isin(steps, stream.scalar("loss").steps)
 
 
 def _unreadable_images(rank: int, name: str, steps: list[int]) -> dict:

@@ -21,12 +21,13 @@ from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from gradviz.core.errors import GradvizError
+from gradviz.gui.widgets.plot_csv import PlotDataCSV, use_for_the_export_dialog
 
 #: File suffix -> (menu text, pyqtgraph exporter, file dialog filter).
 FORMATS = {
     ".png": ("Export PNG…", exporters.ImageExporter, "PNG image (*.png)"),
     ".svg": ("Export SVG…", exporters.SVGExporter, "SVG drawing (*.svg)"),
-    ".csv": ("Export data as CSV…", exporters.CSVExporter, "CSV table (*.csv)"),
+    ".csv": ("Export data as CSV…", PlotDataCSV, "CSV table (*.csv)"),  # the data, not marks
 }
 #: Save dialog filters of the files written outside the plots' menus.
 FILTERS = {**{k: v[2] for k, v in FORMATS.items()}, ".npy": "NumPy arrays (*.npy)"}
@@ -39,8 +40,8 @@ def export_plot(plot: pg.PlotWidget | pg.PlotItem, path: str) -> None:
         raise GradvizError(f"Export to .png, .svg or .csv, not {suffix or 'no suffix'!r}.")
     item = plot.getPlotItem() if isinstance(plot, pg.PlotWidget) else plot
     own_csv = getattr(item, "export_csv", None)
-    if suffix == ".csv" and own_csv is not None:  # a page that writes its data as drawn
-        own_csv(path)  # (pyqtgraph's exporter writes only the finite points it drew)
+    if suffix == ".csv" and own_csv is not None:  # a page that writes a table of its own
+        own_csv(path)  # (the Runs page: its runs' points, as drawn)
         return
     exporter = FORMATS[suffix][1](item)
     if suffix == ".png":  # at least the size on screen, and never a zero-sized image
@@ -85,6 +86,7 @@ def add_export_menu(
     return them. ``choose(parent, suffix)`` returns the file name (a save dialog by
     default; '' cancels)."""
     item = plot.getPlotItem() if isinstance(plot, pg.PlotWidget) else plot
+    use_for_the_export_dialog()  # pyqtgraph's Export… entry of the same menu writes the same
     item.setMenuEnabled(True)
     menu = item.vb.menu
     menu.addSeparator()

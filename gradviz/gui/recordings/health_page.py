@@ -145,7 +145,7 @@ class ModelHealthPage(QWidget):
         )  # fmt: skip
         self.damage_label.setText(data.damage_line())
         self.damage_label.setVisible(bool(data.damaged))
-        self.loss.set_data(data.steps, data.losses)
+        self.loss.set_data(data.steps, data.losses, data.loss_logged)
         self.loss.plot.getAxis("left").setWidth(self.health.left_width)  # step axes line up
         self._set_first_bad(data.first_nonfinite)
         names = sorted(data.images)

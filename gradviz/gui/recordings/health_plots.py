@@ -17,8 +17,10 @@ from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 from gradviz.core.health import HEALTH_LABELS, Health
 from gradviz.core.record import layout as L
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
+from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.palette import OKABE_ITO, health_lut
 from gradviz.gui.widgets.panel import ElidedLabel, format_value
+from gradviz.gui.widgets.plot_csv import set_csv_data
 
 #: Brightness of the weakest and strongest finite gradient norm of the page (dark = small).
 DIM, BRIGHT = 0.3, 1.0
@@ -231,7 +233,13 @@ def _runs(rows: tuple[int, ...]) -> list[tuple[int, int]]:
 
 
 class StepLoss(QWidget):
-    """The loss at each recorded step, on the health map's step axis (log y by default)."""
+    """The loss at each recorded step, on the health map's step axis (log y by default).
+
+    A loss the log axis cannot draw is not dropped: a NaN or Inf one is a mark at the
+    plot's edge (``NonfiniteMarks``, as on the lab's loss plot and the Runs page), and the
+    CSV export writes every logged step's loss, ``nan`` and ``inf`` included. A step
+    without a logged loss is neither drawn nor marked.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -241,31 +249,47 @@ class StepLoss(QWidget):
         self.plot.getAxis("left").enableAutoSIPrefix(False)  # the log axis reads 1e-16 itself
         self.plot.setLogMode(y=True)
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#E69F00", width=2), name="loss")
+        self.marks = NonfiniteMarks(self.plot, "loss")
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
         self.plot.addItem(self.cursor)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
 
-    def set_data(self, steps: np.ndarray, losses: np.ndarray) -> None:
+    def set_data(
+        self, steps: np.ndarray, losses: np.ndarray, logged: np.ndarray | None = None
+    ) -> None:
+        """(S,) step numbers and their (S,) losses; ``logged`` (S,) bool says which steps'
+        losses were logged (default: every one; an unlogged loss reads NaN)."""
         self.axis.steps = np.asarray(steps)
-        x = np.arange(len(losses)) + 0.5
-        ok = np.isfinite(losses) & (losses > 0)  # log axis: only positive finite losses
+        losses = np.asarray(losses, dtype=np.float64)
+        logged = np.ones(len(losses), bool) if logged is None else np.asarray(logged, bool)
+        x = np.arange(len(losses)) + 0.5  # column centres
+        ok = logged & np.isfinite(losses) & (losses > 0)  # log axis: positive finite only
         self.curve.setData(x[ok], losses[ok])
+        set_csv_data(self.curve, x[logged], losses[logged])
+        self.marks.set_data(x[logged], losses[logged], np.asarray(steps)[logged])
 
     def set_cursor(self, index: int) -> None:
         self.cursor.setPos(index + 0.5)
 
     def readouts(self) -> dict:
-        """The curve's points as (x, loss) and the cursor's x, with the steps they sit at."""
+        """The curve's points as (x, loss) and the cursor's x, with the steps they sit at,
+        and the steps of the non-finite losses marked (as drawn, by kind)."""
         x, y = self.curve.getData()
         x = np.zeros(0) if x is None else np.asarray(x)
         cursor = float(self.cursor.value())
+        marked = {
+            kind: [self.axis.step_of(float(v)) for v in self.marks.positions(kind)[0]]
+            for kind in self.marks.items
+        }
         return {
             "points": len(x),
             "point_steps": [self.axis.step_of(float(v)) for v in x[:50]],
             "cursor_x": cursor,
             "cursor_step": self.axis.step_of(cursor),
+            "nonfinite_steps": [self.axis.step_of(float(v)) for v in self.marks.drawn_x()],
+            "nonfinite": marked,
         }
 
 

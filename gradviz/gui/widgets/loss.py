@@ -14,6 +14,7 @@ from gradviz.core.health import Health
 from gradviz.gui.widgets import axes, palette
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label
+from gradviz.gui.widgets.plot_csv import set_csv_data
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 
@@ -105,6 +106,7 @@ class LossView(QWidget):
         finite = np.isfinite(history)
         drawable = finite & (history > 0)
         self.curve.setData(steps[drawable], history[drawable])
+        set_csv_data(self.curve, steps, history)  # its CSV: every step, NaN and Inf included
         if self._follow:
             self._extend_range(len(history), history[drawable], reference)
         self._draw_nonfinite(steps, history, drawable)
@@ -157,6 +159,7 @@ class LossView(QWidget):
         self._reference = None
         self._history = np.zeros(0)
         self.curve.setData([], [])
+        set_csv_data(self.curve, np.zeros(0), np.zeros(0))
         self.marks.clear()
         self.first_bad_line.setVisible(False)
         self.reference_line.setVisible(False)
@@ -168,8 +171,10 @@ class LossView(QWidget):
         return self._history
 
     def nonfinite_steps(self) -> np.ndarray:
-        """Steps (0-based, as the CLI counts) whose loss is shown as non-finite."""
-        return np.flatnonzero(~np.isfinite(self._history))
+        """(M,) int steps (0-based, as the CLI counts) whose loss is shown as non-finite:
+        read from the marks drawn (each at its step's x), not from the history they were
+        made from."""
+        return np.rint(self.marks.drawn_x()).astype(np.int64)
 
     def _draw_nonfinite(self, steps: np.ndarray, history: np.ndarray, drawable: np.ndarray):
         runs = nonfinite_runs(history)

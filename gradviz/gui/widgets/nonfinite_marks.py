@@ -7,7 +7,8 @@ an upward triangle along the top edge, -Inf as a downward triangle along the bot
 each outlined in its Health colour, with a tooltip naming the run, the step and the value.
 The marks follow the view (zoom, pan, a growing range) and never widen its range.
 
-The lab's loss plot and the Runs page use this one module, so the marks read the same.
+The lab's loss plot, Model health's loss plot and the Runs page use this one module, so the
+marks read the same; a plot's CSV leaves them out (``plot_csv``: they are positions, not data).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pyqtgraph as pg
 
 from gradviz.core.health import Health
 from gradviz.gui.widgets import palette
+from gradviz.gui.widgets.plot_csv import not_data
 
 #: kind -> (symbol, outline colour, words); NaN and +Inf at the top edge, -Inf at the bottom.
 KINDS = {
@@ -66,6 +68,7 @@ class NonfiniteMarks:
                 tip=self._tip,
             )
             item.setZValue(40)  # above the curves
+            not_data(item)  # edge positions, not values: a CSV writes the curve's own
             plot.addItem(item, ignoreBounds=True)  # never widens the view's range
             self.items[kind] = item
             self._x[kind], self._tips[kind] = np.zeros(0), []
@@ -96,6 +99,12 @@ class NonfiniteMarks:
     def counts(self) -> dict[str, int]:
         """How many points of each kind are marked."""
         return {kind: len(x) for kind, x in self._x.items()}
+
+    def drawn_x(self) -> np.ndarray:
+        """(M,) sorted x of every mark drawn (shown), of all kinds: what a readout of the
+        non-finite points reads, rather than the data they were made from."""
+        drawn = [self.positions(kind)[0] for kind, item in self.items.items() if item.isVisible()]
+        return np.sort(np.concatenate([np.zeros(0), *drawn]))
 
     def positions(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """The marks of ``kind`` as drawn: (x, y) in view coordinates."""
