@@ -176,9 +176,10 @@ class SetupForm(QWidget):
         """The names of the settings whose shown value is not ``config``'s, in form order."""
         return [name for name, value in self.values().items() if value != getattr(config, name)]
 
-    def show_differences(self, names: list[str]) -> None:
+    def show_differences(self, names: list[str], applied_by: str = "Reset") -> None:
         """Say under the form that the settings ``names`` differ from the run shown beside
-        it, so what it holds reads as the next run's (hidden when ``names`` is empty)."""
+        it, so what it holds reads as the next run's, and which button (``applied_by``)
+        starts a run with them (hidden when ``names`` is empty)."""
         self._differs = list(names)
         if not names:
             self.next_run.hide()
@@ -186,7 +187,7 @@ class SetupForm(QWidget):
             return
         titles = ", ".join(self._rows[name].title for name in names)
         self.next_run.setText(
-            f"Next run: {titles} here differ from the run shown; Reset or Start uses them."
+            f"Next run: {titles} here differ from the run shown; {applied_by} uses them."
         )
         self.next_run.show()
 

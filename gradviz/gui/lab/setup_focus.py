@@ -42,8 +42,9 @@ class SetupFollowsFocus(QObject):
         self.form, self.session, self.recorded = form, session, recorded
         self._source: int | None = None  # generation of the source the form was set to
         session.snapshotShown.connect(self._on_snapshot_shown)
-        session.cleared.connect(self._on_form_changed)  # a reset: nothing shown to differ from
-        form.changed.connect(self._on_form_changed)
+        session.cleared.connect(self._on_changed)  # a reset: nothing shown to differ from
+        session.stateChanged.connect(self._on_changed)  # which button applies them
+        form.changed.connect(self._on_changed)
 
     def source_config(self, snapshot: Snapshot | None) -> FitConfig | None:
         """The settings of the run ``snapshot`` belongs to: the current live run's, the
@@ -77,10 +78,12 @@ class SetupFollowsFocus(QObject):
             self.form.set_config(config)
         self._say_differences(config)
 
-    @Slot()
-    @Slot(str)
-    def _on_form_changed(self, _name: str = "") -> None:
+    def _on_changed(self, *_why) -> None:
+        """A setting, the run's state or the run itself changed (whatever the signal says)."""
         self._say_differences(self.source_config(self.session.shown))
 
     def _say_differences(self, config: FitConfig | None) -> None:
-        self.form.show_differences([] if config is None else self.form.differences(config))
+        names = [] if config is None else self.form.differences(config)
+        # A going run resumes with its own settings on Start: only Reset applies the form's.
+        applied_by = "Reset" if self.session.state.going else "Start or Reset"
+        self.form.show_differences(names, applied_by)
