@@ -188,22 +188,29 @@ def test_show_first_nan_of_a_run_stopped_for_a_recording_shows_that_runs_setting
     assert shown is lab.session.pinned and shown.generation == lab.session.generation
     assert _setup_of(lab) == ("helix", 12, "naive", [])
     assert lab.window.readouts()["setup"]["lr"] == 0.02  # as the run runs, not as it began
+    # The timeline names the live run's pinned step too, not the recording's last one.
+    timeline = lab.window.readouts()["timeline"]
+    assert (timeline["state"], timeline["step"]) == ("live run", shown.step)
 
 
-def test_scrubbing_back_to_a_recording_after_a_reset_shows_its_settings_again(
+def test_a_reset_over_a_recording_takes_the_timeline_and_the_setup_panel_with_it(
     qtbot,
     make_lab,  # noqa: F811 - fixture
     naive_recording,
 ):
-    """Found by the agreement test: N changed over a lab recording (a reset to a live run),
-    then its timeline scrubbed: the recording's gaussian / 10 steps beside the form's 12."""
+    """Found by the agreement test: N changed over a lab recording (a reset to a live run)
+    left the recording's timeline under the live step 0; scrubbing it brought the
+    recording's gaussian / 10 steps back beside the form's 16."""
     lab = make_lab(small("safe", n=12, steps=100_000))
     open_and_wait(qtbot, lab, naive_recording)
     lab.form.param("n").setValue(16)
     qtbot.waitUntil(lambda: lab.session.shown is not None and lab.session.shown.generation > 0,
                     timeout=WAIT_MS)  # fmt: skip
     assert _setup_of(lab) == ("gaussian", 16, "naive", [])
-    lab.recordings.timeline.select_index(0)
+    # The reset's step 0 took the timeline from the recording: it names the live run.
+    timeline = lab.window.readouts()["timeline"]
+    assert (timeline["state"], timeline["step"]) == ("live run", 0)
+    open_and_wait(qtbot, lab, naive_recording)  # back to the recording: its settings again
     assert lab.session.shown.generation < 0
     assert _setup_of(lab) == ("gaussian", 10, "naive", [])
 

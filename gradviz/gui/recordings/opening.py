@@ -89,6 +89,8 @@ class Recordings(QObject):
         self.overlay_index = pages.add_page(OVERLAY_TITLE, self.overlay)
         self.timeline = Timeline()
         self.timeline.indexChanged.connect(self._on_timeline_index)
+        # Before the live timeline's own slot: it then points at the step shown.
+        session.snapshotShown.connect(self._on_snapshot_shown)
         self.live = LiveTimeline(session, self.timeline, self)
         # One row high, whatever the window's height: at 1920 x 1080 the dock took a third
         # of the window, empty.
@@ -237,6 +239,19 @@ class Recordings(QObject):
             self.dock.show()
         elif state is RunState.RUNNING and self.live.active:
             self.timeline.set_following(True)  # resumed: the newest step again
+
+    @Slot(object)
+    def _on_snapshot_shown(self, snapshot) -> None:
+        """The timeline names the source the views show: a step of the live run shown over
+        a recording (Show first NaN of the run stopped for it, a Reset's step 0) takes the
+        timeline back from the recording, as a run that goes does."""
+        if (
+            snapshot.generation == self.session.generation
+            and not self.live.active
+            and self.dock.isVisible()
+        ):
+            self.timeline.play.setChecked(False)
+            self.live.activate()
 
     @Slot(int)
     def _on_timeline_index(self, index: int) -> None:
