@@ -425,6 +425,9 @@ class AgreementMachine(RuleBasedStateMachine):
             assert views["loss"]["losses"] == len(shown.loss_history)
             last = float(shown.loss_history[-1]) if len(shown.loss_history) else None
             assert _same_float(views["loss"]["last_loss"], last)
+            # The non-finite steps it reports are those of its marks: the shown run's own.
+            bad = np.flatnonzero(~np.isfinite(np.asarray(shown.loss_history, np.float64)))
+            assert views["loss"]["nonfinite_steps"] == bad[:20].tolist()
         if has_nonfinite_gradients(shown):
             assert status["alarm"], status["texts"]
         if shown.generation == self.session.generation:
