@@ -245,11 +245,8 @@ class Recordings(QObject):
         """The timeline names the source the views show: a step of the live run shown over
         a recording (Show first NaN of the run stopped for it, a Reset's step 0) takes the
         timeline back from the recording, as a run that goes does."""
-        if (
-            snapshot.generation == self.session.generation
-            and not self.live.active
-            and self.dock.isVisible()
-        ):
+        on_a_recording = not self.live.active and self.recorded.data is not None
+        if on_a_recording and snapshot.generation == self.session.generation:
             self.timeline.play.setChecked(False)
             self.live.activate()
 
