@@ -221,7 +221,7 @@ def _views_refresh(quick: bool, seconds: float, emit) -> dict:
 
 def _launch(repeats: int, emit) -> dict:
     """Seconds from starting `python -m gradviz gui` to its window on screen (warm)."""
-    env = dict(os.environ)
+    env = _warm_env()
     env["GRADVIZ_EXIT_WHEN_SHOWN"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "gradviz", "gui"]
@@ -246,12 +246,20 @@ def _launch(repeats: int, emit) -> dict:
     return {"seconds": median, "target_s": TARGETS["launch_s"]}
 
 
+def _warm_env() -> dict:
+    """The environment of a launch measured warm: Python's bytecode cache on, as a user's
+    (where PYTHONDONTWRITEBYTECODE is set, every launch would compile gradviz afresh)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def _import_stall(repeats: int, emit) -> dict:
     """Medians over ``repeats`` fresh interpreters of ``bench.import_stall``, plain torch
     import and the app's alternating (one untimed pair first, to warm the file cache)."""
     import json
 
-    env = dict(os.environ)
+    env = _warm_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     runs: dict[str, list[dict]] = {"plain": [], "gradviz": []}
     for k in range(repeats + 1):
@@ -284,7 +292,7 @@ def _startup(
     average (1 minute) as the launches end."""
     import tempfile
 
-    env = dict(os.environ)
+    env = _warm_env()
     env["GRADVIZ_STARTUP_REPORT"] = "1"
     env["GRADVIZ_SETTINGS_FILE"] = os.path.join(tempfile.mkdtemp(), "settings.ini")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
