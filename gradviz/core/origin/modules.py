@@ -72,7 +72,7 @@ class ModuleOrigin:
         self._summed = 0
         self._last_output: torch.Tensor | None = None  # the output noted last
         # (module, output) whose gradient autograd keeps for this step (``retain_grad``):
-        # read only on suspicion, in the backward's order (see ``_backward_entries``).
+        # read only on suspicion, in the backward's order (see ``_retained_entries``).
         self._retained: list[tuple[str, torch.Tensor]] = []
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
@@ -88,7 +88,7 @@ class ModuleOrigin:
             handle.remove()
         self._handles, self._leaf_handles = [], []
         self.armed = False
-        self._end_entries().clear()  # hooks on a graph still alive add nowhere now
+        self._end_entries(read=False)  # hooks on a graph still alive add nowhere now
 
     def _on_root_input(self, _module, args) -> None:
         if not (self.armed and torch.is_grad_enabled()):
@@ -158,34 +158,25 @@ class ModuleOrigin:
         self._summed = len(entries)
         self._last_output = None
 
-    def _end_entries(self) -> list:
-        """This step's entries; the next step starts afresh (and hooks of this step's graph
+    def _end_entries(self, read: bool = True) -> list:
+        """This step's entries, in the backward's order where ``read`` (else none: a clean
+        step is not looked at); the next step starts afresh (and hooks of this step's graph
         that still fire add nowhere)."""
-        entries = self._entries
-        self._entries, self._summed, self._last_output = [], 0, None
+        entries, retained = self._entries, self._retained
+        self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
         for handle in self._leaf_handles:
             handle.remove()
         self._leaf_handles = []
-        return _in_backward_order(entries + self._take_retained())
-
-    def _take_retained(self) -> list:
-        """The retained gradients as backward entries. Their ``.grad`` stays on the outputs
-        (a hook of the user's may have asked for it too, as Grad-CAM does) and goes with
-        them: nothing here keeps an output past its step."""
-        taken = []
-        for name, t in self._retained:
-            grad = t.grad
-            if grad is not None and grad.numel():
-                taken.append(("backward", name, grad, True, t.grad_fn._sequence_nr()))
-        self._retained = []
-        return taken
+        if not read:
+            return []
+        return _in_backward_order(entries + _retained_entries(retained))
 
     def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
         """The step's origin, if ``read``; ``suspect`` False (the step is known clean)
         skips the sums, None (unknown) takes them all."""
-        entries = self._end_entries()
+        entries = self._end_entries(read and suspect is not False)
         try:
-            if not entries or not read or suspect is False:
+            if not entries:
                 return None
             device = entries[0][2].device
             wide = torch.float32 if device.type == "mps" else torch.float64
@@ -203,6 +194,18 @@ class ModuleOrigin:
             return None
         finally:
             entries.clear()  # the kept tensors go now, not when the last hook does
+
+
+def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
+    """The gradients autograd kept on outputs, as backward entries. Their ``.grad`` stays
+    on the outputs (a hook of the user's may have asked for it too, as Grad-CAM does) and
+    goes with them: nothing here keeps an output past its step."""
+    taken = []
+    for name, t in retained:
+        grad = t.grad
+        if grad is not None and grad.numel():
+            taken.append(("backward", name, grad, True, t.grad_fn._sequence_nr()))
+    return taken
 
 
 def _in_backward_order(entries: list) -> list:
