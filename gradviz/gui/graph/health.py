@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
+from gradviz.core.graph.model import INPUT_ID, MODULE, PARAMETER, ModelGraph
 from gradviz.core.health import GroupHealth, Health, group_health
 from gradviz.gui.recordings.data import RecordingData
 
@@ -72,29 +72,20 @@ class Spread:
 
 def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
     """The Spread of a recording's ``first_nonfinite`` on the drawn ``graph`` (None where
-    the recording names no origin module, or the module is not in the graph)."""
+    the recording names no origin, or its place is not in the graph): a module's origin
+    marks that module (or its outermost drawn ancestor), an ``input`` origin (the value
+    came in with the batch) the graph's input node."""
     origin = (first or {}).get("origin") or {}
-    module = origin.get("module")
-    if not module:
+    phase = str(origin.get("phase"))
+    if phase == "input":
+        origin_ids = frozenset(n.id for n in graph.nodes if n.id == INPUT_ID)
+        module = ""
+    else:
+        module = str(origin.get("module") or "")
+        origin_ids = _drawn_module(graph, module) if module else frozenset()
+    if not origin_ids:
         return None
-    parent_of = {n.id: n.parent for n in graph.nodes}
-    ids = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
-    path = str(module)
-    while path and path not in ids:  # folded away: its outermost drawn ancestor
-        path = path.rpartition(".")[0]
-    if not path:
-        return None
-    start = ids[path]
-
-    def inside(node_id: str) -> bool:
-        while node_id is not None:
-            if node_id == start:
-                return True
-            node_id = parent_of.get(node_id)
-        return False
-
-    origin_ids = frozenset(n.id for n in graph.nodes if inside(n.id))
-    backward = origin.get("phase") == "backward"
+    backward = phase == "backward"
     step_to: dict[str, list[str]] = {}
     for a, b in graph.edges:
         if backward:
@@ -107,8 +98,29 @@ def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
             if nxt not in reached and nxt not in origin_ids:
                 reached.add(nxt)
                 stack.append(nxt)
-    return Spread(int(first["step"]), str(origin.get("phase")), str(module), origin_ids,
-                  frozenset(reached))  # fmt: skip
+    return Spread(int(first["step"]), phase, module, origin_ids, frozenset(reached))
+
+
+def _drawn_module(graph: ModelGraph, module: str) -> frozenset:
+    """The drawn nodes of ``module``: its node (or, folded away, its outermost drawn
+    ancestor's) and everything drawn inside it."""
+    parent_of = {n.id: n.parent for n in graph.nodes}
+    ids = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
+    path = module
+    while path and path not in ids:
+        path = path.rpartition(".")[0]
+    if not path:
+        return frozenset()
+    start = ids[path]
+
+    def inside(node_id: str) -> bool:
+        while node_id is not None:
+            if node_id == start:
+                return True
+            node_id = parent_of.get(node_id)
+        return False
+
+    return frozenset(n.id for n in graph.nodes if inside(n.id))
 
 
 def worst_label(code: int | None) -> str:

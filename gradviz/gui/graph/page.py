@@ -252,11 +252,16 @@ class GraphPage(QWidget):
                 if total > PAGE_NODE_LIMIT
                 else f"{count} collapsed: double-click one to expand it."
             )
-        if self._spread is not None:
+        spread = self._spread
+        if spread is not None:
+            where = (
+                "came in with the model's input"
+                if spread.phase == "input"
+                else f"began in the {spread.phase} of module '{spread.module}'"
+            )
             parts.append(
-                f"The first non-finite value began in the {self._spread.phase} of module "
-                f"'{self._spread.module}' at step {self._spread.step:,} (red); outlined: where "
-                "it spread."
+                f"The first non-finite value {where} at step {spread.step:,} (red); "
+                "outlined: where it spread."
             )
         self.header.setText(" ".join(p if p.endswith(".") else f"{p}." for p in parts))
 
