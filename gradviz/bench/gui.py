@@ -19,6 +19,9 @@ absolute numbers drift; interleaving keeps the comparisons fair):
    same with two CPU-bound processes running beside it (started and stopped here, as a
    laptop that is also compiling or training): targets 1.5 s, 4 s and 4 s. The load
    average is reported with each.
+6. the longest stall of another thread (the GUI thread's place) while torch is imported on
+   a background thread, plainly and as the app imports it (``core.torch_import``), each in
+   fresh interpreters, alternating; the ratio of the two in this run.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         lab.close()
     results["views_refresh"] = _views_refresh(quick, seconds, emit)
     results["launch"] = _launch(repeats, emit)
+    results["import_stall"] = _import_stall(repeats, emit)
     results["startup"] = _startup(repeats, emit)
     with busy_processes(BUSY_PROCESSES):
         results["startup_busy"] = _startup(repeats, emit, BUSY_STARTUP_TARGETS, "busy: ")
@@ -217,7 +221,7 @@ def _views_refresh(quick: bool, seconds: float, emit) -> dict:
 
 def _launch(repeats: int, emit) -> dict:
     """Seconds from starting `python -m gradviz gui` to its window on screen (warm)."""
-    env = dict(os.environ)
+    env = _warm_env()
     env["GRADVIZ_EXIT_WHEN_SHOWN"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "gradviz", "gui"]
@@ -242,6 +246,44 @@ def _launch(repeats: int, emit) -> dict:
     return {"seconds": median, "target_s": TARGETS["launch_s"]}
 
 
+def _warm_env() -> dict:
+    """The environment of a launch measured warm: Python's bytecode cache on, as a user's
+    (where PYTHONDONTWRITEBYTECODE is set, every launch would compile gradviz afresh)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _import_stall(repeats: int, emit) -> dict:
+    """Medians over ``repeats`` fresh interpreters of ``bench.import_stall``, plain torch
+    import and the app's alternating (one untimed pair first, to warm the file cache)."""
+    import json
+
+    env = _warm_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    runs: dict[str, list[dict]] = {"plain": [], "gradviz": []}
+    for k in range(repeats + 1):
+        for how in runs:
+            out = subprocess.run(
+                [sys.executable, "-m", "gradviz.bench.import_stall", how],
+                env=env, capture_output=True, text=True, timeout=300, check=True,
+            )  # fmt: skip
+            if k:
+                runs[how].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    result: dict = {}
+    for how, rows in runs.items():
+        result[how] = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+    plain, ours = result["plain"]["longest_stall_s"], result["gradviz"]["longest_stall_s"]
+    result["ratio"] = ours / plain if plain > 0 else float("nan")
+    emit(
+        f"  longest stall of another thread while torch is imported: {plain:.2f} s plainly, "
+        f"{ours:.2f} s as the app imports it ({result['ratio']:.2f}x); stalls over 100 ms "
+        f"sum to {result['plain']['stalls_over_100ms_s']:.2f} s and "
+        f"{result['gradviz']['stalls_over_100ms_s']:.2f} s"
+    )
+    return result
+
+
 def _startup(
     repeats: int, emit, targets: dict[str, float] = STARTUP_TARGETS, label: str = ""
 ) -> dict:
@@ -250,7 +292,7 @@ def _startup(
     average (1 minute) as the launches end."""
     import tempfile
 
-    env = dict(os.environ)
+    env = _warm_env()
     env["GRADVIZ_STARTUP_REPORT"] = "1"
     env["GRADVIZ_SETTINGS_FILE"] = os.path.join(tempfile.mkdtemp(), "settings.ini")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))

@@ -6,6 +6,7 @@ block" is simply the block's maximum (used to downsample masks without losing a 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
@@ -73,3 +74,45 @@ def worst_of_counts(counts: np.ndarray) -> np.ndarray:
     code[pos_inf > 0] = Health.POS_INF
     code[nan > 0] = Health.NAN
     return code
+
+
+@dataclass(frozen=True)
+class GroupHealth:
+    """The gradient health of a group of tensors at one step (a graph node: one parameter,
+    or every tensor inside a module), the one rule the Graph page and ``inspect --graph``
+    both show.
+
+    ``worst``: ``worst_of_counts`` of the counts summed over the tensors whose record at
+    that step is kept, or None where every one is lost. ``norm``: the L2 norm of the finite
+    entries of the kept tensors' gradients together (a recording's ``grad_norm`` is its
+    tensor's over finite entries). ``counts``: (finite, zero, NaN, +Inf, -Inf) summed over
+    the kept tensors; ``lost``: how many tensors are lost."""
+
+    worst: int | None
+    norm: float
+    counts: tuple[int, int, int, int, int]
+    lost: int
+
+    def norm_words(self, format_value) -> str:
+        """The norm for people, as Model health says it of one tensor: where the group holds
+        NaN or Inf, that the whole gradient's norm is nan or inf and this is of the finite
+        entries ("nan (finite entries 0.0065)")."""
+        _, _, nan, pos_inf, neg_inf = self.counts
+        if not (nan or pos_inf or neg_inf):
+            return format_value(self.norm)
+        return f"{'nan' if nan else 'inf'} (finite entries {format_value(self.norm)})"
+
+
+def group_health(counts: np.ndarray, norms: np.ndarray, lost: np.ndarray) -> GroupHealth:
+    """GroupHealth of k tensors: ``counts`` (k, 5), ``norms`` (k,) of each one's finite
+    entries, ``lost`` (k,) bool: whose record at the step is lost."""
+    kept = ~np.asarray(lost, bool)
+    counts = np.asarray(counts, np.int64).reshape(-1, 5)[kept]
+    norms = np.asarray(norms, np.float64)[kept]
+    summed = counts.sum(axis=0)
+    return GroupHealth(
+        worst=int(worst_of_counts(summed)) if kept.any() else None,
+        norm=float(np.sqrt(np.sum(np.square(norms)))),
+        counts=tuple(int(c) for c in summed),
+        lost=int((~kept).sum()),
+    )

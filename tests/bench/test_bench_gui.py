@@ -43,3 +43,11 @@ def test_start_up_beside_two_cpu_bound_processes_meets_its_targets(figures, mome
     row = figures["startup_busy"][moment]
     load = figures["startup_busy"]["load_average_1min"]
     assert row["seconds"] <= row["target_s"], f"{moment}: {row['seconds']:.2f} s at load {load:.1f}"
+
+
+@pytest.mark.bench
+def test_importing_torch_behind_the_window_stalls_the_gui_thread_less_than_a_plain_import(
+    figures,
+):
+    stall = figures["import_stall"]
+    assert stall["ratio"] < 0.5, stall

@@ -1,6 +1,8 @@
 """A watch recording stores its model's graph once: the module tree, the order the modules
 ran in and the data flow between them in the first recorded step."""
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -92,3 +94,68 @@ def test_a_recordings_layout_draws_modules_not_their_tensors(recording):
     graph = graph_of_recording(path)
     for a, b in graph.edges:
         assert layout.positions[a][1] < layout.positions[b][1]
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """48 steps of two tensors of module ``m`` and one of ``n`` (a dict: the names tree);
+    m.b's gradient is NaN from step 40; the stats of steps 16-31 are deleted."""
+    from gradviz.core.record.writer import STEP_CHUNK
+
+    path = tmp_path / "run"
+    tensors = {name: torch.zeros(3, requires_grad=True) for name in ("m.w", "m.b", "n.w")}
+    with gradviz.watch(tensors, path, every=1) as rec:
+        for step in range(3 * STEP_CHUNK):
+            for k, t in enumerate(tensors.values()):
+                t.grad = torch.full((3,), float(step + k + 1))
+            if step >= 40:
+                tensors["m.b"].grad[0] = float("nan")
+            rec.log(loss=float(step))
+    (path / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()  # steps 16-31
+    return path
+
+
+def _healths(graph):
+    return {n.id: n.health for n in graph.nodes if n.health is not None}
+
+
+def test_a_node_whose_statistics_are_lost_at_the_step_is_lost_never_finite(damaged):
+    lost = _healths(graph_of_recording(damaged, step=20))
+    assert {h["worst"] for h in lost.values()} == {"lost"}
+    assert all(h["lost_tensors"] >= 1 and h["grad_norm"] == 0.0 for h in lost.values())
+    kept = _healths(graph_of_recording(damaged, step=5))
+    assert {h["worst"] for h in kept.values()} == {"finite"}
+
+
+def test_a_modules_norm_is_its_tensors_finite_entries_together(damaged):
+    at5 = _healths(graph_of_recording(damaged, step=5))
+    # float64 reference: the gradients of m.w (all 6.0) and m.b (all 7.0) as one vector
+    assert at5["m:m"]["grad_norm"] == pytest.approx(math.sqrt(3 * 6.0**2 + 3 * 7.0**2))
+    at41 = _healths(graph_of_recording(damaged, step=41))
+    assert at41["m:m"]["worst"] == "NaN"
+    # the norm of the finite entries: m.w's three 42.0 and m.b's two 43.0 (its first is NaN)
+    assert at41["m:m"]["grad_norm"] == pytest.approx(math.sqrt(3 * 42.0**2 + 2 * 43.0**2))
+    assert at41["m:m"]["counts"]["NaN"] == 1 and at41["m:m"]["counts"]["finite"] == 5
+    assert at41["m:n"]["worst"] == "finite"  # the other module is not touched
+
+
+def test_the_graph_page_rule_and_inspect_graph_agree_on_every_node_and_step(damaged):
+    """The page's StepHealth and the file's graph give every node the same worst, counts
+    and norm at every recorded step, lost steps included (one rule: core.health)."""
+    from gradviz.core.health import HEALTH_LABELS, Health
+
+    health_of_page = pytest.importorskip("gradviz.gui.graph.health")
+    from gradviz.gui.recordings.data import read_recording
+
+    data = read_recording(Reader(damaged))
+    base = graph_of_recording(damaged)
+    page = health_of_page.StepHealth(base, data)
+    for column, step in enumerate(data.steps):
+        file = _healths(graph_of_recording(damaged, step=int(step)))
+        shown = page.at(column)
+        assert set(shown) == set(file)
+        for node_id, h in shown.items():
+            words = "lost" if h.worst is None else HEALTH_LABELS[Health(h.worst)]
+            assert words == file[node_id]["worst"], (step, node_id)
+            assert h.counts == tuple(file[node_id]["counts"].values()), (step, node_id)
+            assert h.norm == pytest.approx(file[node_id]["grad_norm"]), (step, node_id)

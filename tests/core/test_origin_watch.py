@@ -244,3 +244,64 @@ def test_summing_at_once_on_an_accelerator_agrees_with_keeping_the_tensors():
         summed = _module_origin_of(model, x, lazy=False)
         assert kept == summed
     assert _module_origin_of(*cases[-1], lazy=True) is None
+
+
+class _NaNGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.full_like(grad, float("nan"))
+
+
+class _BadBackward(nn.Module):
+    def forward(self, x):
+        return _NaNGradient.apply(x)
+
+
+class _Branches(nn.Module):
+    """c(a(x) + b(bad(a2(x)))): the backward of ``bad`` makes the NaN that reaches a2."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.a2, self.bad = nn.Linear(3, 3), nn.Linear(3, 3), _BadBackward()
+        self.b, self.c = nn.Linear(3, 3), nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.c(self.a(x) + self.b(self.bad(self.a2(x))))
+
+
+def test_a_backward_nan_in_one_branch_is_blamed_on_that_branch_in_the_backwards_order(tmp_path):
+    # Gradients are read in the order the backward made them (a2's comes after bad's, and
+    # a's, made from the finite add, is finite): by the forward's order it would be 'a'.
+    torch.manual_seed(0)
+    first = _train(_Branches(), tmp_path / "run", [torch.randn(4, 3)])
+    origin = first["origin"]
+    assert (origin["phase"], origin["module"]) == ("backward", "bad")
+    assert "the output of module 'a2'" in origin["cause"]
+
+
+def test_a_users_own_retained_activation_gradient_is_left_as_autograd_gives_it(tmp_path):
+    # Grad-CAM's way: a forward hook keeps an activation and asks for its gradient.
+    def run(watched: bool):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        kept = []
+
+        def keep(_module, _args, out):
+            out.retain_grad()
+            kept.append(out)
+
+        model[1].register_forward_hook(keep)
+        x = torch.randn(5, 3)
+        rec = gradviz.watch(model, tmp_path / f"run{watched}") if watched else None
+        model(x).sum().backward()
+        if rec is not None:
+            rec.log()
+            rec.close()
+        return kept[0].grad
+
+    plain, watched = run(False), run(True)
+    assert watched is not None and torch.equal(watched, plain)

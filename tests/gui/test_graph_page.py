@@ -259,3 +259,45 @@ def test_without_grandalf_the_page_draws_a_plain_layering_and_says_so(qtbot, mon
     assert all(y[a] < y[b] for a, b in edges)  # still top to bottom, by longest path
     assert y["o:3"] > y["o:2"] > y["o:1"] > y["o:0"]
     page.shutdown()
+
+
+@pytest.fixture(scope="module")
+def input_nan_recording(tmp_path_factory):
+    """Written in this process: 4 steps of a small MLP; the batch of step 2 holds a NaN."""
+    import torch
+    from torch import nn
+
+    import gradviz
+
+    path = tmp_path_factory.mktemp("graph-input") / "run"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        with gradviz.watch(model, path, every=1) as rec:
+            for step in range(4):
+                x = torch.randn(8, 2)
+                if step == 2:
+                    x[3, 1] = float("nan")
+                opt.zero_grad()
+                loss = model(x).square().mean()
+                loss.backward()
+                rec.log(loss=loss)
+                opt.step()
+    return path
+
+
+def test_a_nan_from_the_batch_is_marked_on_the_input_node(qtbot, lab, input_nan_recording):
+    open_and_wait(qtbot, lab, input_nan_recording)
+    page = lab.graph.page
+    qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
+    lab.window.pages.show_page(lab.graph.index)
+    page.timeline.select_step(1)
+    assert page.marks() == {"origin": frozenset(), "after": frozenset()}
+    page.timeline.select_step(2)
+    marks = page.marks()
+    assert marks["origin"] == {"i:input"}
+    assert {"m:0", "m:2", "x:loss"} <= marks["after"]
+    assert "came in with the model's input at step 2" in page.header.text()
+    assert "the first non-finite value began here" in page.describe("i:input")
+    assert page.readouts()["nodes"]["i:input"]["origin"] is True

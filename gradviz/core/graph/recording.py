@@ -7,10 +7,13 @@ recording made before that was stored, or one that stored none (a dict of tensor
 module tree of its tensors' names and no edges.
 
 ``health`` is ``{"step", "worst", "counts": {"finite", "zero", "NaN", "+Inf", "-Inf"},
-"grad_norm"}``; ``worst`` is ``core.health.worst_of_counts`` of the counts (the rule of
-the Model health and Graph pages: NaN/Inf where any, "zero" only where every entry is
-zero), and
-``grad_norm`` is null where it is not finite (JSON has no NaN).
+"grad_norm", "lost_tensors"}``, from ``core.health.group_health`` (the Graph page's rule):
+``worst`` is ``worst_of_counts`` of the counts summed over the node's tensors whose
+statistics at the step are kept (NaN/Inf where any, "zero" only where every entry is
+zero), or "lost" where every one is lost (a damaged recording); ``grad_norm`` is the norm
+of the finite entries of the kept tensors' gradients together (each tensor's recorded norm
+is of its finite entries), null where it is not finite (an overflow; JSON has no NaN);
+``lost_tensors`` how many of the node's tensors are lost at the step.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from gradviz.core.graph.model import (
     op_id,
 )
 from gradviz.core.graph.names import MAX_NAME_DEPTH, graph_from_names
-from gradviz.core.health import HEALTH_LABELS, Health, worst_of_counts
+from gradviz.core.health import HEALTH_LABELS, GroupHealth, Health, group_health
 
 RECORDING_LABEL = (
     "structure from the recording's tensor names: the order and the connections are not recorded"
@@ -47,6 +50,8 @@ RUN_LABEL = (
     "modules and their containers' own output operations; operations inside a module are "
     "not shown"
 )
+#: ``worst`` of a node whose every tensor's statistics at the step are lost (damage).
+LOST = "lost"
 # The reader's count columns, in its order, as core.health categories.
 _COLUMNS = (Health.FINITE, Health.ZERO, Health.NAN, Health.POS_INF, Health.NEG_INF)
 
@@ -72,35 +77,31 @@ def graph_of_recording(
         )
     row = int(where[0])
     names = stream.tensors
-    own = {}
+    own = {}  # tensor name -> (counts (5,), grad norm, lost) at the step
     for name in names:
         series = stream.tensor(name)
-        own[name] = (series.counts[row].astype(np.int64), float(series.grad_norm[row]))
+        own[name] = (series.counts[row], float(series.grad_norm[row]), bool(series.missing[row]))
     base = recorded_graph(names, stream.meta.get("graph"))
-    totals: dict[str, list] = {}  # module id -> [counts, sum of squared norms]
-    nodes = []
+    inside: dict[str, list[str]] = {}  # node id -> the tensors in it
     for node in base.nodes:
         if node.kind != PARAMETER:
             continue
         name = f"{node.module}.{node.name}" if node.module else node.name
-        counts, norm = own[name]
-        ancestor = node.parent
+        ancestor = node.id
         while ancestor is not None:
-            total = totals.setdefault(ancestor, [np.zeros(5, np.int64), 0.0])
-            total[0] += counts
-            total[1] += norm * norm
+            inside.setdefault(ancestor, []).append(name)
             ancestor = base.node(ancestor).parent
+    nodes = []
     for node in base.nodes:
-        if node.kind == PARAMETER:
-            name = f"{node.module}.{node.name}" if node.module else node.name
-            counts, norm = own[name]
-        elif node.kind == MODULE and node.id in totals:
-            counts, squares = totals[node.id]
-            norm = math.sqrt(squares)
-        else:
+        tensors = inside.get(node.id) if node.kind in (PARAMETER, MODULE) else None
+        if tensors is None:
             nodes.append(node)
             continue
-        nodes.append(replace(node, health=_health(step, counts, norm)))
+        rows = [own[name] for name in tensors]
+        health = group_health(
+            np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), [r[2] for r in rows]
+        )
+        nodes.append(replace(node, health=_health(step, health)))
     notes = (*base.notes, f"Health at step {step:,}.")
     return ModelGraph(tuple(nodes), base.edges, RECORDING, notes)
 
@@ -149,11 +150,11 @@ def _parse_stored(stored):
     return modules, ops, edges, shapes
 
 
-def _health(step: int, counts: np.ndarray, norm: float) -> dict:
-    worst = Health(int(worst_of_counts(counts)))
+def _health(step: int, health: GroupHealth) -> dict:
     return {
         "step": int(step),
-        "worst": HEALTH_LABELS[worst],
-        "counts": {HEALTH_LABELS[code]: int(c) for code, c in zip(_COLUMNS, counts)},
-        "grad_norm": norm if math.isfinite(norm) else None,
+        "worst": LOST if health.worst is None else HEALTH_LABELS[Health(health.worst)],
+        "counts": {HEALTH_LABELS[code]: int(c) for code, c in zip(_COLUMNS, health.counts)},
+        "grad_norm": health.norm if math.isfinite(health.norm) else None,
+        "lost_tensors": health.lost,
     }

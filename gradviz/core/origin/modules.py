@@ -1,8 +1,11 @@
 """The module-level origin ``gradviz.watch`` checks at every step, cheaply.
 
 Forward hooks on the watched model's computing submodules (not containers, dropout,
-pooling and the like) note their output (and the root's inputs), and a pre-hook on the
-autograd node of each output notes the gradient reaching it, in execution order.
+pooling and the like) note their output (and the root's inputs), and the gradient reaching
+each output is noted too: for a small output on the CPU autograd keeps it (``retain_grad``,
+a C++ hook: no Python call in the backward), otherwise a pre-hook on the output's autograd
+node notes it as it is made. The gradients are read in the order the backward made them
+(decreasing sequence number of their nodes, the order autograd's engine runs them in).
 At the end of a step (``rec.log``) the first of them that is not finite names the module:
 its forward made the value, or (for a gradient) the backward of the module that consumed
 its output. The exact operation is the full tracer's job (``gradviz diagnose``).
@@ -62,11 +65,15 @@ class ModuleOrigin:
         self._lazy = lazy
         #: Read at every forward: False between the recorded steps of an accelerator.
         self.armed = True
-        # (phase, module, tensor or its sum, kept) in execution order; from ``_summed`` on,
-        # entries may hold a kept tensor (``kept`` True) rather than its sum.
+        # (phase, module, tensor or its sum, kept, order) in execution order; from ``_summed``
+        # on, entries may hold a kept tensor (``kept`` True) rather than its sum; ``order``
+        # is a gradient's node's sequence number (None for the forward).
         self._entries: list[tuple[str, str, torch.Tensor, bool]] = []
         self._summed = 0
         self._last_output: torch.Tensor | None = None  # the output noted last
+        # (module, output) whose gradient autograd keeps for this step (``retain_grad``):
+        # read only on suspicion, in the backward's order (see ``_retained_entries``).
+        self._retained: list[tuple[str, torch.Tensor]] = []
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
@@ -81,7 +88,7 @@ class ModuleOrigin:
             handle.remove()
         self._handles, self._leaf_handles = [], []
         self.armed = False
-        self._end_entries().clear()  # hooks on a graph still alive add nowhere now
+        self._end_entries(read=False)  # hooks on a graph still alive add nowhere now
 
     def _on_root_input(self, _module, args) -> None:
         if not (self.armed and torch.is_grad_enabled()):
@@ -114,23 +121,30 @@ class ModuleOrigin:
             hook = t.register_hook(lambda g: self._on_gradient(entries, name, g))
             self._leaf_handles.append(hook)
             return
-        nr = t.output_nr
-        node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr]))
+        if self._lazy and t.numel() <= KEEP_NUMEL and not t.retains_grad:
+            # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
+            # Python call in the backward, about half of what a pre-hook costs per module).
+            t.retain_grad()
+            self._retained.append((name, t))
+            return
+        nr, order = t.output_nr, node._sequence_nr()
+        node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
 
-    def _on_gradient(self, entries: list, name: str, grad) -> None:
+    def _on_gradient(self, entries: list, name: str, grad, order: int | None = None) -> None:
         # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
         # run again must not add to this one.
         if entries is self._entries and _floating(grad):
-            self._add("backward", name, grad)
+            self._add("backward", name, grad, order)
 
-    def _add(self, phase: str, name: str, t: torch.Tensor) -> None:
+    def _add(self, phase: str, name: str, t: torch.Tensor, order: int | None = None) -> None:
         # Detached: a kept output must not keep the autograd graph (and its activations)
-        # alive; a sum of a detached tensor records no graph.
+        # alive; a sum of a detached tensor records no graph. ``order``: a gradient's node's
+        # sequence number (the backward runs nodes in decreasing order of it).
         t = t.detach() if t.requires_grad else t
         if not (self._lazy and t.numel() <= KEEP_NUMEL):
-            self._entries.append((phase, name, _sum(t), False))
+            self._entries.append((phase, name, _sum(t), False, order))
             return
-        self._entries.append((phase, name, t, True))
+        self._entries.append((phase, name, t, True, order))
         if len(self._entries) - self._summed > self._limit:
             self._sum_kept()
 
@@ -138,37 +152,40 @@ class ModuleOrigin:
         """Replace the kept tensors by their sums (device-side, no read)."""
         entries = self._entries
         for k in range(self._summed, len(entries)):
-            phase, name, t, kept = entries[k]
+            phase, name, t, kept, order = entries[k]
             if kept:
-                entries[k] = (phase, name, _sum(t), False)
+                entries[k] = (phase, name, _sum(t), False, order)
         self._summed = len(entries)
         self._last_output = None
 
-    def _end_entries(self) -> list:
-        """This step's entries; the next step starts afresh (and hooks of this step's graph
+    def _end_entries(self, read: bool = True) -> list:
+        """This step's entries, in the backward's order where ``read`` (else none: a clean
+        step is not looked at); the next step starts afresh (and hooks of this step's graph
         that still fire add nowhere)."""
-        entries = self._entries
-        self._entries, self._summed, self._last_output = [], 0, None
+        entries, retained = self._entries, self._retained
+        self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
         for handle in self._leaf_handles:
             handle.remove()
         self._leaf_handles = []
-        return entries
+        if not read:
+            return []
+        return _in_backward_order(entries + _retained_entries(retained))
 
     def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
         """The step's origin, if ``read``; ``suspect`` False (the step is known clean)
         skips the sums, None (unknown) takes them all."""
-        entries = self._end_entries()
+        entries = self._end_entries(read and suspect is not False)
         try:
-            if not entries or not read or suspect is False:
+            if not entries:
                 return None
             device = entries[0][2].device
             wide = torch.float32 if device.type == "mps" else torch.float64
-            sums = [(_sum(t) if kept else t).to(device, wide) for _, _, t, kept in entries]
+            sums = [(_sum(t) if kept else t).to(device, wide) for _, _, t, kept, _ in entries]
             values = torch.stack(sums).tolist()  # one read
-            where = [(phase, name) for phase, name, _, _ in entries]
+            where = [(phase, name) for phase, name, *_ in entries]
             for k, value in enumerate(values):
                 if not math.isfinite(value):
-                    _, _, t, kept = entries[k]
+                    _, _, t, kept, _ = entries[k]
                     if kept:  # the tensor is at hand: exactly (a sum of finite values may overflow)
                         if bool(torch.isfinite(t).all()):
                             continue
@@ -177,6 +194,29 @@ class ModuleOrigin:
             return None
         finally:
             entries.clear()  # the kept tensors go now, not when the last hook does
+
+
+def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
+    """The gradients autograd kept on outputs, as backward entries. Their ``.grad`` stays
+    on the outputs (a hook of the user's may have asked for it too, as Grad-CAM does) and
+    goes with them: nothing here keeps an output past its step."""
+    taken = []
+    for name, t in retained:
+        grad = t.grad
+        if grad is not None and grad.numel():
+            taken.append(("backward", name, grad, True, t.grad_fn._sequence_nr()))
+    return taken
+
+
+def _in_backward_order(entries: list) -> list:
+    """The forward's entries as they came, then the gradients in the order the backward
+    made them: by decreasing sequence number of their autograd nodes, which is the order
+    autograd's engine runs the nodes of a graph in (a node runs after every node created
+    after it that uses its output). A leaf's gradient (no node) comes last."""
+    ahead = [e for e in entries if e[0] != "backward"]
+    grads = [e for e in entries if e[0] == "backward"]
+    grads.sort(key=lambda e: 1 if e[4] is None else -e[4])
+    return ahead + grads
 
 
 def _sum(t: torch.Tensor) -> torch.Tensor:

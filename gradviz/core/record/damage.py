@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import zarr
 
 from gradviz.core.record import layout as L
 
@@ -41,6 +41,10 @@ class Damage:
             "missing_steps": [list(r) for r in self.missing_steps],
             "reason": self.reason,
         }
+
+
+if TYPE_CHECKING:  # a group is handed in: zarr is imported where one is opened
+    import zarr
 
 
 def read_rows(group: zarr.Group, name: str, count: int, row_shape: tuple) -> tuple:

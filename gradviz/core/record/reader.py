@@ -14,9 +14,9 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import zarr
 
 from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
@@ -28,12 +28,17 @@ from gradviz.core.record.damage import (
     read_rows,
 )
 
+if TYPE_CHECKING:
+    import zarr
+
 
 def is_recording(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a gradviz recording directory (cheap: reads one small file)."""
     p = Path(path)
     if not (p / "zarr.json").is_file():
         return False
+    import zarr  # here, not at import: the app asks before any recording is opened
+
     try:
         return L.MARKER in zarr.open_group(p, mode="r").attrs
     except Exception:  # not a zarr group we can read: not ours
@@ -273,6 +278,8 @@ class Reader:
         """The rank groups written so far, found from the directory itself: zarr's own
         listing of members also meets a writer's half-written metadata files (its atomic
         ``*.partial`` temporaries, left behind by a writer that was killed)."""
+        import zarr  # see is_recording
+
         groups = []
         for name in sorted(os.listdir(self.path)):
             folder = Path(self.path) / name

@@ -5,6 +5,8 @@ Explorer tab titles are short enough to be read whole at the smallest window siz
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTabWidget, QWidget
@@ -35,26 +37,57 @@ VIEW_TITLES: dict[str, str] = {
 }
 
 
+#: Each view's class, by key, in tab order.
+VIEW_CLASSES: dict[str, type] = {
+    "sample": SampleJacobianView,
+    "all": AllSamplesView,
+    "full": FullBatchView,
+    "batch": AcrossBatchView,
+    "field": GradientFieldView,
+    "saliency": SaliencyView,
+    "histograms": HistogramView,
+    "saliency_map": SaliencyMapView,
+}
+
+
 class ResultViews(QTabWidget):
-    """Every view of an ExplorerResult, one tab each (``views`` by key)."""
+    """Every view of an ExplorerResult, one tab each (``views`` by key).
+
+    A view is built when it is first needed (its tab shown, a result drawn, or asked for
+    by key): together they are a dozen pyqtgraph plots, a tenth of the app's start-up
+    before its window could paint, for a page most launches never open."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setDocumentMode(True)
         self.tabBar().setElideMode(Qt.TextElideMode.ElideNone)
         self.tabBar().setUsesScrollButtons(True)
-        self.views = {
-            "sample": SampleJacobianView(),
-            "all": AllSamplesView(),
-            "full": FullBatchView(),
-            "batch": AcrossBatchView(),
-            "field": GradientFieldView(),
-            "saliency": SaliencyView(),
-            "histograms": HistogramView(),
-            "saliency_map": SaliencyMapView(),
-        }
-        for key, widget in self.views.items():
-            self.addTab(widget, VIEW_TITLES[key])
+        self.views = _BuiltOnDemand(self)
+        for key in VIEW_CLASSES:
+            self.addTab(QWidget(), VIEW_TITLES[key])
+        self.currentChanged.connect(self._build_current)
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        self._build_current()
+        super().showEvent(event)
+
+    def _build_current(self, _index: int | None = None) -> None:
+        if self.isVisible() and self.currentIndex() >= 0:
+            self.views[list(VIEW_CLASSES)[self.currentIndex()]]
+
+    def _install(self, key: str, view: QWidget) -> None:
+        """Put the built ``view`` in place of its tab's placeholder, keeping the tab's
+        title, enabled state and which tab is current."""
+        index = list(VIEW_CLASSES).index(key)
+        enabled, current = self.isTabEnabled(index), self.currentIndex()
+        placeholder = self.widget(index)
+        blocked = self.blockSignals(True)  # not a tab change: no currentChanged for it
+        self.removeTab(index)
+        self.insertTab(index, view, VIEW_TITLES[key])
+        self.setTabEnabled(index, enabled)
+        self.setCurrentIndex(current)
+        self.blockSignals(blocked)
+        placeholder.deleteLater()
 
     def show_result(
         self, result: ExplorerResult, rows: list[int], cols: list[int], loss: str
@@ -83,11 +116,36 @@ class ResultViews(QTabWidget):
     def _enable_only(self, key: str | None, saliency_map: bool = False) -> None:
         """Enable the tab ``key`` alone (None: every Jacobian view, and the saliency map
         where ``saliency_map``)."""
-        for name, view in self.views.items():
+        for index, name in enumerate(VIEW_CLASSES):  # by tab: no view is built for this
             on = name == key if key is not None else (name != "saliency_map" or saliency_map)
-            self.setTabEnabled(self.indexOf(view), on)
+            self.setTabEnabled(index, on)
         if not self.isTabEnabled(self.currentIndex()):
-            self.setCurrentWidget(self.views[key or "sample"])
+            self.setCurrentIndex(list(VIEW_CLASSES).index(key or "sample"))
+
+
+class _BuiltOnDemand(Mapping):
+    """The views by key, each built (and put in its tab) the first time it is asked for."""
+
+    def __init__(self, tabs: ResultViews) -> None:
+        self._tabs = tabs
+        self._built: dict[str, QWidget] = {}
+
+    def __getitem__(self, key: str) -> QWidget:
+        view = self._built.get(key)
+        if view is None:
+            view = self._built[key] = VIEW_CLASSES[key]()  # KeyError for an unknown key
+            self._tabs._install(key, view)
+        return view
+
+    def built(self) -> list[str]:
+        """The keys of the views built so far."""
+        return list(self._built)
+
+    def __iter__(self):
+        return iter(VIEW_CLASSES)
+
+    def __len__(self) -> int:
+        return len(VIEW_CLASSES)
 
 
 def summary(result: ExplorerResult | SaliencyResult) -> str:

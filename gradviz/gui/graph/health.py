@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
-from gradviz.core.health import Health
-from gradviz.gui.recordings.data import RecordingData, worst_health
+from gradviz.core.graph.model import INPUT_ID, MODULE, PARAMETER, ModelGraph
+from gradviz.core.health import GroupHealth, Health, group_health
+from gradviz.gui.recordings.data import RecordingData
 
 
 def tensor_rows(graph: ModelGraph, tensors: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -37,17 +37,6 @@ def tensor_rows(graph: ModelGraph, tensors: tuple[str, ...]) -> dict[str, np.nda
     return {k: np.asarray(v, np.int64) for k, v in rows.items()}
 
 
-@dataclass(frozen=True)
-class NodeHealth:
-    """One node at one step: the worst Health code of its tensors (None where all are
-    lost), the L2 norm of all their finite gradients, and the counts (finite, zero, NaN,
-    +Inf, -Inf) summed."""
-
-    worst: int | None
-    norm: float
-    counts: tuple[int, int, int, int, int]
-
-
 class StepHealth:
     """The health of every drawn node of one graph over a recording's steps."""
 
@@ -56,21 +45,16 @@ class StepHealth:
         self.rows = tensor_rows(graph, data.tensors)
         self._lost = data.missing_cells()  # (T, S) bool
 
-    def at(self, column: int) -> dict[str, NodeHealth]:
-        """Node id -> NodeHealth at the recorded step in ``column``. The worst code is
-        ``worst_health`` of the counts summed over the node's kept tensors, the rule the
-        Model health page uses per tensor, so the label agrees with the counts beside it
-        (a zero tensor next to a finite one is "finite", as their summed counts say)."""
-        found = {}
-        for node_id, rows in self.rows.items():
-            rows = rows[~self._lost[rows, column]]
-            norms = self.data.grad_norm[rows, column]
-            norm = float(np.sqrt(np.sum(np.square(norms[np.isfinite(norms)]))))
-            summed = self.data.counts[rows, column].sum(axis=0)
-            counts = tuple(int(c) for c in summed)
-            worst = int(worst_health(summed)) if rows.size else None
-            found[node_id] = NodeHealth(worst, norm, counts)
-        return found
+    def at(self, column: int) -> dict[str, GroupHealth]:
+        """Node id -> its GroupHealth at the recorded step in ``column`` (``core.health``:
+        the rule ``inspect --graph`` prints too, so the page and the file agree)."""
+        lost = self._lost[:, column]
+        return {
+            node_id: group_health(
+                self.data.counts[rows, column], self.data.grad_norm[rows, column], lost[rows]
+            )
+            for node_id, rows in self.rows.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -88,29 +72,20 @@ class Spread:
 
 def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
     """The Spread of a recording's ``first_nonfinite`` on the drawn ``graph`` (None where
-    the recording names no origin module, or the module is not in the graph)."""
+    the recording names no origin, or its place is not in the graph): a module's origin
+    marks that module (or its outermost drawn ancestor), an ``input`` origin (the value
+    came in with the batch) the graph's input node."""
     origin = (first or {}).get("origin") or {}
-    module = origin.get("module")
-    if not module:
+    phase = str(origin.get("phase"))
+    if phase == "input":
+        origin_ids = frozenset(n.id for n in graph.nodes if n.id == INPUT_ID)
+        module = ""
+    else:
+        module = str(origin.get("module") or "")
+        origin_ids = _drawn_module(graph, module) if module else frozenset()
+    if not origin_ids:
         return None
-    parent_of = {n.id: n.parent for n in graph.nodes}
-    ids = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
-    path = str(module)
-    while path and path not in ids:  # folded away: its outermost drawn ancestor
-        path = path.rpartition(".")[0]
-    if not path:
-        return None
-    start = ids[path]
-
-    def inside(node_id: str) -> bool:
-        while node_id is not None:
-            if node_id == start:
-                return True
-            node_id = parent_of.get(node_id)
-        return False
-
-    origin_ids = frozenset(n.id for n in graph.nodes if inside(n.id))
-    backward = origin.get("phase") == "backward"
+    backward = phase == "backward"
     step_to: dict[str, list[str]] = {}
     for a, b in graph.edges:
         if backward:
@@ -123,8 +98,29 @@ def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
             if nxt not in reached and nxt not in origin_ids:
                 reached.add(nxt)
                 stack.append(nxt)
-    return Spread(int(first["step"]), str(origin.get("phase")), str(module), origin_ids,
-                  frozenset(reached))  # fmt: skip
+    return Spread(int(first["step"]), phase, module, origin_ids, frozenset(reached))
+
+
+def _drawn_module(graph: ModelGraph, module: str) -> frozenset:
+    """The drawn nodes of ``module``: its node (or, folded away, its outermost drawn
+    ancestor's) and everything drawn inside it."""
+    parent_of = {n.id: n.parent for n in graph.nodes}
+    ids = {n.module: n.id for n in graph.nodes if n.kind == MODULE}
+    path = module
+    while path and path not in ids:
+        path = path.rpartition(".")[0]
+    if not path:
+        return frozenset()
+    start = ids[path]
+
+    def inside(node_id: str) -> bool:
+        while node_id is not None:
+            if node_id == start:
+                return True
+            node_id = parent_of.get(node_id)
+        return False
+
+    return frozenset(n.id for n in graph.nodes if inside(n.id))
 
 
 def worst_label(code: int | None) -> str:
@@ -133,4 +129,4 @@ def worst_label(code: int | None) -> str:
     return "lost" if code is None else HEALTH_LABELS[Health(code)]
 
 
-__all__ = ["PARAMETER", "NodeHealth", "Spread", "StepHealth", "spread_of", "tensor_rows"]
+__all__ = ["PARAMETER", "GroupHealth", "Spread", "StepHealth", "spread_of", "tensor_rows"]

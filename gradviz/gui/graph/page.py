@@ -32,7 +32,7 @@ from gradviz.core.graph.model import MODULE, ModelGraph
 from gradviz.core.health import Health
 from gradviz.gui.background import BackgroundTasks
 from gradviz.gui.graph.export import save_scene
-from gradviz.gui.graph.health import NodeHealth, Spread, StepHealth, spread_of, worst_label
+from gradviz.gui.graph.health import GroupHealth, Spread, StepHealth, spread_of, worst_label
 from gradviz.gui.graph.scene import (
     NO_HEALTH,
     ORIGIN_COLOUR,
@@ -85,7 +85,7 @@ class GraphPage(QWidget):
         self.selected: str | None = None
         self.column: int | None = None
         self._health: StepHealth | None = None
-        self._now: dict[str, NodeHealth] = {}
+        self._now: dict[str, GroupHealth] = {}
         self._spread: Spread | None = None
         self._generation = 0
         #: ``(parent, suffix) -> path`` for Export ('' cancels); a save dialog (tests replace it).
@@ -252,11 +252,16 @@ class GraphPage(QWidget):
                 if total > PAGE_NODE_LIMIT
                 else f"{count} collapsed: double-click one to expand it."
             )
-        if self._spread is not None:
+        spread = self._spread
+        if spread is not None:
+            where = (
+                "came in with the model's input"
+                if spread.phase == "input"
+                else f"began in the {spread.phase} of module '{spread.module}'"
+            )
             parts.append(
-                f"The first non-finite value began in the {self._spread.phase} of module "
-                f"'{self._spread.module}' at step {self._spread.step:,} (red); outlined: where "
-                "it spread."
+                f"The first non-finite value {where} at step {spread.step:,} (red); "
+                "outlined: where it spread."
             )
         self.header.setText(" ".join(p if p.endswith(".") else f"{p}." for p in parts))
 
@@ -302,7 +307,7 @@ class GraphPage(QWidget):
             return None
         return int(self.data.steps[self.column])
 
-    def node_health(self, node_id: str) -> NodeHealth | None:
+    def node_health(self, node_id: str) -> GroupHealth | None:
         return self._now.get(node_id)
 
     def marks(self) -> dict[str, frozenset]:
@@ -391,11 +396,13 @@ class GraphPage(QWidget):
         health = self._now.get(node_id)
         if health is not None:
             finite, zero, nan, pinf, ninf = health.counts
+            norm = health.norm_words(format_value)
             text += (
-                f"; step {self.step}: {worst_label(health.worst)}, |grad| "
-                f"{format_value(health.norm)}; finite {finite:,}, zero {zero:,}, NaN {nan:,}, "
-                f"+Inf {pinf:,}, -Inf {ninf:,}"
+                f"; step {self.step}: {worst_label(health.worst)}, |grad| {norm}"
+                f"; finite {finite:,}, zero {zero:,}, NaN {nan:,}, +Inf {pinf:,}, -Inf {ninf:,}"
             )
+            if health.lost:
+                text += f"; {health.lost:,} tensor(s) lost at this step"
         elif self.data is not None:
             text += "; no recorded gradients"
         marks = self.marks()
@@ -505,13 +512,14 @@ class GraphPage(QWidget):
         self.tasks.shutdown(timeout_s)
 
 
-def _fill(health: NodeHealth | None, low: float, high: float) -> QColor:
+def _fill(health: GroupHealth | None, low: float, high: float) -> QColor:
     """The palette colour of the worst category, darker for a smaller norm (log scale over
     the graph at this step); grey without gradients."""
     if health is None or health.worst is None:
         return QColor(NO_HEALTH)
     colour = QColor(OKABE_ITO[Health(health.worst)])
-    if health.worst in (Health.FINITE, Health.ZERO) and high > low and health.norm > 0:
+    finite = math.isfinite(health.norm)
+    if health.worst in (Health.FINITE, Health.ZERO) and high > low and finite and health.norm > 0:
         t = (math.log10(health.norm) - low) / (high - low)
         colour = colour.darker(int(100 + 80 * (1.0 - min(max(t, 0.0), 1.0))))
     return colour

@@ -83,6 +83,9 @@ class TorchLoader(QObject):
 
 def _import_torch() -> list[tuple[str, str]]:
     """Import torch and the run; the devices that exist as (name, label) pairs."""
+    from gradviz.core.torch_import import import_torch
+
+    import_torch()  # its libraries loaded without the GIL: the window keeps painting
     from gradviz.core.devices import available_devices, describe_device
     from gradviz.core.fit import DistanceFitRun  # noqa: F401 - imported here, off the GUI
 
