@@ -301,3 +301,18 @@ def test_a_nan_from_the_batch_is_marked_on_the_input_node(qtbot, lab, input_nan_
     assert "came in with the model's input at step 2" in page.header.text()
     assert "the first non-finite value began here" in page.describe("i:input")
     assert page.readouts()["nodes"]["i:input"]["origin"] is True
+
+
+def test_the_header_names_the_origin_once_a_followed_recording_reaches_it(
+    qtbot, lab, input_nan_recording
+):
+    import dataclasses
+
+    data = open_and_wait(qtbot, lab, input_nan_recording)
+    page = lab.graph.page
+    qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
+    before = dataclasses.replace(data, first_nonfinite=None)  # as followed before step 2 came
+    page.set_recording(before)
+    assert "first non-finite" not in page.header.text()
+    page.set_recording(data)  # the writer reached its NaN step
+    assert "came in with the model's input at step 2" in page.header.text()

@@ -176,7 +176,10 @@ class GraphPage(QWidget):
         self.timeline.set_first_bad_step(
             None if data.first_nonfinite is None else int(data.first_nonfinite["step"])
         )
+        spread = self._spread
         self._attach_health()
+        if self.shown is not None and self._spread != spread:
+            self._header()  # a followed recording's first NaN came: the header names it
         blocked = self.timeline.blockSignals(True)  # the step is the caller's, not 0's
         try:
             self.timeline.set_steps(data.steps)
