@@ -13,6 +13,7 @@ import pickle
 import struct
 import subprocess
 import zipfile
+import zlib
 
 import torch
 from safetensors.torch import save_file
@@ -58,11 +59,35 @@ def torch_zip(path, obj, storages, *, deflate_storage=None):
             key, size = deflate_storage
             info = zipfile.ZipInfo(f"archive/data/{key}")
             info.compress_type = zipfile.ZIP_DEFLATED
+            chunk = bytes(64 << 20)
             with archive.open(info, "w", force_zip64=True) as entry:
-                chunk = bytes(64 << 20)
+                # zipfile still counts the sizes and the CRC of every byte written; only
+                # the deflating is done once (if zipfile ever renames the attribute, it
+                # deflates every chunk itself: slower, the same file).
+                entry._compressor = _RepeatedChunkDeflate(chunk)
                 for _ in range(size // len(chunk)):
                     entry.write(chunk)
     return path
+
+
+class _RepeatedChunkDeflate:
+    """A raw-deflate compressor for a stream made of one chunk repeated: the chunk is
+    deflated once and ended with a full flush, which empties the compressor's history, so
+    every repeat deflates to the same bytes and they are reused. Deflating 1.06 GiB of zeros
+    chunk by chunk took 5-10 s of a test's time; the CRC that zipfile computes, under 1 s."""
+
+    def __init__(self, chunk: bytes) -> None:
+        self._chunk = chunk
+        deflate = zlib.compressobj(9, zlib.DEFLATED, -15)  # 64 KB a chunk of zeros
+        self._block = deflate.compress(chunk) + deflate.flush(zlib.Z_FULL_FLUSH)
+        self._end = deflate.flush(zlib.Z_FINISH)
+
+    def compress(self, data) -> bytes:
+        assert data is self._chunk, "only the chunk it was made for"
+        return self._block
+
+    def flush(self) -> bytes:
+        return self._end
 
 
 def zip_bomb(folder):

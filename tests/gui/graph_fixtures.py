@@ -6,17 +6,39 @@ Import with ``from graph_fixtures import ...`` (pytest puts this folder on sys.p
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-WRITER = textwrap.dedent(
-    """
-    import sys, torch, gradviz
+
+def write_residual_recording(path: Path, steps: int = 5, nan_at: int = 3) -> Path:
+    """A watch recording of a residual MLP (inp, b1, b2, out; each block fc1 -> Tanh -> fc2
+    plus its input) whose ``b2.fc1`` weight is poisoned with a NaN before step ``nan_at``.
+
+    Written in this process (a second or less; a fresh writer process pays the torch import,
+    5-8 s); the global RNG is left as it was, so no other test sees the seed."""
+    import torch
+
+    import gradviz
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model, x, y = _residual_mlp(), torch.randn(16, 4), torch.randn(16, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with gradviz.watch(model, path, every=1) as rec:
+            for step in range(steps):
+                if step == nan_at:
+                    with torch.no_grad():
+                        model.b2.fc1.weight[0, 0] = float("nan")
+                loss = ((model(x) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                rec.log(loss=loss)
+                opt.step()
+    return path
+
+
+def _residual_mlp():
+    """The model, its classes named Block and ResidualMLP as the tests read them."""
     from torch import nn
-    path, steps, nan_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
     class Block(nn.Module):
         def __init__(self, width):
@@ -36,31 +58,7 @@ WRITER = textwrap.dedent(
         def forward(self, x):
             return self.out(self.b2(self.b1(self.inp(x))))
 
-    torch.manual_seed(0)
-    model, x, y = ResidualMLP(), torch.randn(16, 4), torch.randn(16, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with gradviz.watch(model, path, every=1) as rec:
-        for step in range(steps):
-            if step == nan_at:
-                with torch.no_grad():
-                    model.b2.fc1.weight[0, 0] = float("nan")
-            loss = ((model(x) - y) ** 2).mean()
-            opt.zero_grad(); loss.backward()
-            rec.log(loss=loss)
-            opt.step()
-    """
-)
-
-
-def write_residual_recording(path: Path, steps: int = 5, nan_at: int = 3) -> Path:
-    """The recording, written by a subprocess (torch stays out of the GUI's process)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    done = subprocess.run(
-        [sys.executable, "-c", WRITER, str(path), str(steps), str(nan_at)],
-        env=env, timeout=180, capture_output=True, text=True,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return path
+    return ResidualMLP()
 
 
 def resnet18_state_dict_names() -> list[str]:

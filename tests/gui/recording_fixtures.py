@@ -1,5 +1,6 @@
 """Recordings made in the tests: a small watched model, optionally NaN at one step, written
-in this process or by a slow subprocess (a writer still running, or one that dies).
+in this process (complete recordings) or by a subprocess (a writer still running, or one that
+dies).
 
 Import with ``from recording_fixtures import ...`` (pytest puts this folder on sys.path).
 """
@@ -12,13 +13,25 @@ import sys
 import textwrap
 from pathlib import Path
 
-WRITER = textwrap.dedent(
-    """
-    import os, sys, time, torch, gradviz
+
+def watch_small_model(
+    path: str | Path,
+    steps: int,
+    delay_s: float = 0.0,
+    nan_at: int = -1,
+    die: bool = False,
+    gate: str | Path | None = None,
+) -> None:
+    """Watch a small model (4 -> 8 -> 1, and its hidden (16, 8) activations) for ``steps``
+    steps, ``delay_s`` apart; the loss is NaN at step ``nan_at``. With ``gate``, stop after
+    two steps until that file exists; with ``die``, hang before close() until killed."""
+    import time
+
+    import torch
     from torch import nn
-    path, steps, delay, nan_at, die = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \\
-        int(sys.argv[4]), sys.argv[5] == "die"
-    gate = sys.argv[6] if len(sys.argv) > 6 else None
+
+    import gradviz
+
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -29,22 +42,40 @@ WRITER = textwrap.dedent(
         loss = ((model[2](model[1](h)) - y) ** 2).mean()
         if step == nan_at:
             loss = loss * float("nan")
-        opt.zero_grad(); loss.backward()
+        opt.zero_grad()
+        loss.backward()
         rec.log(loss=loss)
         opt.step()
-        time.sleep(delay)
+        time.sleep(delay_s)
         while gate and step == 1 and not os.path.exists(gate):
             time.sleep(0.02)  # two steps written: wait until the test lets the rest come
     if die:
         time.sleep(600)  # hangs until killed: the recording is never marked complete
     rec.close()
+
+
+# The writer process runs the same function (this folder and the repository on its path).
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from recording_fixtures import watch_small_model
+    path, steps, delay, nan_at, die = sys.argv[1:6]
+    gate = sys.argv[6] if len(sys.argv) > 6 else None
+    watch_small_model(path, int(steps), float(delay), int(nan_at), die == "die", gate)
     """
 )
 
+HERE = Path(__file__).resolve().parent
+
 
 def write_recording(path: Path, steps: int = 12, nan_at: int = -1) -> Path:
-    """A complete watch recording of ``steps`` steps, written here (torch in this process)."""
-    run_writer(path, steps, 0.0, nan_at).wait(timeout=120)
+    """A complete watch recording of ``steps`` steps, written here (torch in this process, a
+    second or less; a fresh writer process pays the torch import, 5-8 s). The global RNG is
+    left as it was, so no other test sees the seed."""
+    import torch
+
+    with torch.random.fork_rng():
+        watch_small_model(path, steps, nan_at=nan_at)
     return path
 
 
@@ -59,7 +90,7 @@ def run_writer(
     """Start a subprocess that watches a small model for ``steps`` steps, ``delay_s`` apart;
     with ``gate``, it stops after two steps until that file exists (so a test sees a
     recording still being written however busy the machine is)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), str(HERE)])}
     args = [str(path), str(steps), str(delay_s), str(nan_at), "die" if die else "close"]
     args += [str(gate)] if gate is not None else []
     return subprocess.Popen([sys.executable, "-c", WRITER, *args], env=env)

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -24,33 +20,36 @@ from gradviz.gui.recordings.runs_data import GRAD_NORM_ALL, debiased_ema, scalar
 
 WAIT_MS = 60_000
 
-SCALARS_WRITER = textwrap.dedent(
-    """
-    import math, sys, torch, gradviz
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    x = torch.randn(8, 3)
-    with gradviz.watch(model, sys.argv[1], every=2) as rec:
-        for step in range(10):
-            model.zero_grad()
-            loss = model(x).pow(2).mean()
-            if step >= 6:
-                loss = loss * float("nan")  # NaN gradients and loss from step 6 on
-            loss.backward()
-            accuracy = {3: math.nan, 4: math.inf, 5: -math.inf}.get(step, 0.1 * step + 0.05)
-            rec.log(loss=loss, lr=0.1 * 0.5**step, accuracy=accuracy)
-    """
-)
+
+def write_scalars_recording(path: Path) -> Path:
+    """10 logged steps of a watched Linear(3, 1) (gradients every 2nd): loss NaN from step 6
+    on, accuracy NaN, +Inf and -Inf at steps 3, 4, 5; an lr halving every step. Written in
+    this process (a fresh interpreter paid 5-8 s of torch import), the global RNG restored."""
+    import torch
+
+    import gradviz
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        x = torch.randn(8, 3)
+        with gradviz.watch(model, path, every=2) as rec:
+            for step in range(10):
+                model.zero_grad()
+                loss = model(x).pow(2).mean()
+                if step >= 6:
+                    loss = loss * float("nan")  # NaN gradients and loss from step 6 on
+                loss.backward()
+                accuracy = {3: math.nan, 4: math.inf, 5: -math.inf}.get(step, 0.1 * step + 0.05)
+                rec.log(loss=loss, lr=0.1 * 0.5**step, accuracy=accuracy)
+    return path
 
 
 @pytest.fixture(scope="module")
 def scalars_recording(tmp_path_factory):
     """10 logged steps (gradients every 2nd): loss NaN at step 6, accuracy NaN, +Inf and
     -Inf at steps 3, 4, 5; an lr halving every step."""
-    path = tmp_path_factory.mktemp("runs") / "scalars"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    subprocess.run([sys.executable, "-c", SCALARS_WRITER, str(path)], env=env, check=True)
-    return path
+    return write_scalars_recording(tmp_path_factory.mktemp("runs") / "scalars")
 
 
 @pytest.fixture(scope="module")

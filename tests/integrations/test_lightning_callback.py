@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 
 import numpy as np
 import pytest
 import torch
 
-pl = pytest.importorskip("lightning.pytorch")
+from gradviz.core.record.reader import Reader
 
-from gradviz.core.record.reader import Reader  # noqa: E402
-from gradviz.integrations.lightning import GradvizCallback  # noqa: E402
+# Only whether Lightning is there: importing it takes ~10 s, which every pytest-xdist worker
+# would pay at collection although one of them runs these tests (_lightning imports it).
+if importlib.util.find_spec("lightning") is None:
+    pytest.skip("Lightning is not installed (the lightning extra)", allow_module_level=True)
 
 NAN_STEP = 4
 STEPS = 7
@@ -25,27 +29,38 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-class TinyModule(pl.LightningModule):
-    def __init__(self, nan_at: int | None = None) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
-        )
-        self.nan_at = nan_at
+@functools.cache
+def _lightning():
+    """``lightning.pytorch`` and TinyModule (a LightningModule), imported on first use."""
+    import lightning.pytorch as pl
 
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.net(x), y)
-        if self.global_step == self.nan_at:
-            loss = loss * float("nan")
-        self.log("train_mse", loss.detach())
-        return loss
+    class TinyModule(pl.LightningModule):
+        def __init__(self, nan_at: int | None = None) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
+            )
+            self.nan_at = nan_at
 
-    def configure_optimizers(self):
-        opt = torch.optim.SGD(self.parameters(), lr=0.1)
-        sched = torch.optim.lr_scheduler.StepLR(opt, 2, 0.5)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.net(x), y)
+            if self.global_step == self.nan_at:
+                loss = loss * float("nan")
+            self.log("train_mse", loss.detach())
+            return loss
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            sched = torch.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    return pl, TinyModule
+
+
+def _tiny_module(nan_at: int | None = None):
+    return _lightning()[1](nan_at=nan_at)
 
 
 def _data():
@@ -57,6 +72,9 @@ def _data():
 
 
 def _fit(tmp_path, module, **trainer_args):
+    from gradviz.integrations.lightning import GradvizCallback
+
+    pl = _lightning()[0]
     callback = GradvizCallback(tmp_path / "run", every=3)
     trainer = pl.Trainer(
         max_steps=STEPS,
@@ -74,7 +92,7 @@ def _fit(tmp_path, module, **trainer_args):
 
 
 def test_one_callback_records_gradients_loss_and_learning_rate(tmp_path):
-    reader = _fit(tmp_path, TinyModule(nan_at=NAN_STEP))
+    reader = _fit(tmp_path, _tiny_module(nan_at=NAN_STEP))
     summary = reader.describe()
     assert summary["complete"] and summary["source"] == "lightning"
     assert summary["tensors"] == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"]
@@ -94,7 +112,7 @@ def test_one_callback_records_gradients_loss_and_learning_rate(tmp_path):
 
 
 def test_the_step_record_carries_the_training_steps_loss(tmp_path):
-    stream = _fit(tmp_path, TinyModule()).rank(0)
+    stream = _fit(tmp_path, _tiny_module()).rank(0)
     recorded = stream.step_numbers()
     loss = stream.scalar("loss")
     np.testing.assert_array_equal(stream.losses(), loss.values[recorded])
