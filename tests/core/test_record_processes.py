@@ -196,7 +196,12 @@ ENDINGS = textwrap.dedent(
     if ending == "raise":
         raise RuntimeError("the training script failed")
     if ending in ("wait", "sigterm", "sigint"):
-        time.sleep(TIMEOUT)
+        # Short sleeps, as a training loop runs Python between its steps: a signal can reach
+        # any thread (torch's, zarr's), and only the main thread runs Python's handler, when
+        # it next wakes. One long sleep would leave it unnoticed until the sleep ends.
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
     """
 ).replace("TIMEOUT", str(TIMEOUT_S))
 
