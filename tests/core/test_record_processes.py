@@ -216,14 +216,32 @@ def start_ending(path, ending: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_signals_as_a_terminal_gives_them,
     )
     assert child.stdout.readline().strip() == "logged"
     return child
 
 
+def _signals_as_a_terminal_gives_them() -> None:
+    """In the child before it starts: SIGINT and SIGTERM with their default actions and
+    unblocked. An ignored or blocked signal is inherited across exec, and a test run's
+    process (its other tests, its libraries) may have left either; a Python started with
+    SIGINT ignored never raises KeyboardInterrupt."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def ended_with(child: subprocess.Popen) -> int:
-    """Wait for ``child`` (its pipes read and closed); its exit status."""
-    _, child.stderr_text = child.communicate(timeout=TIMEOUT_S)
+    """Wait for ``child`` (its pipes read and closed); its exit status. One that does not
+    end is killed, and the failure says what it wrote."""
+    try:
+        _, child.stderr_text = child.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        _, err = child.communicate()
+        message = f"the child did not end within {TIMEOUT_S} s; stderr: {err!r}"
+        raise AssertionError(message) from None
     return child.returncode
 
 
