@@ -224,9 +224,9 @@ def start_ending(path, ending: str) -> subprocess.Popen:
 
 def _signals_as_a_terminal_gives_them() -> None:
     """In the child before it starts: SIGINT and SIGTERM with their default actions and
-    unblocked. An ignored or blocked signal is inherited across exec, and a test run's
-    process (its other tests, its libraries) may have left either; a Python started with
-    SIGINT ignored never raises KeyboardInterrupt."""
+    unblocked. An ignored or blocked signal is inherited across exec: a test run started
+    as a background job of a non-interactive shell (``pytest ... &``, as CI scripts do) has
+    SIGINT ignored, and a Python started so never raises KeyboardInterrupt."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
