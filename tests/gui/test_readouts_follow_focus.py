@@ -36,14 +36,20 @@ def naive_recording(tmp_path_factory):
     return _read_once(path)
 
 
+def _running(qtbot, build, method: str, n: int = 12):
+    """A lab of ``small(method, n)`` started and seen running."""
+    lab = build(small(method, n=n, steps=100_000))
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=WAIT_MS)
+    return lab
+
+
 def test_a_lab_recording_opened_over_a_paused_run_is_shown_at_once(
     qtbot,
     make_lab,  # noqa: F811 - fixture
     fit_recording,
 ):
-    lab = make_lab(small("safe", n=12, steps=100_000))
-    lab.start()
-    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=WAIT_MS)
+    lab = _running(qtbot, make_lab, "safe")
     lab.pause()
     qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
     live_generation = lab.session.generation
@@ -221,9 +227,7 @@ def test_a_change_kept_for_the_next_run_is_said_under_the_form(
     fit_recording,
 ):
     """Reset declined for a going run: the form holds the next run's N, and says so."""
-    lab = make_lab(small("safe", n=12, steps=100_000))
-    lab.start()
-    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=WAIT_MS)
+    lab = _running(qtbot, make_lab, "safe")
     lab.answer = False  # "Reset the run?" -> No: the run keeps its own settings
     lab.form.param("n").setValue(16)
     assert lab.session.state is RunState.RUNNING and lab.session.config.n == 12

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from tiny_nets import tiny_net
 
 from gradviz.core.record.reader import Reader
 
@@ -37,10 +38,7 @@ def _lightning():
     class TinyModule(pl.LightningModule):
         def __init__(self, nan_at: int | None = None) -> None:
             super().__init__()
-            torch.manual_seed(0)
-            self.net = torch.nn.Sequential(
-                torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
-            )
+            self.net = tiny_net()
             self.nan_at = nan_at
 
         def training_step(self, batch, batch_idx):

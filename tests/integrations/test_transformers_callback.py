@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from tiny_nets import tiny_net
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -23,10 +24,7 @@ class TinyRegressor(torch.nn.Module):
 
     def __init__(self, nan_at: int | None = None) -> None:
         super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)
-        )
+        self.net = tiny_net()
         self.nan_at = nan_at
         self.calls = 0
 
