@@ -316,3 +316,15 @@ def test_the_header_names_the_origin_once_a_followed_recording_reaches_it(
     assert "first non-finite" not in page.header.text()
     page.set_recording(data)  # the writer reached its NaN step
     assert "came in with the model's input at step 2" in page.header.text()
+
+
+def test_the_header_says_which_steps_a_damaged_recording_lost(qtbot, lab, input_nan_recording):
+    import dataclasses
+
+    data = open_and_wait(qtbot, lab, input_nan_recording)
+    page = lab.graph.page
+    qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
+    assert "Damaged recording" not in page.header.text()
+    lost = ({"rank": 0, "what": "stats", "missing_steps": [[1, 1]], "reason": "r."},)
+    page.set_recording(dataclasses.replace(data, damaged=lost))
+    assert "Damaged recording: rank 0 stats: steps 1 missing" in page.header.text()

@@ -167,6 +167,7 @@ class GraphPage(QWidget):
     def set_recording(self, data: RecordingData | None, index: int | None = None) -> None:
         """Colour by ``data``'s health at its ``index``-th recorded step (default: the one
         the timeline is at; None data: a model file, no colours)."""
+        said = (self._spread, self._damage)  # what the header says of the data before
         self.data = data
         self.timeline.setVisible(data is not None)
         if data is None:
@@ -176,10 +177,9 @@ class GraphPage(QWidget):
         self.timeline.set_first_bad_step(
             None if data.first_nonfinite is None else int(data.first_nonfinite["step"])
         )
-        spread = self._spread
         self._attach_health()
-        if self.shown is not None and self._spread != spread:
-            self._header()  # a followed recording's first NaN came: the header names it
+        if self.shown is not None and (self._spread, self._damage) != said:
+            self._header()  # a followed recording's first NaN or damage came: say it
         blocked = self.timeline.blockSignals(True)  # the step is the caller's, not 0's
         try:
             self.timeline.set_steps(data.steps)
@@ -195,6 +195,11 @@ class GraphPage(QWidget):
         self.graph = self.shown = self.scene = None
         self.view.setScene(None)
         self.header.setText(sentence)
+
+    @property
+    def _damage(self) -> str:
+        """The recording's damage in one line ("" for a whole one or a model file)."""
+        return self.data.damage_line() if self.data is not None else ""
 
     def _attach_health(self) -> None:
         if self.data is None or self.shown is None:
@@ -255,6 +260,8 @@ class GraphPage(QWidget):
                 if total > PAGE_NODE_LIMIT
                 else f"{count} collapsed: double-click one to expand it."
             )
+        if self._damage:
+            parts.append(self._damage)  # its lost steps are drawn "lost": say which
         spread = self._spread
         if spread is not None:
             where = (
