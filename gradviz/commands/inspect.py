@@ -105,8 +105,8 @@ def recording_lines(summary: dict) -> list[str]:
         complete = "no (the writer was cut off)"
     lines += [
         f"  complete: {complete}",
-        f"  ranks: {', '.join(map(str, summary['ranks']))}",
-        f"  tensors: {', '.join(summary['tensors'])}",
+        f"  ranks: {', '.join(map(str, summary['ranks'])) or _NO_RANK}",
+        f"  tensors: {', '.join(summary['tensors']) or 'none'}",
         f"  scalars: {', '.join(summary['scalars']) or 'none'}",
         *_skipped_lines(summary["skipped_steps"]),
         f"  first non-finite gradient: {_first_words(summary['first_nonfinite'])}",
@@ -149,6 +149,9 @@ def _first_words(first: dict | None) -> str:
         f"step {first['step']}, {first['tensor']}{rank}, {first['kind']} at flat index "
         f"{first['index']}"
     )
+
+
+_NO_RANK = "none (its writer has only just started, or its rank folders are gone)"
 
 
 def _ranks_text(ranks: list[int]) -> str:

@@ -12,6 +12,7 @@ import zarr
 
 import gradviz
 from gradviz.cli import main
+from gradviz.core.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader
 from gradviz.core.record.writer import STEP_CHUNK
@@ -143,3 +144,13 @@ def test_a_deleted_scalar_chunk_is_named_and_never_read_as_steps(recording):
     assert summary["complete"] is False
     loss = reader.rank(0).scalar("loss")
     assert len(loss.steps) == len(loss.values) == 0  # no step NaN, no step -2**63
+
+
+def test_a_recording_with_no_rank_says_so_in_one_sentence(recording, capsys):
+    shutil.rmtree(recording / "rank0")  # as seen in the moment before a writer's first rank
+    with pytest.raises(GradvizError, match="holds no rank's steps") as raised:
+        Reader(recording).rank(0)
+    assert "ranks []" not in str(raised.value)
+    assert main(["inspect", str(recording)]) == 0
+    out = capsys.readouterr().out
+    assert "ranks: none (its writer has only just started" in out and "tensors: none" in out

@@ -301,6 +301,12 @@ class Reader:
         try:
             return self._streams[rank]
         except KeyError:
+            if not self._streams:  # a writer's first moments, or rank folders removed
+                raise GradvizError(
+                    f"{str(self.path)!r} holds no rank's steps: its writer has only just "
+                    "started, or its rank folders are gone. Open it again once training has "
+                    "logged a step."
+                ) from None
             raise GradvizError(
                 f"No rank {rank} in {str(self.path)!r}; it holds ranks {self.ranks}."
             ) from None
