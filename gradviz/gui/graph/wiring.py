@@ -60,7 +60,6 @@ class GraphWiring(QObject):
         self.page = GraphPage()
         self.index = window.pages.add_page(PAGE_TITLE, self.page)
         recordings.showing_recordings.append(self.index)
-        self.health = recordings.page
         self.tasks = BackgroundTasks(self)
         self.tasks.succeeded.connect(self._on_graph_read)
         self.tasks.failed.connect(self._on_graph_failed)
@@ -71,12 +70,25 @@ class GraphWiring(QObject):
         models.opener.modelShown.connect(self._on_model_shown)
         self.page.failed.connect(self._on_page_failed)
         # One selection: a node's tensors on Model health, Model health's tensor here.
-        self.page.tensorsChosen.connect(self.health.select_tensors)
-        self.health.tensorsSelected.connect(self.page.select_tensors)
+        self.page.tensorsChosen.connect(self._on_tensors_chosen)
         self.page.moduleChosen.connect(self._on_module_chosen)
         # One step: either timeline moves the other.
         self.page.timeline.indexChanged.connect(self._on_graph_index)
-        self.health.timeline.indexChanged.connect(self._on_health_index)
+        recordings.health_page.built.connect(self._on_health_built)
+
+    @property
+    def health(self):
+        """The Model health page (made on first use)."""
+        return self.recordings.page
+
+    @Slot(object)
+    def _on_health_built(self, health) -> None:
+        health.tensorsSelected.connect(self.page.select_tensors)
+        health.timeline.indexChanged.connect(self._on_health_index)
+
+    @Slot(object)
+    def _on_tensors_chosen(self, names) -> None:
+        self.health.select_tensors(names)
 
     # ---- sources ----------------------------------------------------------------------------
     @Slot(object)

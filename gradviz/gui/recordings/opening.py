@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QSizePolicy
 from gradviz.core.record.reader import is_recording
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.views import LabViews
-from gradviz.gui.pages import WorkspacePages
+from gradviz.gui.pages import LazyPage, WorkspacePages
 from gradviz.gui.recordings.data import RecordingData, damage_label, damage_line
 from gradviz.gui.recordings.export import (
     add_export_menu,
@@ -80,9 +80,10 @@ class Recordings(QObject):
         self.recorded = RecordedRun(self)
         # Recorded steps reach the views as live ones do: through the session.
         self.recorded.snapshotShown.connect(session.show)
-        self.page = ModelHealthPage()
-        self.page.rankChosen.connect(self._on_rank_chosen)
-        self.page_index = pages.add_page(PAGE_TITLE, self.page)
+        # Made when first shown or used (a recording opened, Graph asking for its step).
+        self.health_page = LazyPage(ModelHealthPage)
+        self.health_page.built.connect(self._on_page_built)
+        self.page_index = pages.add_page(PAGE_TITLE, self.health_page)
         self.overlay = RunsOverlay()
         self.overlay.addRecordingRequested.connect(self._on_open_triggered)
         self.overlay.addLiveRequested.connect(self.add_live_run)
@@ -106,18 +107,31 @@ class Recordings(QObject):
         #: ``(parent, suffix) -> path`` for every export ('' cancels); a save dialog.
         self.choose_export_path: Callable[[QWidget, str], str] = ask_path
         self._make_menu()
+        #: Each plot's export actions; Model health's join when that page is made.
         self.export_actions = {
             name: add_export_menu(plot, window, self._choose_export)
             for name, plot in (
-                ("health", self.page.health.plot),
-                ("step_loss", self.page.loss.plot),
-                ("histogram", self.page.histogram.plot),
                 ("loss", views.views["loss"].widget.plot),
                 ("runs", self.overlay.plot),
             )
         }
         session.stateChanged.connect(self._on_run_state)
         self.record = RecordToggle(window, session)
+
+    @property
+    def page(self) -> ModelHealthPage:
+        """The Model health page (made on first use)."""
+        return self.health_page.content
+
+    @Slot(object)
+    def _on_page_built(self, page: ModelHealthPage) -> None:
+        page.rankChosen.connect(self._on_rank_chosen)
+        for name, plot in (
+            ("health", page.health.plot),
+            ("step_loss", page.loss.plot),
+            ("histogram", page.histogram.plot),
+        ):
+            self.export_actions[name] = add_export_menu(plot, self.window, self._choose_export)
 
     def _make_menu(self) -> None:
         self.open_action = QAction("Open r&ecording…", self.window)

@@ -35,8 +35,21 @@ class AxisItem(pg.AxisItem):
     """pyqtgraph's AxisItem, drawing its ticks into the same QPicture every time."""
 
     def __init__(self, orientation: str, *args, **kwargs) -> None:
+        self._label_html: str | None = None  # before pyqtgraph's constructor sets the label
         super().__init__(orientation, *args, **kwargs)
         self._device = QPicture()
+
+    def _updateLabel(self) -> None:  # noqa: N802 - pyqtgraph override
+        """As pyqtgraph's, but the label's HTML is laid out again only when it changed:
+        pyqtgraph sets it on every range change (~10 times per axis while a window is
+        built, 90 axes), and ``setHtml`` was a tenth of building the window."""
+        html = self.labelString()
+        if html != self._label_html:
+            self._label_html = html
+            self.label.setHtml(html)
+            self._adjustSize()
+        self.picture = None
+        self.update()
 
     def tickSpacing(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph override
         """pyqtgraph's spacing, widened (1, 2, 5 x 10^k) until the labels have room: one
