@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 
@@ -94,6 +95,36 @@ def run_writer(
     args = [str(path), str(steps), str(delay_s), str(nan_at), "die" if die else "close"]
     args += [str(gate)] if gate is not None else []
     return subprocess.Popen([sys.executable, "-c", WRITER, *args], env=env)
+
+
+class WriterThread(threading.Thread):
+    """``target(*args)`` on a thread of this process, as a training loop beside the app: a
+    fresh writer process would pay the torch import (several seconds) for a follower that
+    only reads the disk. ``error`` holds what it raised; the global RNG is left as it was.
+    Tests of what dies with a writer's process use ``run_writer``."""
+
+    def __init__(self, target, *args) -> None:
+        super().__init__(name="test-writer", daemon=True)
+        self._call = (target, args)
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        import torch
+
+        target, args = self._call
+        try:
+            with torch.random.fork_rng():
+                target(*args)
+        except BaseException as exc:  # reported by finish(), on the test's thread
+            self.error = exc
+
+    def finish(self, timeout_s: float = 60.0) -> None:
+        """Wait for the writer to end; raise what it raised."""
+        self.join(timeout_s)
+        assert not self.is_alive(), "the writer thread did not end"
+        if self.error is not None:
+            raise self.error
 
 
 def write_fit_recording(path: Path, steps: int = 8) -> Path:

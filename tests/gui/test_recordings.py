@@ -5,17 +5,20 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 from fixtures_app import isolated_settings, lab, make_lab  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
-from recording_fixtures import open_and_wait, run_writer, write_fit_recording, write_recording
+from recording_fixtures import (
+    WriterThread,
+    open_and_wait,
+    run_writer,
+    watch_small_model,
+    write_fit_recording,
+    write_recording,
+)
 
 from gradviz.core.health import Health
 from gradviz.core.record import layout as L
@@ -163,7 +166,7 @@ def _drawn_equals(widget, matrix) -> bool:
 def test_a_recording_being_written_is_followed(qtbot, lab, tmp_path):
     path = tmp_path / "live"
     gate = tmp_path / "go"
-    writer = run_writer(path, steps=20, delay_s=0.12, gate=gate)
+    writer = WriterThread(watch_small_model, path, 20, 0.12, -1, False, gate)
     try:
         qtbot.waitUntil(lambda: _recorded_steps(path) >= 2, timeout=WAIT_MS)
         page = lab.recordings.page
@@ -180,8 +183,8 @@ def test_a_recording_being_written_is_followed(qtbot, lab, tmp_path):
         assert page.data.n_steps == 20 and page.timeline.state_label.text() == "complete"
         assert page.timeline.index == 0  # not following: the selection stayed
     finally:
-        writer.kill()
-        writer.wait()
+        gate.touch()
+        writer.finish()
 
 
 def _recorded_steps(path) -> int:
@@ -578,26 +581,29 @@ def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot
     assert timeline.readouts()["state"] == "complete"
 
 
-SCALARS_BETWEEN_STEPS = textwrap.dedent(
-    """
-    import os, sys, time, torch, gradviz
-    path, gates = sys.argv[1], sys.argv[2]
+def log_scalars_between_steps(path, gates) -> None:
+    """Gradients at step 0 only, the loss and a learning rate at every step; step k waits
+    for the file ``gates/k`` (however busy the machine is), ``gates/stop`` closes."""
+    import time
+
+    import torch
+
+    import gradviz
+
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
     x = torch.randn(8, 3)
-    rec = gradviz.watch(model, path, every=1000)  # gradients at step 0 only
+    rec = gradviz.watch(model, path, every=1000)
     for step in range(1000):
-        while not os.path.exists(os.path.join(gates, str(step))):
-            if os.path.exists(os.path.join(gates, "stop")):
+        while not (gates / str(step)).exists():
+            if (gates / "stop").exists():
                 rec.close()
-                sys.exit()
-            time.sleep(0.02)  # each step waits for the test (however busy the machine is)
+                return
+            time.sleep(0.02)
         model.zero_grad()
         loss = model(x).pow(2).mean()
         loss.backward()
         rec.log(loss=loss, lr=0.1)  # scalars at every step, between recorded steps
-    """
-)
 
 
 def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
@@ -614,9 +620,7 @@ def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
     path, gates = tmp_path / "scalars", tmp_path / "gates"
     gates.mkdir()
     (gates / "0").touch()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    args = [sys.executable, "-c", SCALARS_BETWEEN_STEPS, str(path), str(gates)]
-    writer = subprocess.Popen(args, env=env)
+    writer = WriterThread(log_scalars_between_steps, path, gates)
     try:
         qtbot.waitUntil(lambda: _logged_scalars(path) == 1, timeout=WAIT_MS)
         open_and_wait(qtbot, lab, path)
@@ -639,7 +643,7 @@ def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
         qtbot.waitUntil(lambda: state.text() == "complete", timeout=WAIT_MS)
     finally:
         (gates / "stop").touch()
-        writer.wait(timeout=60)
+        writer.finish()
 
 
 def _logged_scalars(path) -> int:
