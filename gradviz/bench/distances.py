@@ -74,7 +74,8 @@ def measure(
 
 #: Point-set shapes of the op-alone table ((N, D) or (batch, N, D)).
 OP_SHAPES: tuple[tuple[int, ...], ...] = ((1000, DIM), (3000, DIM), (10000, DIM), (8, 500, DIM))
-QUICK_OP_SHAPES: tuple[tuple[int, ...], ...] = ((1000, DIM), (8, 500, DIM))
+#: A quick run (a smoke test of the suite): small sets, a fraction of a second each.
+QUICK_OP_SHAPES: tuple[tuple[int, ...], ...] = ((300, DIM), (4, 100, DIM))
 OP_DTYPES = (torch.float32, torch.float64)
 
 
@@ -122,7 +123,7 @@ def measure_op(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
             timings = time_interleaved(
                 cases,
                 1 if big else repeats,
-                min_seconds=0.0 if big else 0.3,
+                min_seconds=0.0 if big else (0.05 if quick else 0.3),
                 max_calls=1 if big else 1000,
                 threads=1,
             )
