@@ -98,6 +98,11 @@ def test_pause_step_resume_and_reset(qtbot, make_lab):
     _run_until(qtbot, lab, lambda s: s.step == 0)
     assert lab.session.state is RunState.READY
     assert lab.session.latest.generation == lab.session.generation
+    step_label = lab.window.status_labels["step"]
+    assert step_label.text() == "0 steps done"
+    lab.step_once()
+    _run_until(qtbot, lab, lambda s: s.step == 1)
+    qtbot.waitUntil(lambda: step_label.text() == "1 step done", timeout=RUN_TIMEOUT_MS)
 
 
 def test_learning_rate_change_reaches_the_running_worker(qtbot, make_lab):

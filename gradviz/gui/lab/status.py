@@ -152,7 +152,7 @@ class RunStatus(QObject):
                 labels[name].setText("")
             set_style(labels["nan"], "")
             return
-        labels["step"].setText(f"{snap.step:,} steps done")
+        labels["step"].setText(f"{snap.step:,} step{'' if snap.step == 1 else 's'} done")
         labels["loss"].setText(loss_label(snap))
         labels["speed"].setText(rate_text(s.steps_per_second))
         labels["device"].setText(f"{snap.device} · {snap.method}")
