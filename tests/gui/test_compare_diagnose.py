@@ -178,23 +178,37 @@ def test_copy_as_command_puts_the_reproducing_fit_line_on_the_clipboard(make_lab
     assert "--n" in words and words[words.index("--n") + 1] == "24"
 
 
-def _show_jacobian_dock(lab) -> None:
+def _show_jacobian_dock(lab):
+    """Raise the Jacobians' dock (tabbed behind the loss); returns its view's widget."""
     dock = lab.window.docks["jacobians"]
     dock.show()
     dock.raise_()
+    return lab.views.views["jacobians"].view.widget
+
+
+def test_the_jacobian_view_is_made_when_its_dock_is_first_shown_with_the_pair_chosen_before(
+    qtbot, make_lab
+):
+    lab = make_lab(small("safe", net="8-16-3:tanh"))
+    lazy = lab.views.views["jacobians"]
+    assert not lazy.built  # tabbed behind the loss at start-up: not made yet
+    lab.views.select_pair(4, 9)
+    dock = lab.window.docks["jacobians"]
+    dock.raise_()  # as a click on its tab: the view is made once the dock is painted
+    qtbot.waitUntil(lambda: lazy.built and lazy.view.widget.isVisible(), timeout=RUN_TIMEOUT_MS)
+    widget = lazy.view.widget
+    qtbot.waitUntil(lambda: widget.jacobians is not None, timeout=RUN_TIMEOUT_MS)
+    assert widget.jacobians.shape == (24, 3, 8) and widget.point_view.point == 4
 
 
 def test_jacobian_dock_shows_per_point_jacobians_of_a_network_run(qtbot, make_lab):
     lab = make_lab(small("safe", net="8-16-3:tanh"))
-    _show_jacobian_dock(lab)
+    view = _show_jacobian_dock(lab)
     lab.start()
     qtbot.waitUntil(
-        lambda: (
-            lab.session.latest.step >= 3 and lab.views.widgets["jacobians"].jacobians is not None
-        ),
+        lambda: lab.session.latest.step >= 3 and view.jacobians is not None,
         timeout=RUN_TIMEOUT_MS,
     )
-    view = lab.views.widgets["jacobians"]
     assert not view.showing_note
     assert view.jacobians.shape == (24, 3, 8)
     assert view.all_view.displayed_image is not None
@@ -209,10 +223,9 @@ def test_jacobian_dock_shows_per_point_jacobians_of_a_network_run(qtbot, make_la
 
 def test_jacobian_dock_says_there_are_none_for_free_coordinates(qtbot, make_lab):
     lab = make_lab(small("safe"))
-    _show_jacobian_dock(lab)
+    view = _show_jacobian_dock(lab)
     lab.step_once()
     qtbot.waitUntil(lambda: lab.session.latest.step >= 1, timeout=RUN_TIMEOUT_MS)
-    view = lab.views.widgets["jacobians"]
     assert view.showing_note and view.jacobians is None
     assert "free coordinates" in view.note.text()
 

@@ -20,8 +20,8 @@ import enum
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, Signal, Slot
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QEvent, QObject, QTimer, Signal, Slot
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.health import HEALTH_LABELS
 from gradviz.core.snapshot import Snapshot
@@ -217,6 +217,79 @@ class SelectedPairView(LabView):
         return {"pair": None if pair is None else list(pair), "text": text}
 
 
+class _Holder(QWidget):
+    """An empty widget that calls ``on_shown`` after it is first painted. A dock tabbed
+    away counts as visible (``isVisible``) and never gets another show event when its tab
+    is chosen, but it is painted only then."""
+
+    def __init__(self, on_shown: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_shown: Callable[[], None] | None = on_shown
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().paintEvent(event)
+        if self._on_shown is not None:
+            QTimer.singleShot(0, self, self._on_shown)  # not while painting
+            self._on_shown = None
+
+
+class LazyView(LabView):
+    """A view made when its dock is first really shown, or asked for ``view``: for views
+    whose docks are tabbed away at start-up and most sessions never open (the per-point
+    Jacobians' two plots were a tenth of building the window). Until then ``widget`` is an
+    empty holder; the newest snapshot and the pair given meanwhile are drawn when it is
+    made, so it never shows less than a view made at once would."""
+
+    def __init__(self, factory: Callable[[], LabView]) -> None:
+        self._factory = factory
+        self._view: LabView | None = None
+        self._pending: Snapshot | None = None
+        self._pair: Pair = None
+        self._pair_snapshot: Snapshot | None = None
+        self.widget = _Holder(lambda: self.view)
+
+    @property
+    def built(self) -> bool:
+        return self._view is not None
+
+    @property
+    def view(self) -> LabView:
+        if self._view is None:
+            self._view = self._factory()
+            self.widget.layout().addWidget(self._view.widget)
+            if self._pending is not None:
+                self._view.show(self._pending)
+            if self._pair is not None:
+                self._view.select_pair(self._pair, self._pair_snapshot)
+            self._pending = None
+        return self._view
+
+    def show(self, snapshot: Snapshot) -> None:
+        if self._view is None:
+            self._pending = snapshot  # drawn when made
+        else:
+            self._view.show(snapshot)
+
+    def clear(self) -> None:
+        self._pending = self._pair = self._pair_snapshot = None
+        if self._view is not None:
+            self._view.clear()
+
+    def select_pair(self, pair: Pair, snapshot: Snapshot | None) -> None:
+        self._pair, self._pair_snapshot = pair, snapshot
+        if self._view is not None:
+            self._view.select_pair(pair, snapshot)
+
+    def show_cell_values(self, cell: CellValues) -> None:
+        if self._view is not None:
+            self._view.show_cell_values(cell)
+
+    def readouts(self) -> dict:
+        return self.view.readouts()
+
+
 class JacobiansView(LabView):
     def __init__(self) -> None:
         self.widget = JacobianView()
@@ -275,7 +348,13 @@ VIEWS: tuple[ViewEntry, ...] = (
     ViewEntry(
         "coord_grads", "Coordinate gradients", CoordGradientsView, DockArea.BOTTOM, share=1.1
     ),
-    ViewEntry("jacobians", "Per-point Jacobians", JacobiansView, DockArea.BOTTOM, tab_with="loss"),
+    ViewEntry(
+        "jacobians",
+        "Per-point Jacobians",
+        lambda: LazyView(JacobiansView),
+        DockArea.BOTTOM,
+        tab_with="loss",
+    ),  # fmt: skip
     ViewEntry("pair", "Selected pair", SelectedPairView, DockArea.LEFT),
 )
 
