@@ -50,8 +50,15 @@ def fit_recording(tmp_path_factory):
 
 
 def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_recording):
-    data = open_and_wait(qtbot, lab, watch_recording)
+    assert not lab.recordings.health_page.is_built  # made when first shown or used
+    lab.window.pages.show_page(lab.recordings.page_index)
     page = lab.recordings.page
+    # Empty, it shows no step cursor and its step axes no SI prefix ("step (x0.001)").
+    plots = (page.health, page.loss)
+    assert not any(p.cursor.isVisible() for p in plots)
+    assert all("(x" not in p.axis.labelString() for p in plots)
+    data = open_and_wait(qtbot, lab, watch_recording)
+    assert all(p.cursor.isVisible() for p in plots)
     assert lab.window.pages.current() == lab.recordings.page_index
     assert page.health.tensors == ("0.weight", "0.bias", "2.weight", "2.bias", "hidden")
     worst = page.health.worst

@@ -45,6 +45,8 @@ class StepAxis(AxisItem):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.steps = np.zeros(0, dtype=np.int64)
+        # Its labels are step numbers, never scaled: an empty axis read "step (x0.001)".
+        self.enableAutoSIPrefix(False)
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 - pyqtgraph override
         levels = super().tickValues(minVal - 0.5, maxVal - 0.5, size)
@@ -128,6 +130,7 @@ class HealthOverTime(QWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
+        self.cursor.setVisible(False)  # until a step is shown (an empty page has none)
         self.plot.addItem(self.cursor)
         # One item outlines every selected run of rows (rectangles split by NaN).
         self.selection = pg.PlotDataItem(pen=pg.mkPen("w", width=2), connect="finite")
@@ -164,6 +167,7 @@ class HealthOverTime(QWidget):
 
     def set_cursor(self, index: int) -> None:
         self.cursor.setPos(index + 0.5)
+        self.cursor.setVisible(True)
 
     def readouts(self) -> dict:
         """The cursor's x and the step under it, and the hover/selected readout line."""
@@ -251,6 +255,7 @@ class StepLoss(QWidget):
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#E69F00", width=2), name="loss")
         self.marks = NonfiniteMarks(self.plot, "loss")
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
+        self.cursor.setVisible(False)  # until a step is shown (an empty page has none)
         self.plot.addItem(self.cursor)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -272,6 +277,7 @@ class StepLoss(QWidget):
 
     def set_cursor(self, index: int) -> None:
         self.cursor.setPos(index + 0.5)
+        self.cursor.setVisible(True)
 
     def readouts(self) -> dict:
         """The curve's points as (x, loss) and the cursor's x, with the steps they sit at,
