@@ -10,21 +10,9 @@ closes the lab is put back, so the saved layout never records the docks as hidde
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, Signal, Slot
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (
-    QDockWidget,
-    QMainWindow,
-    QStackedWidget,
-    QTabBar,
-    QToolBar,
-    QVBoxLayout,
-    QWidget,
-)
-
-from gradviz.gui.readouts import Readouts, readouts_of
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QStackedWidget, QTabBar, QToolBar, QWidget
 
 LAB_TITLE = "Distance-fit lab"
 
@@ -130,40 +118,3 @@ class WorkspacePages(QObject):
         if obj is self.window and event.type() == QEvent.Type.Close:
             self.show_page(0)  # the saved layout must hold the docks as the user left them
         return False
-
-
-class LazyPage(QWidget):
-    """A page whose widget is made the first time it is shown or asked for (``content``).
-
-    Building every page's plots before the window is painted cost start-up ~0.3 s for
-    pages most sessions never open. ``built(content)`` is emitted once, when it is made:
-    connect to it before anything can ask for ``content``.
-    """
-
-    built = Signal(object)
-
-    def __init__(self, factory: Callable[[], QWidget], parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self._factory = factory
-        self._content: QWidget | None = None
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-
-    @property
-    def is_built(self) -> bool:
-        return self._content is not None
-
-    @property
-    def content(self) -> QWidget:
-        if self._content is None:
-            self._content = self._factory()
-            self.layout().addWidget(self._content)
-            self.built.emit(self._content)
-        return self._content
-
-    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
-        self.content  # noqa: B018 - made here, before its first paint
-        super().showEvent(event)
-
-    def readouts(self) -> Readouts:
-        return readouts_of(self.content) or {}

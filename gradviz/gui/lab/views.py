@@ -20,8 +20,8 @@ import enum
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QTimer, Signal, Slot
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QObject, Signal, Slot
+from PySide6.QtWidgets import QWidget
 
 from gradviz.core.health import HEALTH_LABELS
 from gradviz.core.snapshot import Snapshot
@@ -30,6 +30,7 @@ from gradviz.gui.widgets.coord_grads import CoordGradsView
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
 from gradviz.gui.widgets.jacobian_dock import JacobianView
+from gradviz.gui.widgets.lazy import LazyWidget
 from gradviz.gui.widgets.loss import LossView
 from gradviz.gui.widgets.pair import PairView
 from gradviz.gui.widgets.panel import MatrixPanel, RangeLink
@@ -217,30 +218,12 @@ class SelectedPairView(LabView):
         return {"pair": None if pair is None else list(pair), "text": text}
 
 
-class _Holder(QWidget):
-    """An empty widget that calls ``on_shown`` after it is first painted. A dock tabbed
-    away counts as visible (``isVisible``) and never gets another show event when its tab
-    is chosen, but it is painted only then."""
-
-    def __init__(self, on_shown: Callable[[], None]) -> None:
-        super().__init__()
-        self._on_shown: Callable[[], None] | None = on_shown
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-
-    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
-        super().paintEvent(event)
-        if self._on_shown is not None:
-            QTimer.singleShot(0, self, self._on_shown)  # not while painting
-            self._on_shown = None
-
-
 class LazyView(LabView):
-    """A view made when its dock is first really shown, or asked for ``view``: for views
-    whose docks are tabbed away at start-up and most sessions never open (the per-point
-    Jacobians' two plots were a tenth of building the window). Until then ``widget`` is an
-    empty holder; the newest snapshot and the pair given meanwhile are drawn when it is
-    made, so it never shows less than a view made at once would."""
+    """A view made when its dock is first painted, or asked for ``view`` (``LazyWidget``):
+    for views whose docks are tabbed away at start-up and most sessions never open (the
+    per-point Jacobians' two plots were a tenth of building the window). The newest
+    snapshot and the pair given meanwhile are drawn when it is made, so it never shows
+    less than a view made at once would."""
 
     def __init__(self, factory: Callable[[], LabView]) -> None:
         self._factory = factory
@@ -248,7 +231,16 @@ class LazyView(LabView):
         self._pending: Snapshot | None = None
         self._pair: Pair = None
         self._pair_snapshot: Snapshot | None = None
-        self.widget = _Holder(lambda: self.view)
+        self.widget = LazyWidget(self._make)
+
+    def _make(self) -> QWidget:
+        view = self._view = self._factory()
+        if self._pending is not None:
+            view.show(self._pending)
+        if self._pair is not None:
+            view.select_pair(self._pair, self._pair_snapshot)
+        self._pending = None
+        return view.widget
 
     @property
     def built(self) -> bool:
@@ -256,14 +248,7 @@ class LazyView(LabView):
 
     @property
     def view(self) -> LabView:
-        if self._view is None:
-            self._view = self._factory()
-            self.widget.layout().addWidget(self._view.widget)
-            if self._pending is not None:
-                self._view.show(self._pending)
-            if self._pair is not None:
-                self._view.select_pair(self._pair, self._pair_snapshot)
-            self._pending = None
+        self.widget.content  # noqa: B018 - makes the view on first use
         return self._view
 
     def show(self, snapshot: Snapshot) -> None:

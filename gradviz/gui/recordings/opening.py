@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QSizePolicy
 from gradviz.core.record.reader import is_recording
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.lab.views import LabViews
-from gradviz.gui.pages import LazyPage, WorkspacePages
+from gradviz.gui.pages import WorkspacePages
 from gradviz.gui.recordings.data import RecordingData, damage_label, damage_line
 from gradviz.gui.recordings.export import (
     add_export_menu,
@@ -37,6 +37,7 @@ from gradviz.gui.recordings.record_toggle import RecordToggle
 from gradviz.gui.recordings.recorded_run import RecordedRun, matrix_steps
 from gradviz.gui.recordings.timeline import Timeline
 from gradviz.gui.settings import RecentFiles, fill_recent_menu
+from gradviz.gui.widgets.lazy import LazyWidget
 
 RECENT_RECORDINGS_KEY = "recent_recordings"
 
@@ -80,8 +81,8 @@ class Recordings(QObject):
         self.recorded = RecordedRun(self)
         # Recorded steps reach the views as live ones do: through the session.
         self.recorded.snapshotShown.connect(session.show)
-        # Made when first shown or used (a recording opened, Graph asking for its step).
-        self.health_page = LazyPage(ModelHealthPage)
+        # Made when first painted or used (a recording opened, Graph asking for its step).
+        self.health_page = LazyWidget(ModelHealthPage)
         self.health_page.built.connect(self._on_page_built)
         self.page_index = pages.add_page(PAGE_TITLE, self.health_page)
         self.overlay = RunsOverlay()
