@@ -6,6 +6,7 @@ block" is simply the block's maximum (used to downsample masks without losing a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -93,14 +94,20 @@ class GroupHealth:
     counts: tuple[int, int, int, int, int]
     lost: int
 
-    def norm_words(self, format_value) -> str:
-        """The norm for people, as Model health says it of one tensor: where the group holds
-        NaN or Inf, that the whole gradient's norm is nan or inf and this is of the finite
-        entries ("nan (finite entries 0.0065)")."""
+    def norm_words(self, format_value: Callable[[float], str]) -> str:
+        """The group's norm for people (``norm_words``)."""
         _, _, nan, pos_inf, neg_inf = self.counts
-        if not (nan or pos_inf or neg_inf):
-            return format_value(self.norm)
-        return f"{'nan' if nan else 'inf'} (finite entries {format_value(self.norm)})"
+        return norm_words(self.norm, nan, pos_inf + neg_inf, format_value)
+
+
+def norm_words(finite_norm: float, nan: int, inf: int, format_value: Callable[[float], str]) -> str:
+    """A gradient's norm for people, from the norm of its finite entries (what a recording
+    keeps) and its counts of NaN and infinite entries: where there are any, the whole
+    gradient's norm is nan or inf, and the finite entries' norm is said beside it
+    ("nan (finite entries 0.0065)"). The one wording of Model health and the Graph page."""
+    if nan == 0 and inf == 0:
+        return format_value(finite_norm)
+    return f"{'nan' if nan else 'inf'} (finite entries {format_value(finite_norm)})"
 
 
 def group_health(counts: np.ndarray, norms: np.ndarray, lost: np.ndarray) -> GroupHealth:

@@ -328,3 +328,19 @@ def test_the_header_says_which_steps_a_damaged_recording_lost(qtbot, lab, input_
     lost = ({"rank": 0, "what": "stats", "missing_steps": [[1, 1]], "reason": "r."},)
     page.set_recording(dataclasses.replace(data, damaged=lost))
     assert "Damaged recording: rank 0 stats: steps 1 missing" in page.header.text()
+
+
+def test_a_node_with_lost_tensors_says_how_many_it_lost(qtbot, lab, input_nan_recording):
+    import dataclasses
+
+    import numpy as np
+
+    data = open_and_wait(qtbot, lab, input_nan_recording)
+    page = lab.graph.page
+    qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
+    missing = np.zeros(data.counts.shape[:2], bool)
+    missing[list(data.tensors).index("0.weight"), 1] = True  # 0.weight's stats of step 1 lost
+    page.set_recording(dataclasses.replace(data, missing=missing), 1)
+    assert "1 tensor lost at this step" in page.describe("m:0")
+    assert "lost at this step" not in page.describe("m:2")
+    assert page.node_health("m:0").lost == 1 and page.node_health("m:0").worst is not None

@@ -68,7 +68,7 @@ class ModuleOrigin:
         # (phase, module, tensor or its sum, kept, order) in execution order; from ``_summed``
         # on, entries may hold a kept tensor (``kept`` True) rather than its sum; ``order``
         # is a gradient's node's sequence number (None for the forward).
-        self._entries: list[tuple[str, str, torch.Tensor, bool]] = []
+        self._entries: list[tuple[str, str, torch.Tensor, bool, int | None]] = []
         self._summed = 0
         self._last_output: torch.Tensor | None = None  # the output noted last
         # (module, output) whose gradient autograd keeps for this step (``retain_grad``):

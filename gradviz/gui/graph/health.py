@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradviz.core.graph.model import INPUT_ID, MODULE, PARAMETER, ModelGraph
-from gradviz.core.health import GroupHealth, Health, group_health
+from gradviz.core.graph.recording import LOST
+from gradviz.core.health import HEALTH_LABELS, GroupHealth, Health, group_health
 from gradviz.gui.recordings.data import RecordingData
 
 
@@ -124,9 +125,7 @@ def _drawn_module(graph: ModelGraph, module: str) -> frozenset:
 
 
 def worst_label(code: int | None) -> str:
-    from gradviz.core.health import HEALTH_LABELS
-
-    return "lost" if code is None else HEALTH_LABELS[Health(code)]
+    return LOST if code is None else HEALTH_LABELS[Health(code)]
 
 
 __all__ = ["PARAMETER", "GroupHealth", "Spread", "StepHealth", "spread_of", "tensor_rows"]

@@ -412,7 +412,8 @@ class GraphPage(QWidget):
                 f"; finite {finite:,}, zero {zero:,}, NaN {nan:,}, +Inf {pinf:,}, -Inf {ninf:,}"
             )
             if health.lost:
-                text += f"; {health.lost:,} tensor(s) lost at this step"
+                lost = health.lost
+                text += f"; {lost:,} tensor{'' if lost == 1 else 's'} lost at this step"
         elif self.data is not None:
             text += "; no recorded gradients"
         marks = self.marks()

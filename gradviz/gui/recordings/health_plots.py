@@ -14,7 +14,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
-from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.core.health import HEALTH_LABELS, Health, norm_words
 from gradviz.core.record import layout as L
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
@@ -201,8 +201,8 @@ class HealthOverTime(QWidget):
         return (
             f"{self.tensors[t]} @ step {int(self.axis.steps[i])}: "
             f"{HEALTH_LABELS[Health(int(self.worst[t, i]))]}, "
-            f"{_norm_words(float(self.grad_norm[t, i]), nan, pinf + ninf)}; finite {finite}, "
-            f"zero {zero}, NaN {nan}, +Inf {pinf}, -Inf {ninf}"
+            f"|grad| {norm_words(float(self.grad_norm[t, i]), nan, pinf + ninf, format_value)}; "
+            f"finite {finite}, zero {zero}, NaN {nan}, +Inf {pinf}, -Inf {ninf}"
         )
 
     def _on_moved(self, pos: QPointF) -> None:
@@ -348,12 +348,3 @@ class TensorHistogram(QWidget):
         self.title.setText(title)
         self.plot.setXRange(-1, L.BINS, padding=0)  # every bin: NaN and Inf stay in view
         self.plot.setYRange(0, max(int(self.histogram.max(initial=0)), 1) * 1.05)
-
-
-def _norm_words(finite_norm: float, nan: int, inf: int) -> str:
-    """The gradient's norm as the Runs page draws it (NaN where an entry is NaN, inf where
-    one is infinite), and the recorder's norm of the finite entries beside it then."""
-    if nan == 0 and inf == 0:
-        return f"|grad| {format_value(finite_norm)}"
-    whole = "nan" if nan else "inf"
-    return f"|grad| {whole} (finite entries {format_value(finite_norm)})"
