@@ -99,3 +99,24 @@ def test_redrawing_a_colorbar_scale_does_not_grow_the_count_of_none(heatmap, mon
         return  # None is immortal from 3.12 on: its count says nothing
     # pyqtgraph's own AxisItem adds 6 per redraw here (1,200); what is left is noise.
     assert abs(growth) < REDRAWS // 10, f"None moved by {growth} over {REDRAWS} redraws"
+
+
+def test_a_colorbar_is_made_without_the_menu_it_never_shows(qtbot, monkeypatch):
+    # pyqtgraph's ColorBarItem builds a ViewBox menu and then destroys it; destroying a menu
+    # under a new plot crashed Qt now and then, so none may be built in the first place.
+    import importlib
+
+    viewbox_module = importlib.import_module("pyqtgraph.graphicsItems.ViewBox.ViewBox")
+
+    built = []
+    real_menu = viewbox_module.ViewBoxMenu
+    monkeypatch.setattr(viewbox_module, "ViewBoxMenu", lambda vb: built.append(vb) or real_menu(vb))
+    view = HeatmapView("d_pred")
+    qtbot.addWidget(view)
+    bar = view.colorbar
+    assert built == [] and bar.vb.menu is None and not bar.vb.menuEnabled()
+    # What ColorBarItem sets up itself is still there: its frame, its scale, no mouse.
+    assert bar.axis is bar.getAxis("right") and bar.axis.style["showValues"]
+    assert not any(bar.vb.state["mouseEnabled"])
+    # A plot asked for a menu still gets one.
+    assert axes.PlotItem().vb.menu is not None and len(built) == 1

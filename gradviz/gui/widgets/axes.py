@@ -169,5 +169,20 @@ class PlotItem(_OwnAxes, pg.PlotItem):
     (``menu.setParent(None)``), and that crashed Qt now and then in long test sessions."""
 
 
-class ColorBarItem(_OwnAxes, pg.ColorBarItem):
-    """pyqtgraph's ColorBarItem with this module's AxisItem on every side (its scale too)."""
+class _PlotWithoutMenu(pg.PlotItem):
+    """The PlotItem under pyqtgraph's ColorBarItem, made with ``enableMenu=False``.
+
+    ColorBarItem makes its PlotItem with a menu and then disables it, which builds a whole
+    ViewBox menu (a form of a dozen widgets) only to destroy it: a fifth of building a
+    heatmap, and the destruction that crashed Qt now and then (see ``PlotItem``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("enableMenu", False)
+        super().__init__(*args, **kwargs)
+
+
+class ColorBarItem(_OwnAxes, pg.ColorBarItem, _PlotWithoutMenu):
+    """pyqtgraph's ColorBarItem with this module's AxisItem on every side (its scale too),
+    made without the menu it never shows (``_PlotWithoutMenu`` comes between it and
+    PlotItem in the method order, so ColorBarItem's own ``super().__init__()`` reaches
+    it)."""
