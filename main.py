@@ -1,6 +1,6 @@
 """Launch gradviz: ``python main.py`` behaves like the ``gradviz`` command."""
 
-from gradviz.cli import main
+from gradviz.cli import program
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(program())

@@ -1,3 +1,3 @@
-from gradviz.cli import main
+from gradviz.cli import program
 
-raise SystemExit(main())
+raise SystemExit(program())

@@ -51,3 +51,28 @@ def test_a_file_without_a_command_is_opened_by_the_gui(tmp_path):
     opened = run_cli(str(run))  # the gui judges it, before any window opens
     assert opened.returncode == 2 and opened.stderr.startswith("gradviz gui: error: ")
     assert "is not a gradviz recording" in opened.stderr
+
+
+def test_the_command_ends_without_the_last_collections_but_not_around_a_users_script(
+    tmp_path, monkeypatch
+):
+    """Every entry point runs ``program``: after the command, what is alive is frozen, so
+    the interpreter's collections at exit (over a second with torch loaded) skip it; a
+    script run by ``diagnose`` keeps the exit a plain ``python script.py`` has."""
+    from importlib.metadata import entry_points
+
+    from gradviz import cli
+
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    assert scripts["gradviz"] == "gradviz.cli:program"
+    for launcher in (ROOT / "main.py", ROOT / "gradviz" / "__main__.py"):
+        assert "SystemExit(program())" in launcher.read_text()
+
+    frozen = []
+    monkeypatch.setattr(cli.gc, "freeze", lambda: frozen.append(True))
+    assert cli.program(["inspect", str(tmp_path / "nothing")]) == 2
+    assert frozen == [True]
+    script = tmp_path / "train.py"
+    script.write_text("print('trained')\n")
+    cli.program(["diagnose", str(script)])
+    assert frozen == [True]
