@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gradviz.commands.output import print_json
+from gradviz.core.health import LOST
 from gradviz.core.modelio import ModelInfo, inspect_model
 from gradviz.core.modelio.limits import escaped
 
@@ -123,7 +124,7 @@ def recording_lines(summary: dict) -> list[str]:
             )
     for d in summary["damaged"]:
         steps = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in d["missing_steps"])
-        lost = f" steps {steps} lost;" if steps else ""
+        lost = f" steps {steps} {LOST};" if steps else ""
         lines.append(f"  damaged: rank {d['rank']} {d['what']}:{lost} {d['reason']}")
     return lines
 

@@ -32,6 +32,9 @@ HEALTH_LABELS: dict[Health, str] = {
     Health.POS_INF: "+Inf",
     Health.NAN: "NaN",
 }
+#: The word for statistics a damaged recording lost, wherever they would be shown (Model
+#: health, the Graph page, ``gradviz inspect``).
+LOST = "lost"
 
 
 def classify(values: np.ndarray, blocked: np.ndarray | None = None) -> np.ndarray:

@@ -269,6 +269,7 @@ def test_a_recorder_left_open_by_a_returning_function_keeps_every_step(tmp_path)
     assert_every_step_kept(tmp_path / "run", "exit", "collected")
 
 
+@pytest.mark.slow  # fast case, in this process: test_record_scalars.py's "no further step"
 def test_the_last_logged_step_reaches_the_disk_with_no_further_log_or_close(tmp_path):
     child = start_ending(tmp_path / "run", "wait")
     try:

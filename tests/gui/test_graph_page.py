@@ -327,7 +327,7 @@ def test_the_header_says_which_steps_a_damaged_recording_lost(qtbot, lab, input_
     assert "Damaged recording" not in page.header.text()
     lost = ({"rank": 0, "what": "stats", "missing_steps": [[1, 1]], "reason": "r."},)
     page.set_recording(dataclasses.replace(data, damaged=lost))
-    assert "Damaged recording: rank 0 stats: steps 1 missing" in page.header.text()
+    assert "Damaged recording: rank 0 stats: steps 1 lost" in page.header.text()
 
 
 def test_a_node_with_lost_tensors_says_how_many_it_lost(qtbot, lab, input_nan_recording):

@@ -505,8 +505,8 @@ def test_a_recording_with_unreadable_array_metadata_opens_and_names_the_damage(
     assert data.missing_cells().all() and not data.complete
     page = lab.recordings.page
     assert page.damage_label.isVisible()
-    assert page.damage_label.text() == "Damaged recording: rank 0 stats: steps 0-11 missing"
-    assert page.timeline.state_label.text() == "damaged: steps 0-11 missing"
+    assert page.damage_label.text() == "Damaged recording: rank 0 stats: steps 0-11 lost"
+    assert page.timeline.state_label.text() == "damaged: steps 0-11 lost"
     assert lab.error_dialog is None
 
 

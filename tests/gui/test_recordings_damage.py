@@ -1,4 +1,4 @@
-"""A damaged recording in the app: lost steps named and drawn as missing, never as data."""
+"""A damaged recording in the app: lost steps named and drawn as lost, never as data."""
 # The shared fixtures are imported by name, which pyflakes reads as a redefinition:
 # ruff: noqa: F811
 
@@ -48,18 +48,19 @@ def test_missing_steps_are_drawn_in_their_own_colour_and_named_in_one_line(qtbot
     (damaged / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()  # steps 16-31
     data = open_and_wait(qtbot, lab, damaged)
     page = lab.recordings.page
-    assert page.damage_label.text() == "Damaged recording: rank 0 stats: steps 16-31 missing"
+    assert page.damage_label.text() == "Damaged recording: rank 0 stats: steps 16-31 lost"
     qtbot.waitUntil(
-        lambda: page.timeline.state_label.text() == "damaged: steps 16-31 missing",
+        lambda: page.timeline.state_label.text() == "damaged: steps 16-31 lost",
         timeout=WAIT_MS,
     )
     drawn = page.health.image.image  # (T, S, 4) as drawn
     assert (drawn[:, 16:32] == MISSING_COLOUR).all()
     assert not (drawn[:, :16] == MISSING_COLOUR).all(axis=-1).any()
-    # Hovering a missing cell, and the histogram header at that step, say "missing".
-    assert "missing" in page.health.describe(0, 20)
+    # Hovering a lost cell, and the histogram header at that step, say "lost", as the Graph
+    # page and `gradviz inspect` do.
+    assert "lost" in page.health.describe(0, 20)
     page.select_cell(0, 20)
-    assert "missing" in page.histogram.title.text()
+    assert "lost" in page.histogram.title.text()
     assert page.arrays()["missing"][:, 16:32].all()
     assert lab.error_dialog is None
     assert data.n_steps == 40
@@ -74,7 +75,7 @@ def test_a_lost_index_chunk_never_shows_a_negative_step(qtbot, lab, damaged):
         timeline.select_index(index)
         assert "-" not in timeline.step_label.text().split("(")[0]
     assert lab.recordings.page.health.axis.steps.min() >= 0
-    assert "steps 16-31 missing" in lab.recordings.page.damage_label.text()
+    assert "steps 16-31 lost" in lab.recordings.page.damage_label.text()
 
 
 def test_a_missing_array_folder_opens_without_a_dialog_and_is_not_reading_forever(
@@ -84,7 +85,7 @@ def test_a_missing_array_folder_opens_without_a_dialog_and_is_not_reading_foreve
     data = open_and_wait(qtbot, lab, damaged)
     assert data.missing_cells().all()
     state = lab.recordings.page.timeline.state_label
-    qtbot.waitUntil(lambda: state.text() == "damaged: steps 0-39 missing", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: state.text() == "damaged: steps 0-39 lost", timeout=WAIT_MS)
     assert lab.error_dialog is None
 
 

@@ -1,5 +1,9 @@
 """The app under a real X server: `gradviz gui --screenshot` opens the window, runs the
-default experiment and saves a PNG of the whole window (skipped where Xvfb is missing)."""
+default experiment and saves a PNG of the whole window (skipped where Xvfb is missing).
+
+Marked slow (a second interpreter, torch, an X server: ~9 s on two cores); the default
+run's fast case is the offscreen ``gradviz gui RECORDING --screenshot`` of
+``test_recordings.py``, and ``.ci/run`` runs this one on every change."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from PySide6.QtGui import QImage
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="xvfb-run is not installed")
 def test_app_under_a_real_x_server_saves_a_screenshot_of_a_running_fit(tmp_path):
     out = tmp_path / "shot.png"

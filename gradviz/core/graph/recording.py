@@ -40,7 +40,7 @@ from gradviz.core.graph.model import (
     op_id,
 )
 from gradviz.core.graph.names import MAX_NAME_DEPTH, graph_from_names
-from gradviz.core.health import HEALTH_LABELS, GroupHealth, Health, group_health
+from gradviz.core.health import HEALTH_LABELS, LOST, GroupHealth, Health, group_health
 
 RECORDING_LABEL = (
     "structure from the recording's tensor names: the order and the connections are not recorded"
@@ -50,8 +50,6 @@ RUN_LABEL = (
     "modules and their containers' own output operations; operations inside a module are "
     "not shown"
 )
-#: ``worst`` of a node whose every tensor's statistics at the step are lost (damage).
-LOST = "lost"
 # The reader's count columns, in its order, as core.health categories.
 _COLUMNS = (Health.FINITE, Health.ZERO, Health.NAN, Health.POS_INF, Health.NEG_INF)
 

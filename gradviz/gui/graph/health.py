@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradviz.core.graph.model import INPUT_ID, MODULE, PARAMETER, ModelGraph
-from gradviz.core.graph.recording import LOST
-from gradviz.core.health import HEALTH_LABELS, GroupHealth, Health, group_health
+from gradviz.core.health import HEALTH_LABELS, LOST, GroupHealth, Health, group_health
 from gradviz.gui.recordings.data import RecordingData
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.health import worst_of_counts
+from gradviz.core.health import LOST, worst_of_counts
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader
 
@@ -72,7 +72,7 @@ class RecordingData:
         return self.missing
 
     def damage_line(self) -> str:
-        """One line saying which steps are missing, or "" for a whole recording."""
+        """One line saying which steps are lost, or "" for a whole recording."""
         return damage_line(self.damaged)
 
     def column_of_step(self, step: int) -> int:
@@ -87,18 +87,18 @@ def damage_line(damaged) -> str:
     parts = []
     for d in damaged:
         ranges = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in d["missing_steps"])
-        lost = f"steps {ranges} missing" if ranges else d["reason"].rstrip(".")
+        lost = f"steps {ranges} {LOST}" if ranges else d["reason"].rstrip(".")
         parts.append(f"rank {d['rank']} {d['what']}: {lost}")
     return "Damaged recording: " + "; ".join(parts)
 
 
 def damage_label(damaged) -> str:
-    """A few words for a state label: "damaged: steps 16-31 missing"."""
+    """A few words for a state label: "damaged: steps 16-31 lost"."""
     ranges = [r for d in damaged for r in d["missing_steps"]]
     if not ranges:
         return "damaged" if damaged else ""
     text = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in sorted(map(tuple, ranges)))
-    return f"damaged: steps {text} missing"
+    return f"damaged: steps {text} {LOST}"
 
 
 def worst_health(counts: np.ndarray) -> np.ndarray:

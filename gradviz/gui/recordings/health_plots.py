@@ -14,7 +14,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
-from gradviz.core.health import HEALTH_LABELS, Health, norm_words
+from gradviz.core.health import HEALTH_LABELS, LOST, Health, norm_words
 from gradviz.core.record import layout as L
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
@@ -26,7 +26,8 @@ from gradviz.gui.widgets.plot_csv import set_csv_data
 DIM, BRIGHT = 0.3, 1.0
 #: Cells whose statistics a damaged recording lost: a light grey no health category uses.
 MISSING_COLOUR = (200, 200, 200, 255)
-MISSING_LABEL = "missing"
+#: The word for such a cell, as the Graph page and ``gradviz inspect`` say it.
+MISSING_LABEL = LOST
 #: The readout under the map before a cell of the recording shown was hovered.
 READOUT_HINT = (
     "hover a cell for its numbers; click it for its histogram; Ctrl+click or Shift+click: "
