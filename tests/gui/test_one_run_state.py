@@ -20,7 +20,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
     make_lab,
     small,
 )
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from gradviz.core.health import Health
 from gradviz.gui.lab.session import RunState
@@ -225,6 +225,35 @@ def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
     assert "Space starts or pauses" in lab.window.statusBar().currentMessage()
     qtbot.keyClick(QApplication.focusWidget() or lab.window, Qt.Key.Key_S)
     qtbot.waitUntil(lambda: lab.session.latest.step == 1, timeout=RUN_TIMEOUT_MS)
+
+
+def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot, make_lab):
+    """The lab's Enter-leaves-the-field rule runs Python only for the fields that took the
+    focus: a running lab's paints and timers never pass through it."""
+    from PySide6.QtCore import Qt
+
+    from gradviz.gui.lab.focus import EnterLeavesField
+
+    seen = []
+    real = EnterLeavesField.eventFilter
+    lab = make_lab(small("safe"))
+    lab.enter_leaves_field.eventFilter = lambda w, e: seen.append(w) or real(
+        lab.enter_leaves_field, w, e
+    )
+    lab.start()  # frames, paints and timers
+    qtbot.waitUntil(lambda: lab.session.latest.step >= 20, timeout=RUN_TIMEOUT_MS)
+    lab.session.pause()
+    setup = lab.window.docks["setup"]
+    # None of the views' paints and timers; at most a field that had the focus at start.
+    assert all(isinstance(w, QWidget) and setup.isAncestorOf(w) for w in seen), set(seen)
+    lab.window.activateWindow()
+    spin = next(iter(lab.form.param("seed").items)).widget
+    spin.show()
+    spin.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is spin, timeout=5_000)
+    qtbot.keyClick(spin, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not spin, timeout=5_000)
+    assert spin in seen
 
 
 def test_colormap_palette_and_locked_levels_are_remembered(make_lab):

@@ -7,7 +7,9 @@ leaves it, so the next Space runs, and the status bar says so.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+import contextlib
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QApplication, QMainWindow, QWidget
 
@@ -16,22 +18,29 @@ HINT = "Applied. Space starts or pauses, S steps, R resets."
 
 
 class EnterLeavesField(QObject):
-    """Watches the key presses of every widget inside ``area`` (an application event
-    filter, since the form makes its editors on demand)."""
+    """Watches the key presses of the widgets inside ``area`` that take the focus.
+
+    The form makes its editors on demand, so each is watched from the first time it takes
+    the focus (key presses go to the focused widget). An application event filter would
+    see every one too, but it runs Python for every event of the app (each paint and timer,
+    a few percent of a running lab's GUI thread)."""
 
     def __init__(self, area: QWidget, window: QMainWindow) -> None:
         super().__init__(window)
         self.area = area
         self.window = window
-        QApplication.instance().installEventFilter(self)
+        QApplication.instance().focusChanged.connect(self._on_focus_changed)
+
+    @Slot(QWidget, QWidget)
+    def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
+        if new is not None and self.area.isAncestorOf(new):
+            new.installEventFilter(self)  # once per widget: Qt keeps one entry per filter
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if (
             event.type() == QEvent.Type.KeyPress
             and isinstance(event, QKeyEvent)
             and event.key() in _ENTER_KEYS
-            and isinstance(watched, QWidget)
-            and self.area.isAncestorOf(watched)
         ):
             QTimer.singleShot(0, self._leave_field)  # after the field has taken its value
         return False
@@ -45,4 +54,5 @@ class EnterLeavesField(QObject):
     def uninstall(self) -> None:
         app = QApplication.instance()
         if app is not None:
-            app.removeEventFilter(self)
+            with contextlib.suppress(RuntimeError, TypeError):  # already disconnected
+                app.focusChanged.disconnect(self._on_focus_changed)
