@@ -258,3 +258,44 @@ def test_back_to_live_view_puts_the_timeline_back_on_the_newest_step(
     shown = session.shown
     assert shown is session.latest and shown.step > session.pinned.step
     assert timeline.readouts()["step"] == shown.step and timeline.following
+
+
+def _views_and_timeline_on(qtbot, lab, step: int) -> None:
+    """The live timeline's cursor and every drawn view are on ``step``."""
+    qtbot.waitUntil(
+        lambda: (
+            {r["step"] for r in lab.views.readouts().values() if r["step"] is not None} == {step}
+        ),
+        timeout=WAIT_MS,
+    )
+    assert lab.recordings.timeline.readouts()["step"] == step
+
+
+def test_follow_on_the_live_timeline_holds_and_returns_with_the_views(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    lab = _running(qtbot, make_lab, "safe")
+    timeline = lab.recordings.timeline
+    qtbot.waitUntil(lambda: timeline.readouts()["count"] >= 3, timeout=WAIT_MS)
+    assert timeline.follow.isChecked()
+    # Unticked: the step on screen stays, the run pauses, and Follow stays unticked after
+    # the frame the run makes as it pauses (it was ticked again by the next frame).
+    timeline.follow.click()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
+    qtbot.wait(300)
+    assert not timeline.follow.isChecked() and not timeline.readouts()["following"]
+    assert lab.session.shown is lab.session.latest
+    _views_and_timeline_on(qtbot, lab, lab.session.latest.step)
+    # An older step chosen, then Follow ticked: the newest step is on screen again (the
+    # cursor went there while the views stayed on the older step).
+    timeline.select_index(0)
+    _views_and_timeline_on(qtbot, lab, 0)
+    timeline.follow.click()
+    assert timeline.follow.isChecked()
+    _views_and_timeline_on(qtbot, lab, lab.session.latest.step)
+    # Going again follows the run.
+    held = lab.session.latest.step
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.latest.step > held + 50, timeout=WAIT_MS)
+    assert timeline.readouts()["following"] and timeline.follow.isChecked()

@@ -47,9 +47,9 @@ class LiveHistory:
         self.snapshots = []
         self.interval = 1
 
-    def add(self, snapshot: Snapshot) -> bool:
-        """Keep ``snapshot`` if it is newer than the last one and on the interval; True if
-        kept (the snapshot of step 0 and the newest one shown are always taken)."""
+    def add(self, snapshot: Snapshot, keep: bool = False) -> bool:
+        """Keep ``snapshot`` if it is newer than the last one and on the interval (or
+        ``keep``); True if kept (the snapshot of step 0 is always taken)."""
         last = self.snapshots[-1] if self.snapshots else None
         if last is not None and (
             snapshot.generation != last.generation or snapshot.step <= last.step
@@ -57,7 +57,7 @@ class LiveHistory:
             if snapshot.generation == last.generation:
                 return False
             self.clear()  # another run
-        if self.snapshots and snapshot.step % self.interval:
+        if self.snapshots and snapshot.step % self.interval and not keep:
             return False
         self.snapshots.append(snapshot)
         while len(self.snapshots) > 2 and self._over_budget():
@@ -85,12 +85,17 @@ class LiveTimeline(QObject):
         self.timeline = timeline
         self.history = LiveHistory()
         self.active = False
+        #: The user holds the views on a step (Follow unticked, an older step chosen):
+        #: frames that arrive as the run pauses do not make the timeline follow again.
+        self._held = False
         session.snapshotShown.connect(self._on_snapshot)
         session.cleared.connect(self._on_cleared)
+        timeline.followClicked.connect(self._on_follow_clicked)
 
     def activate(self) -> None:
         """The timeline shows the live run (following it)."""
         self.active = True
+        self._held = False
         self.timeline.set_state_text("live run")
         self.timeline.set_followable(True)
         self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
@@ -114,9 +119,40 @@ class LiveTimeline(QObject):
             self._point_at(snapshot)  # a kept older step, chosen on the timeline
             return
         self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
-        if kept or not self.timeline.following:
-            self.timeline.set_following(True)
+        if self.session.state is RunState.RUNNING:
+            self._held = False
+        if not self._held:
+            if kept or not self.timeline.following:
+                self.timeline.set_following(True)
+                self.timeline.set_steps(self.history.steps())
+            return
+        # Held (Follow unticked or an older step chosen, so the run paused): the frame the run
+        # made as it paused is on screen. It is kept, so the cursor can go to it; setting
+        # the steps must not make the timeline show the step its cursor was on instead.
+        self.history.add(snapshot, keep=True)
+        blocked = self.timeline.blockSignals(True)
+        try:
             self.timeline.set_steps(self.history.steps())
+        finally:
+            self.timeline.blockSignals(blocked)
+        self._point_at(snapshot)
+
+    @Slot(bool)
+    def _on_follow_clicked(self, following: bool) -> None:
+        """The timeline's cursor and the views stay on one step. Follow ticked: the newest
+        step goes on screen (the cursor went to it). Unticked: the step on screen stays, so
+        a going run pauses there, as it does when an older step is chosen."""
+        if not self.active:
+            return
+        latest = self.session.latest
+        self._held = not following
+        if following:
+            if self.session.viewing_pinned:
+                self.session.show_live()
+            elif latest is not None and self.session.shown is not latest:
+                self.session.show(latest)
+        elif self.session.state is RunState.RUNNING:
+            self.session.pause()
 
     def _point_at(self, snapshot: Snapshot) -> None:
         """Put the timeline's cursor on ``snapshot``'s step without showing another one
@@ -131,6 +167,7 @@ class LiveTimeline(QObject):
     @Slot()
     def _on_cleared(self) -> None:
         self.history.clear()
+        self._held = False
         if self.active:
             self.timeline.set_steps(self.history.steps())
 
@@ -139,6 +176,7 @@ class LiveTimeline(QObject):
         snapshots = self.history.snapshots
         if not self.active or not 0 <= index < len(snapshots) or self.timeline.following:
             return
+        self._held = True
         if self.session.state is RunState.RUNNING:
             self.session.pause()
         if snapshots[index] is not self.session.shown:

@@ -29,6 +29,8 @@ DEFAULT_SPEED = 10
 class Timeline(QWidget):
     indexChanged = Signal(int)
     followingChanged = Signal(bool)
+    #: The user ticked (True) or unticked Follow; after ``followingChanged``.
+    followClicked = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -61,7 +63,7 @@ class Timeline(QWidget):
         self.follow = QPushButton("Follow")
         self.follow.setCheckable(True)
         self.follow.setToolTip("Show each new step as the writer adds it")
-        self.follow.toggled.connect(self.set_following)
+        self.follow.toggled.connect(self._on_follow_toggled)
         self.state_label = QLabel("")
         self.state_label.setObjectName("timeline-state")
         self.state_label.setMinimumWidth(170)
@@ -163,6 +165,12 @@ class Timeline(QWidget):
         self.followingChanged.emit(following)
 
     # ---- slots ----------------------------------------------------------------------------
+    @Slot(bool)
+    def _on_follow_toggled(self, following: bool) -> None:
+        # set_following changes the button with its signals blocked: this is the user's.
+        self.set_following(following)
+        self.followClicked.emit(following)
+
     @Slot(int)
     def _on_value(self, value: int) -> None:
         if self._following and value < self.slider.maximum():
