@@ -237,8 +237,8 @@ def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot
     seen = []
     real = EnterLeavesField.eventFilter
     lab = make_lab(small("safe"))
-    lab.enter_leaves_field.eventFilter = lambda w, e: seen.append(w) or real(
-        lab.enter_leaves_field, w, e
+    lab.enter_leaves_field.eventFilter = lambda w, e: (
+        seen.append(w) or real(lab.enter_leaves_field, w, e)
     )
     lab.start()  # frames, paints and timers
     qtbot.waitUntil(lambda: lab.session.latest.step >= 20, timeout=RUN_TIMEOUT_MS)
