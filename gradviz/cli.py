@@ -257,8 +257,8 @@ def program(argv: list[str] | None = None) -> int:
     garbage collections.
 
     At exit Python collects every object that is still alive, and with torch (and Qt)
-    loaded that walk is ~1.2 s of a 4.8 s ``gradviz inspect`` here, after the command's
-    work is done and its files are closed. ``gc.freeze()`` takes what exists out of those
+    loaded that walk is ~1.3 s of a 6.4 s ``gradviz fit`` here, after the command's work
+    is done and its files are closed. ``gc.freeze()`` takes what exists out of those
     collections; everything is still released by reference counting as modules are torn
     down, exit handlers still run (recordings close in them), and what they make is still
     collected. ``diagnose`` runs a user's script in this process, whose own objects get
