@@ -120,3 +120,27 @@ def test_a_colorbar_is_made_without_the_menu_it_never_shows(qtbot, monkeypatch):
     assert not any(bar.vb.state["mouseEnabled"])
     # A plot asked for a menu still gets one.
     assert axes.PlotItem().vb.menu is not None and len(built) == 1
+
+
+def test_a_log_axis_under_a_decade_reads_evenly_spaced_values(qtbot):
+    """A loss on a plateau spans under a decade: pyqtgraph put one label there or none
+    (no power of ten, no 2 ... 9 multiple inside)."""
+    plot = axes.PlotItem()
+    plot.setLogMode(False, True)
+    axis = plot.getAxis("left")
+
+    def labelled(lo: float, hi: float, size: int = 200) -> tuple[list[float], list[str]]:
+        levels = axis.tickValues(math.log10(lo), math.log10(hi), size)
+        values = [v for _, vs in levels for v in vs]
+        return values, axis.tickStrings(values, 1.0, None)
+
+    values, labels = labelled(1.1e-3, 1.9e-3)
+    assert labels == ["0.0012", "0.0014", "0.0016", "0.0018"]
+    # Each label sits where the axis puts its value: at the value's logarithm.
+    np.testing.assert_allclose([10.0**v for v in values], [float(t) for t in labels])
+    assert labelled(1.02, 1.3)[1] == ["1.1", "1.2", "1.3"]
+    # With two or more 1 ... 9 x 10^k inside, the ticks and labels are pyqtgraph's own.
+    values, labels = labelled(2e-3, 8e-3)
+    assert labels == ["0.003", "0.004", "0.005", "0.006", "0.007"]
+    values, labels = labelled(1e-4, 10.0, 400)
+    assert labels == pg.AxisItem.logTickStrings(axis, values, 1.0, None)

@@ -91,6 +91,27 @@ class AxisItem(pg.AxisItem):
                 kept.append((spacing, chosen))
         return kept
 
+    def logTickValues(self, minVal, maxVal, size, stdTicks):  # noqa: N802, N803 - pyqtgraph override
+        """pyqtgraph's powers of ten and their 2 ... 9 multiples; where fewer than two of
+        them lie inside (a range under a decade: a loss curve on a plateau, a zoom), ticks
+        evenly spaced in value instead (1.2e-3, 1.4e-3, ...), placed at their logarithms.
+        pyqtgraph leaves such an axis with one label or none."""
+        levels = super().logTickValues(minVal, maxVal, size, stdTicks)
+        inside = [v for _, values in levels for v in values if minVal <= v <= maxVal]
+        if len(inside) >= 2 or not maxVal > minVal or max(abs(minVal), abs(maxVal)) > 300:
+            return levels
+        values = _even_ticks(10.0**minVal, 10.0**maxVal)
+        return [(None, [math.log10(v) for v in values])] if len(values) >= 2 else levels
+
+    def logTickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
+        """pyqtgraph's labels (10⁻³, 2·10⁻³) where one significant digit says each value;
+        as many digits as the values need otherwise (the even ticks: 0.0012, 0.0014)."""
+        numbers = [10.0**v * scale for v in values]
+        digits = _digits_needed(numbers)
+        if digits == 1:
+            return super().logTickStrings(values, scale, spacing)
+        return [f"{x:.{digits}g}" for x in numbers]
+
     def label_room(self, lo: float, hi: float, spacing: float) -> float:
         """Pixels one tick label needs along the axis, with a gap to the next."""
         metrics = QFontMetrics(self.style["tickFont"] or QApplication.font())
@@ -129,6 +150,24 @@ class AxisItem(pg.AxisItem):
 def _ticks_within(lo: float, hi: float, spacing: float) -> int:
     """How many multiples of ``spacing`` lie in [lo, hi]."""
     return math.floor(hi / spacing) - math.ceil(lo / spacing) + 1
+
+
+def _even_ticks(lo: float, hi: float, most: int = 5) -> list[float]:
+    """Multiples of a 1, 2, 5 x 10^k step in [lo, hi] (lo < hi), at most ``most`` of them."""
+    step = 10.0 ** math.floor(math.log10((hi - lo) / most))
+    while _ticks_within(lo, hi, step) > most:
+        step = _next_nice(step)
+    first = math.ceil(lo / step)
+    return [k * step for k in range(first, math.floor(hi / step) + 1)]
+
+
+def _digits_needed(numbers: list[float], most: int = 6) -> int:
+    """The fewest significant digits (up to ``most``) that write every number back to
+    itself (to a part in 10^9: the ticks carry float rounding)."""
+    for digits in range(1, most):
+        if all(abs(float(f"{x:.{digits}g}") - x) <= 1e-9 * abs(x) for x in numbers):
+            return digits
+    return most
 
 
 def _next_nice(spacing: float) -> float:
