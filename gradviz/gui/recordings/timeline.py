@@ -62,7 +62,10 @@ class Timeline(QWidget):
         self.first_bad.clicked.connect(self.go_to_first_bad)
         self.follow = QPushButton("Follow")
         self.follow.setCheckable(True)
-        self.follow.setToolTip("Show each new step as the writer adds it")
+        self.follow.setToolTip(
+            "Show each new step as it arrives; untick to stay on the step shown (a live run "
+            "pauses there)"
+        )
         self.follow.toggled.connect(self._on_follow_toggled)
         self.state_label = QLabel("")
         self.state_label.setObjectName("timeline-state")
