@@ -18,8 +18,10 @@ from typing import Any
 
 from gradviz.core.errors import GradvizError
 
-# torch keeps the allowed names in one process-wide set; loads on two threads (the desktop
-# app loads off the GUI thread) must not add or remove each other's stand-ins mid-load.
+# torch keeps the allowed names in one process-wide set; reads on two threads (the desktop
+# app reads a model off the GUI thread for its panel and for the Graph page at once) must not
+# add or remove each other's stand-ins mid-load, nor list a file's names while another
+# thread's stand-ins count as allowed: that listing came back empty, and the load failed.
 _SAFE_GLOBALS_LOCK = threading.Lock()
 
 
@@ -69,24 +71,30 @@ def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any,
         plain = read_plain_state_dict(data)
         if plain is not None:
             return plain, names
+    with _SAFE_GLOBALS_LOCK:  # the listing too: what torch allows is process-wide
+        if zip_format:
+            names = _names_beyond_torchs(data, name)
         try:
-            names = sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data)))
-        except Exception as exc:  # a damaged pickle fails here first
-            raise GradvizError(
-                f"{name} is a damaged torch.save file ({_first_line(exc)})."
-            ) from None
-    try:
-        with (
-            _SAFE_GLOBALS_LOCK,
-            torch.serialization.safe_globals(standins_for(names)),
-            torch.sparse.check_sparse_tensor_invariants(),
-        ):
-            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise GradvizError(_unpickling_message(name, str(exc))) from None
-    except Exception as exc:
-        raise GradvizError(_load_failure_message(name, exc)) from None
+            with (
+                torch.serialization.safe_globals(standins_for(names)),
+                torch.sparse.check_sparse_tensor_invariants(),
+            ):
+                obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            raise GradvizError(_unpickling_message(name, str(exc))) from None
+        except Exception as exc:
+            raise GradvizError(_load_failure_message(name, exc)) from None
     return obj, names
+
+
+def _names_beyond_torchs(data: bytes, name: str) -> list[str]:
+    """The globals a zip ``torch.save`` pickle names that torch does not allow by itself."""
+    import torch
+
+    try:
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data)))
+    except Exception as exc:  # a damaged pickle fails here first
+        raise GradvizError(f"{name} is a damaged torch.save file ({_first_line(exc)}).") from None
 
 
 def _unpickling_message(name: str, text: str) -> str:
