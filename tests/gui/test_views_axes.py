@@ -144,3 +144,12 @@ def test_a_log_axis_under_a_decade_reads_evenly_spaced_values(qtbot):
     assert labels == ["0.003", "0.004", "0.005", "0.006", "0.007"]
     values, labels = labelled(1e-4, 10.0, 400)
     assert labels == pg.AxisItem.logTickStrings(axis, values, 1.0, None)
+
+
+def test_log_axis_labels_beyond_the_float_range_read_inf_without_an_error(qtbot, recwarn):
+    # A float64 loss near 1e308 puts ticks past the largest float: a label, not a crash.
+    plot = axes.PlotItem()
+    plot.setLogMode(False, True)
+    labels = plot.getAxis("left").tickStrings([300.0, 305.0, 310.0], 1.0, None)
+    assert labels[:2] == ["10³⁰⁰", "10³⁰⁵"] and labels[2] == "inf"
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

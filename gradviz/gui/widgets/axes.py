@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics, QPainter, QPicture
 from PySide6.QtWidgets import QApplication
@@ -106,10 +107,11 @@ class AxisItem(pg.AxisItem):
     def logTickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
         """pyqtgraph's labels (10⁻³, 2·10⁻³) where one significant digit says each value;
         as many digits as the values need otherwise (the even ticks: 0.0012, 0.0014)."""
-        numbers = [10.0**v * scale for v in values]
-        digits = _digits_needed(numbers)
-        if digits == 1:
-            return super().logTickStrings(values, scale, spacing)
+        with np.errstate(over="ignore"):  # beyond the float range: "inf", not an error
+            numbers = (np.power(10.0, np.asarray(values, float)) * scale).tolist()
+            digits = _digits_needed(numbers)
+            if digits == 1:
+                return super().logTickStrings(values, scale, spacing)
         return [f"{x:.{digits}g}" for x in numbers]
 
     def label_room(self, lo: float, hi: float, spacing: float) -> float:
@@ -164,8 +166,9 @@ def _even_ticks(lo: float, hi: float, most: int = 5) -> list[float]:
 def _digits_needed(numbers: list[float], most: int = 6) -> int:
     """The fewest significant digits (up to ``most``) that write every number back to
     itself (to a part in 10^9: the ticks carry float rounding)."""
+    finite = [x for x in numbers if math.isfinite(x)]
     for digits in range(1, most):
-        if all(abs(float(f"{x:.{digits}g}") - x) <= 1e-9 * abs(x) for x in numbers):
+        if all(abs(float(f"{x:.{digits}g}") - x) <= 1e-9 * abs(x) for x in finite):
             return digits
     return most
 
