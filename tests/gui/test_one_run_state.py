@@ -211,10 +211,10 @@ def test_views_are_fed_through_one_path_from_a_worker_or_a_file(make_lab, make_s
 
 
 # ---- defect 8: Enter in a setup field gives the keys back ------------------------------------
-def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
+def _enter_in_the_seed_field(qtbot, lab):
+    """Focus the seed field, press Enter and wait for the focus to leave it; the field."""
     from PySide6.QtCore import Qt
 
-    lab = make_lab(small("safe"))
     lab.window.activateWindow()
     spin = next(iter(lab.form.param("seed").items)).widget
     spin.show()
@@ -222,6 +222,14 @@ def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
     qtbot.waitUntil(lambda: QApplication.focusWidget() is spin, timeout=5_000)
     qtbot.keyClick(spin, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: QApplication.focusWidget() is not spin, timeout=5_000)
+    return spin
+
+
+def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
+    from PySide6.QtCore import Qt
+
+    lab = make_lab(small("safe"))
+    _enter_in_the_seed_field(qtbot, lab)
     assert "Space starts or pauses" in lab.window.statusBar().currentMessage()
     qtbot.keyClick(QApplication.focusWidget() or lab.window, Qt.Key.Key_S)
     qtbot.waitUntil(lambda: lab.session.latest.step == 1, timeout=RUN_TIMEOUT_MS)
@@ -230,8 +238,6 @@ def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
 def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot, make_lab):
     """The lab's Enter-leaves-the-field rule runs Python only for the fields that took the
     focus: a running lab's paints and timers never pass through it."""
-    from PySide6.QtCore import Qt
-
     from gradviz.gui.lab.focus import EnterLeavesField
 
     seen = []
@@ -246,13 +252,7 @@ def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot
     setup = lab.window.docks["setup"]
     # None of the views' paints and timers; at most a field that had the focus at start.
     assert all(isinstance(w, QWidget) and setup.isAncestorOf(w) for w in seen), set(seen)
-    lab.window.activateWindow()
-    spin = next(iter(lab.form.param("seed").items)).widget
-    spin.show()
-    spin.setFocus()
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is spin, timeout=5_000)
-    qtbot.keyClick(spin, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is not spin, timeout=5_000)
+    spin = _enter_in_the_seed_field(qtbot, lab)
     assert spin in seen
 
 
