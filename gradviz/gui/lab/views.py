@@ -244,7 +244,7 @@ class LazyView(LabView):
 
     @property
     def built(self) -> bool:
-        return self._view is not None
+        return self.widget.is_built
 
     @property
     def view(self) -> LabView:

@@ -26,8 +26,6 @@ from gradviz.gui.widgets.plot_csv import set_csv_data
 DIM, BRIGHT = 0.3, 1.0
 #: Cells whose statistics a damaged recording lost: a light grey no health category uses.
 MISSING_COLOUR = (200, 200, 200, 255)
-#: The word for such a cell, as the Graph page and ``gradviz inspect`` say it.
-MISSING_LABEL = LOST
 #: The readout under the map before a cell of the recording shown was hovered.
 READOUT_HINT = (
     "hover a cell for its numbers; click it for its histogram; Ctrl+click or Shift+click: "
@@ -195,7 +193,7 @@ class HealthOverTime(QWidget):
     def describe(self, t: int, i: int) -> str:
         if self.missing[t, i]:
             return (
-                f"{self.tensors[t]} @ step {int(self.axis.steps[i])}: {MISSING_LABEL} "
+                f"{self.tensors[t]} @ step {int(self.axis.steps[i])}: {LOST} "
                 "(lost from a damaged recording)"
             )
         finite, zero, nan, pinf, ninf = (int(c) for c in self.counts[t, i])
