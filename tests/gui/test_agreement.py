@@ -2,11 +2,12 @@
 action every readout of the page in focus agrees with the source in focus and with the CLI.
 
 The rules are what a user does: start, pause, step, reset, change N or the method, open a lab
-recording, a watch recording or a damaged one, scrub the timeline, Show first NaN, Back to
-live view, switch pages, and press a page's "Add ..." buttons (a page that offers them, such
-as Runs, joins without a rule of its own). The sources are the lab's live snapshot, the
-pinned first NaN, a recorded step and a recording; the CLI's numbers for each recording come
-from ``gradviz fit --json`` and ``gradviz inspect --json``, run once here, in-process.
+recording, a watch recording or a damaged one, scrub the timeline, tick or untick its Follow,
+Show first NaN, Back to live view, switch pages, and press a page's "Add ..." buttons (a page
+that offers them, such as Runs, joins without a rule of its own). The sources are the lab's
+live snapshot, the pinned first NaN, a recorded step and a recording; the CLI's numbers for
+each recording come from ``gradviz fit --json`` and ``gradviz inspect --json``, run once
+here, in-process.
 
 The default run is bounded (a few short stories on prepared recordings); the ``bench`` test
 runs many longer ones: ``pytest -m bench tests/gui/test_agreement.py``.
@@ -295,6 +296,15 @@ class AgreementMachine(RuleBasedStateMachine):
             return
         timeline.select_index(round(where * (timeline.readouts()["count"] - 1)))
         self.taken.append("scrub_the_timeline")
+
+    @rule()
+    def click_follow(self) -> None:
+        """Tick or untick Follow on the timeline in focus, as a click does."""
+        timeline = self.focused_timeline()
+        if timeline is None or not timeline.follow.isEnabled():
+            return
+        timeline.follow.click()
+        self.taken.append("click_follow")
 
     @rule()
     def show_first_nan(self) -> None:
@@ -687,6 +697,11 @@ class AgreementMachine(RuleBasedStateMachine):
 #: keywords). Random stories rarely reach the later sources within a few examples.
 WALKTHROUGH = (
     ("start", {}),
+    ("click_follow", {}),  # unticked: the run holds on the step shown
+    ("click_follow", {}),  # ticked: the newest step
+    ("step", {}),
+    ("scrub_the_timeline", {"where": 0.0}),
+    ("start", {}),  # resumed from the newest step, shown at once
     ("pause", {}),
     ("step", {}),
     ("scrub_the_timeline", {"where": 0.5}),
@@ -770,7 +785,9 @@ def test_every_readout_agrees_with_the_source_in_focus(
     machine = AgreementMachine()
     taken = _walk(machine)
     assert len(taken) >= len(WALKTHROUGH) - 2, taken  # the story reached its sources
-    assert {"open_recording", "scrub_the_timeline", "show_first_nan"} <= set(taken), taken
+    assert {"open_recording", "scrub_the_timeline", "show_first_nan", "click_follow"} <= set(
+        taken
+    ), taken
     assert {"live", "fit", "graph", "graph origin", "loss marks"} <= machine.compared, (
         machine.compared
     )

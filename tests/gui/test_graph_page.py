@@ -136,6 +136,22 @@ def test_a_clicked_node_selects_all_its_tensors_on_model_health_and_back(qtbot, 
     assert page.selected == "m:b1"
 
 
+def test_model_health_choosing_tensors_while_the_graph_is_laid_out_again_selects_nothing(
+    qtbot, lab, nan_recording
+):
+    """Found by the agreement test: a Model health selection made while the Graph page's
+    new layout was pending read the old graph's health against no graph (AttributeError in
+    the event loop)."""
+    data, page = open_graph(qtbot, lab, nan_recording)
+    page.set_graph(page.graph, page.where)  # as a new graph arrives: its layout is pending
+    assert page.shown is None
+    lab.recordings.page.select_cell(data.tensors.index("out.bias"), 1)
+    assert page.selected is None
+    qtbot.waitUntil(lambda: page.shown is not None, timeout=WAIT_MS)  # laid out: it selects
+    lab.recordings.page.select_cell(data.tensors.index("out.bias"), 1)
+    assert page.selected == "m:out"
+
+
 def test_a_graph_over_the_node_limit_is_collapsed_and_says_so_and_expands(qtbot):
     page = GraphPage()
     qtbot.addWidget(page)

@@ -271,6 +271,28 @@ def _views_and_timeline_on(qtbot, lab, step: int) -> None:
     assert lab.recordings.timeline.readouts()["step"] == step
 
 
+def test_start_after_scrubbing_back_puts_the_newest_step_on_screen_with_the_cursor(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    """Found by the agreement test: Step, choose step 0 on the timeline, Start. The
+    timeline's cursor went to the newest step at once, while the views stayed on step 0
+    until the run's next frame."""
+    lab = make_lab(small("safe", n=12, steps=100_000))
+    lab.step_once()
+    qtbot.waitUntil(lambda: lab.session.latest.step == 1, timeout=WAIT_MS)
+    timeline = lab.recordings.timeline
+    qtbot.waitUntil(lambda: timeline.readouts()["count"] == 2, timeout=WAIT_MS)
+    timeline.select_index(0)
+    _views_and_timeline_on(qtbot, lab, 0)
+    lab.start()
+    # Before any event is processed (no new frame can have arrived): one step everywhere.
+    newest = lab.session.latest
+    assert lab.session.shown is newest
+    assert timeline.readouts()["step"] == newest.step == 1
+    assert {r["step"] for r in lab.views.readouts().values() if r["step"] is not None} == {1}
+
+
 def test_follow_on_the_live_timeline_holds_and_returns_with_the_views(
     qtbot,
     make_lab,  # noqa: F811 - fixture

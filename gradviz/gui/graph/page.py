@@ -151,7 +151,7 @@ class GraphPage(QWidget):
         collapsed past PAGE_NODE_LIMIT nodes."""
         self.fallback.setVisible(not has_grandalf())
         self.graph, self.where = graph, where
-        self.shown, self.selected = None, None  # until the new layout arrives
+        self._forget_shown()  # until the new layout arrives
         self._fold_by_default()
         self._relayout()
 
@@ -192,7 +192,8 @@ class GraphPage(QWidget):
     def clear(self, sentence: str = EMPTY_TEXT) -> None:
         self._generation += 1
         self.tasks.supersede(self._generation)
-        self.graph = self.shown = self.scene = None
+        self._forget_shown()
+        self.graph = self.scene = None
         self.view.setScene(None)
         self.header.setText(sentence)
 
@@ -201,8 +202,13 @@ class GraphPage(QWidget):
         """The recording's damage in one line ("" for a whole one or a model file)."""
         return self.data.damage_line() if self.data is not None else ""
 
+    def _forget_shown(self) -> None:
+        """No graph drawn: nothing selected, and no health, which is read per drawn node."""
+        self.shown = self.selected = self._health = self._spread = None
+
     def _attach_health(self) -> None:
         if self.data is None or self.shown is None:
+            self._health = self._spread = None
             return
         self._health = StepHealth(self.shown, self.data)
         self._spread = spread_of(self.shown, self.data.first_nonfinite)

@@ -196,6 +196,10 @@ class RunSession(QObject):
         if worker is not None and worker.paused:
             worker.resume()
             self._set_state(RunState.RUNNING)
+            if self._latest is not None and self._shown is not self._latest:
+                # Resumed from an older step chosen on the timeline: the run goes on from
+                # its newest step, so that is what the views show, now, not at its next frame.
+                self.show(self._latest)
         elif worker is None and config is not None:
             self._launch(config, paused=False)
 
