@@ -293,6 +293,26 @@ def test_start_after_scrubbing_back_puts_the_newest_step_on_screen_with_the_curs
     assert {r["step"] for r in lab.views.readouts().values() if r["step"] is not None} == {1}
 
 
+def test_back_to_live_view_returns_from_a_step_chosen_on_the_timeline(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    """Run > Back to live view (Follow the run again) was greyed after scrubbing back: only
+    Follow on the timeline went back."""
+    lab = _running(qtbot, make_lab, "safe")
+    timeline, live = lab.recordings.timeline, lab.window.actions["live"]
+    qtbot.waitUntil(lambda: timeline.readouts()["count"] >= 3, timeout=WAIT_MS)
+    assert not live.isEnabled()  # following the run already
+    timeline.select_index(0)
+    _views_and_timeline_on(qtbot, lab, 0)
+    assert live.isEnabled()
+    live.trigger()
+    newest = lab.session.latest
+    assert lab.session.shown is newest and timeline.follow.isChecked()
+    _views_and_timeline_on(qtbot, lab, newest.step)
+    assert not live.isEnabled()
+
+
 def test_follow_on_the_live_timeline_holds_and_returns_with_the_views(
     qtbot,
     make_lab,  # noqa: F811 - fixture

@@ -129,7 +129,7 @@ class LabController(QObject):
         a["stop"].triggered.connect(self.session.stop)
         a["reset"].triggered.connect(self.reset)
         a["first_nan"].triggered.connect(self.session.show_first_nan)
-        a["live"].triggered.connect(self.session.show_live)
+        a["live"].triggered.connect(self.back_to_live_view)
         a["quit"].triggered.connect(self.window.close)
         a["copy_command"].triggered.connect(self.copy_command)
         self.window.explorer.failed.connect(self._on_explorer_failed)
@@ -206,6 +206,15 @@ class LabController(QObject):
             self.session.pause()
         else:
             self.start()
+
+    @Slot()
+    def back_to_live_view(self) -> None:
+        """From the pinned first NaN, or from an older step chosen on the timeline, to the
+        run's newest step, followed."""
+        if self.session.viewing_pinned:
+            self.session.show_live()
+        elif self.session.viewing_older:
+            self.recordings.live.follow()
 
     @Slot()
     def step_once(self) -> None:

@@ -155,6 +155,19 @@ class RunSession(QObject):
         return self._pin.viewing
 
     @property
+    def viewing_older(self) -> bool:
+        """Showing an older step of the current run than its newest (chosen on the
+        timeline), not the pinned first NaN."""
+        shown, latest = self._shown, self._latest
+        return (
+            shown is not None
+            and latest is not None
+            and shown is not latest
+            and shown.generation == self.generation
+            and not self._pin.viewing
+        )
+
+    @property
     def steps_per_second(self) -> float:
         """Wall-clock speed while running; NaN when not running or not yet measured."""
         return self._steps_per_second if self._state is RunState.RUNNING else float("nan")

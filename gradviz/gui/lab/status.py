@@ -102,6 +102,7 @@ class RunActions(QObject):
         self.actions = actions
         session.stateChanged.connect(self._on_session_changed)
         session.pinnedChanged.connect(self._on_session_changed)
+        session.snapshotShown.connect(self._on_session_changed)  # an older step or the newest
         self.update()
 
     @Slot(object)
@@ -120,7 +121,7 @@ class RunActions(QObject):
         a["stop"].setEnabled(state.going)
         a["reset"].setEnabled(ready)
         a["first_nan"].setEnabled(s.pinned is not None and not s.viewing_pinned)
-        a["live"].setEnabled(s.viewing_pinned)
+        a["live"].setEnabled(s.viewing_pinned or s.viewing_older)
         a["why_nan"].setEnabled(s.pinned is not None)
 
 

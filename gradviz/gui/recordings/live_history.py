@@ -137,6 +137,11 @@ class LiveTimeline(QObject):
             self.timeline.blockSignals(blocked)
         self._point_at(snapshot)
 
+    def follow(self) -> None:
+        """Follow the run again, as ticking Follow does: its newest step on screen."""
+        self.timeline.set_following(True)
+        self._on_follow_clicked(True)
+
     @Slot(bool)
     def _on_follow_clicked(self, following: bool) -> None:
         """The timeline's cursor and the views stay on one step. Follow ticked: the newest
