@@ -203,18 +203,37 @@ def _recorded_steps(path) -> int:
     return reader.rank(0).steps if 0 in reader.ranks else 0
 
 
-def test_a_recording_whose_writer_died_shows_as_incomplete(qtbot, lab, tmp_path, monkeypatch):
+def _as_a_killed_writer_leaves_it(path: Path) -> None:
+    """The recording at ``path`` as a writer killed after its last step leaves it: every
+    step on disk, never marked complete (what ``test_record_processes`` checks of SIGKILL)."""
+    import zarr
+
+    group = zarr.open_group(path / "rank0", mode="r+")
+    meta = dict(group.attrs[L.MARKER])
+    meta.update(complete=False, ended=None)
+    group.attrs[L.MARKER] = meta
+
+
+@pytest.mark.parametrize("writer", ["files left by a killed writer", pytest.param(
+    "a writer process killed", marks=pytest.mark.slow)])  # fmt: skip
+def test_a_recording_whose_writer_died_shows_as_incomplete(
+    qtbot, lab, tmp_path, monkeypatch, writer
+):
     from gradviz.gui.recordings import follower
 
     monkeypatch.setattr(follower, "STALL_S", 0.5)
     path = tmp_path / "died"
-    writer = run_writer(path, steps=5, delay_s=0.0, die=True)
-    try:
-        # Every logged step reaches the disk, the last one too, with no close().
-        qtbot.waitUntil(lambda: _recorded_steps(path) == 5, timeout=WAIT_MS)
-    finally:
-        writer.kill()  # killed with SIGKILL, never closed
-        writer.wait()
+    if writer == "a writer process killed":
+        process = run_writer(path, steps=5, delay_s=0.0, die=True)
+        try:
+            # Every logged step reaches the disk, the last one too, with no close().
+            qtbot.waitUntil(lambda: _recorded_steps(path) == 5, timeout=WAIT_MS)
+        finally:
+            process.kill()  # killed with SIGKILL, never closed
+            process.wait()
+    else:
+        write_recording(path, steps=5)
+        _as_a_killed_writer_leaves_it(path)
     data = open_and_wait(qtbot, lab, path)
     assert not data.complete and data.n_steps == 5
     state = lab.recordings.page.timeline.state_label

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
-from recording_fixtures import run_writer
+from recording_fixtures import WriterThread, watch_small_model
 
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
@@ -224,7 +224,7 @@ def test_x_by_wall_or_relative_time_and_an_older_recording_says_step_only(
 
 def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, page, tmp_path):
     path, gate = tmp_path / "growing", tmp_path / "go"
-    writer = run_writer(path, steps=12, delay_s=0.0, nan_at=7, gate=gate)
+    writer = WriterThread(watch_small_model, path, 12, 0.0, 7, False, gate)
     try:
         qtbot.waitUntil(lambda: is_recording(path), timeout=WAIT_MS)
         run = add_and_wait(qtbot, page, path, until=lambda r: len(r.drawn[0]) >= 2)
@@ -237,7 +237,7 @@ def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, pag
         )
     finally:
         gate.touch()
-        writer.wait(timeout=120)
+        writer.finish()
     assert page.readouts()["runs"][0]["last_step"] == 11
     with open(tmp_path / "early.csv") as f:
         assert 2 <= len(list(csv.reader(f))) - 1 < 12  # what was drawn then
