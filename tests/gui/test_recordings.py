@@ -251,13 +251,20 @@ def test_the_timeline_plays_and_stops_at_the_end(qtbot):
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
+    assert not timeline.play.isEnabled()  # nothing to play yet (an empty Model health page)
+    timeline.set_steps(np.array([0]))
+    assert not timeline.play.isEnabled()
     seen = []
     timeline.indexChanged.connect(seen.append)
     timeline.set_steps(np.arange(0, 50, 10))
+    assert timeline.play.isEnabled()
     timeline.speed.setCurrentIndex(timeline.speed.count() - 1)  # fastest
     timeline.play.setChecked(True)
     qtbot.waitUntil(lambda: not timeline.play.isChecked(), timeout=WAIT_MS)
     assert timeline.step == 40 and seen[-5:] == [0, 1, 2, 3, 4]
+    timeline.play.setChecked(True)
+    timeline.set_steps(np.zeros(0, dtype=np.int64))  # a reset while playing: it stops
+    assert not timeline.play.isChecked() and not timeline.play.isEnabled()
 
 
 def test_health_colours_tell_the_categories_apart_and_norms_set_brightness():

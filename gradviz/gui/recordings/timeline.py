@@ -51,6 +51,7 @@ class Timeline(QWidget):
         self.play.setCheckable(True)
         self.play.setToolTip("Play the recorded steps at the chosen speed")
         self.play.toggled.connect(self._on_play)
+        self.play.setEnabled(False)  # until there are steps to play through
         self.speed = QComboBox()
         for s in SPEEDS:
             self.speed.addItem(f"{s} steps/s", s)
@@ -112,6 +113,10 @@ class Timeline(QWidget):
             self.slider.setRange(0, max(len(self._steps) - 1, 0))
             if self._following and len(self._steps):
                 self.slider.setValue(len(self._steps) - 1)
+        playable = len(self._steps) > 1
+        if not playable:
+            self.play.setChecked(False)
+        self.play.setEnabled(playable)
         self._label()
         self.indexChanged.emit(self.index)
 
