@@ -211,10 +211,10 @@ class LabController(QObject):
     def back_to_live_view(self) -> None:
         """From the pinned first NaN, or from an older step chosen on the timeline, to the
         run's newest step, followed."""
-        if self.session.viewing_pinned:
+        if self.session.viewing_older:
+            self.recordings.live.follow()  # ticks Follow, which shows the newest step
+        else:
             self.session.show_live()
-        elif self.session.viewing_older:
-            self.recordings.live.follow()
 
     @Slot()
     def step_once(self) -> None:

@@ -209,10 +209,6 @@ class RunSession(QObject):
         if worker is not None and worker.paused:
             worker.resume()
             self._set_state(RunState.RUNNING)
-            if self._latest is not None and self._shown is not self._latest:
-                # Resumed from an older step chosen on the timeline: the run goes on from
-                # its newest step, so that is what the views show, now, not at its next frame.
-                self.show(self._latest)
         elif worker is None and config is not None:
             self._launch(config, paused=False)
 
@@ -308,9 +304,13 @@ class RunSession(QObject):
         self.stateChanged.emit(self._state)
 
     def show_live(self) -> None:
-        if not self._pin.viewing:
+        """Show the run's newest step instead of the pinned first NaN or an older step
+        chosen on the timeline. Start and Step call it first: a run goes on from its newest
+        step, so that is on screen at once, not only at the run's next frame."""
+        if self._pin.viewing:
+            self._pin.viewing = False
+        elif not self.viewing_older:
             return
-        self._pin.viewing = False
         if self._latest is not None:
             self.show(self._latest)
         self.stateChanged.emit(self._state)

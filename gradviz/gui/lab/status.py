@@ -102,12 +102,21 @@ class RunActions(QObject):
         self.actions = actions
         session.stateChanged.connect(self._on_session_changed)
         session.pinnedChanged.connect(self._on_session_changed)
-        session.snapshotShown.connect(self._on_session_changed)  # an older step or the newest
+        # Each frame: only what a shown step changes (an older step or the newest).
+        session.snapshotShown.connect(self._on_snapshot_shown)
         self.update()
 
     @Slot(object)
     def _on_session_changed(self, _value: object) -> None:
         self.update()
+
+    @Slot(object)
+    def _on_snapshot_shown(self, _snapshot: object) -> None:
+        self._update_live()
+
+    def _update_live(self) -> None:
+        s = self.session
+        self.actions["live"].setEnabled(s.viewing_pinned or s.viewing_older)
 
     def update(self) -> None:
         a, s = self.actions, self.session
@@ -121,7 +130,7 @@ class RunActions(QObject):
         a["stop"].setEnabled(state.going)
         a["reset"].setEnabled(ready)
         a["first_nan"].setEnabled(s.pinned is not None and not s.viewing_pinned)
-        a["live"].setEnabled(s.viewing_pinned or s.viewing_older)
+        self._update_live()
         a["why_nan"].setEnabled(s.pinned is not None)
 
 
