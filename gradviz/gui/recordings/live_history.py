@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from PySide6.QtCore import QObject, Slot
+from PySide6.QtCore import QObject, QSignalBlocker, Slot
 
 from gradviz.core.snapshot import Snapshot
 from gradviz.gui.lab.session import RunSession, RunState
@@ -112,29 +112,25 @@ class LiveTimeline(QObject):
         if self.active and self.session.viewing_pinned:
             self._point_at(snapshot)  # Show first NaN: the timeline says which step it is
             return
-        kept = self.history.add(snapshot)
+        newest = snapshot is self.session.latest
+        if newest and self.session.state is RunState.RUNNING:
+            self._held = False
+        # Held (Follow unticked or an older step chosen, so the run paused): the frame the
+        # run made as it paused is on screen, and it is kept so that the cursor can go to it.
+        kept = self.history.add(snapshot, keep=newest and self._held)
         if not self.active:
             return
-        if snapshot is not self.session.latest:
+        if not newest:
             self._point_at(snapshot)  # a kept older step, chosen on the timeline
             return
         self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
-        if self.session.state is RunState.RUNNING:
-            self._held = False
         if not self._held:
             if kept or not self.timeline.following:
                 self.timeline.set_following(True)
                 self.timeline.set_steps(self.history.steps())
             return
-        # Held (Follow unticked or an older step chosen, so the run paused): the frame the run
-        # made as it paused is on screen. It is kept, so the cursor can go to it; setting
-        # the steps must not make the timeline show the step its cursor was on instead.
-        self.history.add(snapshot, keep=True)
-        blocked = self.timeline.blockSignals(True)
-        try:
+        with QSignalBlocker(self.timeline):  # not back to the step the cursor was on
             self.timeline.set_steps(self.history.steps())
-        finally:
-            self.timeline.blockSignals(blocked)
         self._point_at(snapshot)
 
     def follow(self) -> None:
@@ -149,13 +145,9 @@ class LiveTimeline(QObject):
         a going run pauses there, as it does when an older step is chosen."""
         if not self.active:
             return
-        latest = self.session.latest
         self._held = not following
         if following:
-            if self.session.viewing_pinned:
-                self.session.show_live()
-            elif latest is not None and self.session.shown is not latest:
-                self.session.show(latest)
+            self.session.show_live()
         elif self.session.state is RunState.RUNNING:
             self.session.pause()
 
@@ -163,11 +155,8 @@ class LiveTimeline(QObject):
         """Put the timeline's cursor on ``snapshot``'s step without showing another one
         (the pinned first-NaN snapshot stays on screen)."""
         self.timeline.set_following(False)
-        blocked = self.timeline.blockSignals(True)
-        try:
+        with QSignalBlocker(self.timeline):
             self.timeline.select_step(snapshot.step)
-        finally:
-            self.timeline.blockSignals(blocked)
 
     @Slot()
     def _on_cleared(self) -> None:

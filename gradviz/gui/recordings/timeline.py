@@ -1,7 +1,8 @@
 """The step timeline under the views of a recording: scrub, play, follow, first non-finite.
 
 ``Timeline`` knows only a list of step numbers: ``set_steps(steps)``; it emits
-``indexChanged(i)`` (the i-th recorded step is selected) and ``followingChanged(bool)``.
+``indexChanged(i)`` (the i-th recorded step is selected) and ``followClicked(bool)`` (the
+user ticked or unticked Follow).
 While following, new steps move the slider to the newest; moving the slider back (or
 pausing) stops following. Arrow keys step one recorded step, Page Up/Down ten.
 """
@@ -9,7 +10,7 @@ pausing) stops following. Arrow keys step one recorded step, Page Up/Down ten.
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -28,8 +29,7 @@ DEFAULT_SPEED = 10
 
 class Timeline(QWidget):
     indexChanged = Signal(int)
-    followingChanged = Signal(bool)
-    #: The user ticked (True) or unticked Follow; after ``followingChanged``.
+    #: The user ticked (True) or unticked Follow (``set_following`` does not emit it).
     followClicked = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -109,7 +109,7 @@ class Timeline(QWidget):
         """The recorded step numbers (S,); keeps the selection, or moves to the newest step
         while following."""
         self._steps = np.asarray(steps, dtype=np.int64)
-        with _blocked(self.slider):
+        with QSignalBlocker(self.slider):
             self.slider.setRange(0, max(len(self._steps) - 1, 0))
             if self._following and len(self._steps):
                 self.slider.setValue(len(self._steps) - 1)
@@ -165,12 +165,11 @@ class Timeline(QWidget):
         if following == self._following:
             return
         self._following = following
-        with _blocked(self.follow):
+        with QSignalBlocker(self.follow):
             self.follow.setChecked(following)
         self._state_label()
         if following and len(self._steps):
             self.slider.setValue(len(self._steps) - 1)
-        self.followingChanged.emit(following)
 
     # ---- slots ----------------------------------------------------------------------------
     @Slot(bool)
@@ -211,16 +210,3 @@ class Timeline(QWidget):
     def _label(self) -> None:
         n = len(self._steps)
         self.step_label.setText(f"step {self.step}  ({self.index + 1}/{n})" if n else "no steps")
-
-
-class _blocked:
-    """``with _blocked(widget):`` its signals are blocked inside."""
-
-    def __init__(self, widget: QWidget) -> None:
-        self.widget = widget
-
-    def __enter__(self) -> None:
-        self._was = self.widget.blockSignals(True)
-
-    def __exit__(self, *exc) -> None:
-        self.widget.blockSignals(self._was)
