@@ -315,3 +315,25 @@ def test_copy_as_command_puts_the_matching_fit_line_on_the_clipboard(make_lab):
     assert line.startswith("gradviz fit ")
     assert "--method naive" in line and "--n 30" in line
     assert "--target" not in line  # helix is the shared default: the CLI needs no option
+
+
+def test_an_opened_experiment_runs_at_the_frame_rate_its_file_and_the_form_say(
+    qtbot, make_lab, tmp_path
+):
+    # The form is filled from the file without a change signal per setting; the run made
+    # from it must take the file's frame rate too, not the one the form showed before.
+    from gradviz.core.config import LiveSettings
+    from gradviz.gui.experiments import save_experiment
+
+    lab = make_lab(small("safe"))
+    assert lab.form.live_settings().frame_rate != 0.5
+    path = tmp_path / "slow_frames.json"
+    save_experiment(path, small("safe", n=12), LiveSettings(frame_rate=0.5))
+    lab.experiments.open(str(path))
+    qtbot.waitUntil(
+        lambda: lab.session.latest is not None and lab.session.settings_now.n == 12,
+        timeout=RUN_TIMEOUT_MS,
+    )
+    assert lab.form.live_settings().frame_rate == 0.5
+    assert lab.session.frame_rate == 0.5
+    assert lab.session.worker.frame_interval == 2.0

@@ -143,11 +143,15 @@ class LabController(QObject):
 
     # ---- run commands: the session's, with the form's settings -------------------------------
     def _form_config(self) -> FitConfig | None:
+        """The form's settings for a new run, which also takes the form's frame rate (an
+        opened experiment fills the form without a change signal for each setting)."""
         try:
-            return self.form.config()
+            config = self.form.config()
         except GradvizError as exc:
             self.show_error(str(exc), "")
             return None
+        self.session.set_frame_rate(self.form.live_settings().frame_rate)
+        return config
 
     def _fitting_config(self) -> FitConfig | None:
         """The form's settings, or None (after a dialog) when they are invalid or the run

@@ -202,6 +202,11 @@ class FitWorker(QObject):
     def set_frame_rate(self, frame_rate: float) -> None:
         self._frame_interval = 1.0 / max(frame_rate, 0.1)
 
+    @property
+    def frame_interval(self) -> float:
+        """Seconds between two frames at the frame rate asked for (the GUI may slow it)."""
+        return self._frame_interval
+
     def frame_drawn(self, gui_seconds: float = 0.0) -> None:
         """The GUI has drawn the last snapshot, which kept it busy ``gui_seconds``.
 
