@@ -29,16 +29,17 @@ _MACHINERY = tuple(
     os.path.join(_GRADVIZ_DIR, *part)
     for part in (("core", "origin"), ("core", "record"), ("commands",))
 )
-_internal: dict[tuple[object, bool], bool] = {}  # (code, skip gradviz) -> passed over
+#: code -> whether its frames are passed over, one table per value of ``skip_gradviz`` (the
+#: walk below looks each frame up in it: the tracer walks the stack for every forward
+#: operation that makes an autograd node, so it is kept to one lookup a frame).
+_internal: dict[bool, dict[object, bool]] = {True: {}, False: {}}
 
 
 def _is_internal(code, skip_gradviz: bool) -> bool:
-    known = _internal.get((code, skip_gradviz))
-    if known is None:
-        path = os.path.abspath(code.co_filename)
-        inside = (_TORCH_DIR, _GRADVIZ_DIR) if skip_gradviz else (_TORCH_DIR, *_MACHINERY)
-        known = path.startswith(inside) or code.co_filename.startswith(("<frozen", "<string>"))
-        _internal[(code, skip_gradviz)] = known
+    path = os.path.abspath(code.co_filename)
+    inside = (_TORCH_DIR, _GRADVIZ_DIR) if skip_gradviz else (_TORCH_DIR, *_MACHINERY)
+    known = path.startswith(inside) or code.co_filename.startswith(("<frozen", "<string>"))
+    _internal[skip_gradviz][code] = known
     return known
 
 
@@ -48,14 +49,19 @@ def user_source(skip_gradviz: bool = True) -> tuple[str, str]:
     gradviz's own computations, such as the lab's distance methods, as the user's). The
     forward of a custom ``autograd.Function`` is passed over for the line that called its
     ``apply``."""
+    known = _internal[skip_gradviz]
     frame = sys._getframe(1)
     while frame is not None:
-        if not _is_internal(frame.f_code, skip_gradviz):
+        code = frame.f_code
+        inside = known.get(code)
+        if inside is None:
+            inside = _is_internal(code, skip_gradviz)
+        if not inside:
             caller = frame.f_back
             if caller is not None and _in_function_forward(frame, caller, skip_gradviz):
                 frame = caller  # inside Function.forward: report the apply call
                 continue
-            return f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}", frame.f_code.co_name
+            return f"{_short(code.co_filename)}:{frame.f_lineno}", code.co_name
         frame = frame.f_back
     return "", ""
 
