@@ -10,6 +10,7 @@ import os
 import pytest
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 import gradviz
 from gradviz.core.origin import trace_nonfinite
@@ -278,6 +279,78 @@ def test_adam_with_a_huge_learning_rate_overflows_in_the_optimizer_step():
     assert origin.op == "aten.addcdiv_.default" and origin.tensor == "weight"
     assert origin.source == line("optimizer") and origin.module == ""
     assert origin.cause_code == "optimizer_overflow" and "learning rate" in origin.cause
+
+
+def _overflowing_adam():
+    """A Linear layer and an Adam whose fourth step overflows (see the test above)."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e38, betas=(0.0, 0.999))
+
+    def step():
+        opt.zero_grad()
+        model(torch.full((1, 3), 1e-3)).mean().backward()
+        opt.step()  # overflowing step
+
+    for _ in range(3):
+        step()
+    return model, opt, step
+
+
+def _values(model, opt) -> list[torch.Tensor]:
+    """Parameters, gradients and the optimizer's state tensors, as bit patterns (NaN and
+    Inf compare equal to themselves)."""
+    tensors = [t for p in model.parameters() for t in (p, p.grad)]
+    tensors += [v for p in model.parameters() for v in opt.state[p].values()]
+    return [t.detach().clone().view(torch.int32) for t in tensors]
+
+
+@pytest.mark.parametrize("copy_limit", [None, 0], ids=["replayed", "traced as it runs"])
+def test_an_overflowing_optimizer_step_is_named_and_leaves_the_values_of_an_untraced_run(
+    monkeypatch, copy_limit
+):
+    # A step of finite values runs untraced from copies and is replayed under the tracer
+    # only where it made a parameter non-finite; a model too big to copy is traced as it
+    # runs. Either way the op is named and the step's results are those of a plain run.
+    from gradviz.core.origin import optimizer_replay
+
+    if copy_limit is not None:
+        monkeypatch.setattr(optimizer_replay, "COPY_LIMIT_BYTES", copy_limit)
+    plain_model, plain_opt, plain_step = _overflowing_adam()
+    plain_step()
+    model, opt, step = _overflowing_adam()
+    steps_seen = []
+    hook = register_optimizer_step_post_hook(lambda *_: steps_seen.append(1))
+    try:
+        origin = traced(step)
+    finally:
+        hook.remove()
+    assert (origin.phase, origin.op, origin.tensor) == (
+        "optimizer",
+        "aten.addcdiv_.default",
+        "weight",
+    )
+    assert origin.source == line("overflowing step")
+    assert steps_seen == [1]  # the replay is not a step of the user's hooks
+    assert not torch.isfinite(model.weight).all()
+    for a, b in zip(_values(plain_model, plain_opt), _values(model, opt), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_clean_step_runs_the_optimizer_untraced_and_replays_nothing(monkeypatch):
+    from gradviz.core.origin import optimizer_replay
+
+    replays = []
+    monkeypatch.setattr(optimizer_replay.StepCheckpoint, "replay", lambda *a: replays.append(a))
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with trace_nonfinite() as t:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(4, 3)).square().mean().backward()
+            opt.step()
+    assert t.origin is None and replays == []
 
 
 class NormPenalty(nn.Module):

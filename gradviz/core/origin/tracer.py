@@ -20,6 +20,7 @@ Which value is the origin:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Callable
@@ -30,12 +31,20 @@ from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
 )
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _disable_current_modes,
+    _get_current_dispatch_mode,
+    _pop_mode,
+    _pop_mode_temporarily,
+    _push_mode,
+)
 from torch.utils._pytree import tree_flatten
 
 from gradviz.core.origin import inspect_values as V
 from gradviz.core.origin.causes import cause_of, spread_sentence
 from gradviz.core.origin.chains import Chain
+from gradviz.core.origin.optimizer_replay import StepCheckpoint
 from gradviz.core.origin.plans import (
     PASS_THROUGH,
     UNPLANNED,
@@ -74,6 +83,9 @@ class NonfiniteTracer(TorchDispatchMode):
         self._thread = threading.get_ident()
         self._optimizer_hooks: list = []
         self._done = False
+        #: (the StepCheckpoint, the context that took the mode off the stack) while an
+        #: optimizer's step runs untraced
+        self._untraced_step: tuple | None = None
 
     def reset(self) -> None:
         """Forget what was seen (the mode stays armed): the next interval starts afresh."""
@@ -94,21 +106,70 @@ class NonfiniteTracer(TorchDispatchMode):
 
     def __exit__(self, *exc):
         try:
+            self._resume()  # an optimizer's step that raised left the mode off the stack
             return super().__exit__(*exc)
         finally:
             self.modules.remove()
             for handle in self._optimizer_hooks:
                 handle.remove()
             self._optimizer_hooks = []
+            self._optimizer = 0
 
-    def _on_optimizer_pre(self, optimizer, *_args) -> None:
-        if threading.get_ident() == self._thread:  # the hooks are global: this thread only
-            self._optimizer += 1
-            self._parameters.update(id(p) for g in optimizer.param_groups for p in g["params"])
+    # ---- optimizer steps: untraced while nothing is wrong, replayed where one went wrong ----
+    def _on_optimizer_pre(self, optimizer, args, kwargs) -> None:
+        if threading.get_ident() != self._thread:  # the hooks are global: this thread only
+            return
+        self._optimizer += 1
+        self._parameters.update(id(p) for g in optimizer.param_groups for p in g["params"])
+        if self._optimizer == 1 and self._can_step_untraced(optimizer, args, kwargs):
+            with _disable_current_modes():  # copying is not the user's work
+                checkpoint = StepCheckpoint.take(optimizer)
+            if checkpoint is not None:
+                self._untraced_step = (checkpoint, _pop_mode_temporarily())
+                self._untraced_step[1].__enter__()
 
-    def _on_optimizer_post(self, *_args) -> None:
-        if threading.get_ident() == self._thread:
+    def _can_step_untraced(self, optimizer, args, kwargs) -> bool:
+        """Only a step of finite values (no chain to carry through it), called without a
+        closure (a replay must not run the forward again), with this mode innermost."""
+        return (
+            not self._chains
+            and not self._done
+            and len(args) == 1
+            and not kwargs
+            and _get_current_dispatch_mode() is self
+        )
+
+    def _on_optimizer_post(self, optimizer, *_args) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        try:
+            checkpoint = self._untraced_step[0] if self._untraced_step else None
+            # Still off the stack: the test, the copies and the puts back are not traced,
+            # only the replayed step itself.
+            mine = checkpoint is not None and checkpoint.optimizer is optimizer
+            if mine and checkpoint.went_nonfinite():
+                checkpoint.replay(self._traced)
+        except Exception:  # noqa: S110 never raise into the user's step
+            pass
+        finally:
+            self._resume()
             self._optimizer = max(0, self._optimizer - 1)
+
+    @contextlib.contextmanager
+    def _traced(self):
+        """The mode on the stack again for the length of the block (a replayed step)."""
+        _push_mode(self)
+        try:
+            yield
+        finally:
+            _pop_mode()
+
+    def _resume(self) -> None:
+        """Put the mode back on the stack after an untraced optimizer step."""
+        if self._untraced_step is not None:
+            _, popped = self._untraced_step
+            self._untraced_step = None
+            popped.__exit__(None, None, None)
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
