@@ -30,6 +30,8 @@ import math
 import torch
 from torch import nn
 
+from gradviz.core.origin.inspect_values import finiteness_sum
+
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
 #: containers: not hooked, because a hook costs every call of a module microseconds.
 _PASSIVE = (
@@ -46,7 +48,6 @@ _PASSIVE = (
 )
 
 
-_HALF = (torch.float16, torch.bfloat16)
 #: Tensors up to this many entries are kept through the step (lazy mode), larger ones summed.
 KEEP_NUMEL = 1 << 15
 
@@ -142,7 +143,7 @@ class ModuleOrigin:
         # sequence number (the backward runs nodes in decreasing order of it).
         t = t.detach() if t.requires_grad else t
         if not (self._lazy and t.numel() <= KEEP_NUMEL):
-            self._entries.append((phase, name, _sum(t), False, order))
+            self._entries.append((phase, name, finiteness_sum(t), False, order))
             return
         self._entries.append((phase, name, t, True, order))
         if len(self._entries) - self._summed > self._limit:
@@ -154,7 +155,7 @@ class ModuleOrigin:
         for k in range(self._summed, len(entries)):
             phase, name, t, kept, order = entries[k]
             if kept:
-                entries[k] = (phase, name, _sum(t), False, order)
+                entries[k] = (phase, name, finiteness_sum(t), False, order)
         self._summed = len(entries)
         self._last_output = None
 
@@ -180,7 +181,8 @@ class ModuleOrigin:
                 return None
             device = entries[0][2].device
             wide = torch.float32 if device.type == "mps" else torch.float64
-            sums = [(_sum(t) if kept else t).to(device, wide) for _, _, t, kept, _ in entries]
+            sums = [(finiteness_sum(t) if kept else t) for _, _, t, kept, _ in entries]
+            sums = [t.to(device, wide) for t in sums]
             values = torch.stack(sums).tolist()  # one read
             where = [(phase, name) for phase, name, *_ in entries]
             for k, value in enumerate(values):
@@ -217,13 +219,6 @@ def _in_backward_order(entries: list) -> list:
     grads = [e for e in entries if e[0] == "backward"]
     grads.sort(key=lambda e: 1 if e[4] is None else -e[4])
     return ahead + grads
-
-
-def _sum(t: torch.Tensor) -> torch.Tensor:
-    """A finiteness test: NaN or Inf where ``t`` holds one (half precision summed in float32).
-    A sum of finite values near the float32 limit may overflow; a kept tensor is then tested
-    exactly (a float64 accumulation would be exact but costs 25x a float32 sum on the CPU)."""
-    return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
 
 
 def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:

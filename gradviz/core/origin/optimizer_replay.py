@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from gradviz.core.origin.inspect_values import finiteness_sum
+
 #: Parameters, gradients and state up to this many bytes are copied before a step (more is
 #: traced as it runs: a copy of a large model's state each step would cost its memory again).
 COPY_LIMIT_BYTES = 64 << 20
@@ -25,9 +27,8 @@ class StepCheckpoint:
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
         self.optimizer = optimizer
         self.params = params
+        self._values, self._grads = _copies(params)
         with torch.no_grad():
-            self._values = [p.detach().clone() for p in params]
-            self._grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
             self._state = {p: _copied(optimizer.state[p]) for p in params if p in optimizer.state}
 
     @classmethod
@@ -51,16 +52,14 @@ class StepCheckpoint:
         if not self.params:
             return False
         with torch.no_grad():
-            sums = torch.stack([_sum(p.detach()) for p in self.params])
+            sums = torch.stack([finiteness_sum(p.detach()) for p in self.params])
             return not bool(torch.isfinite(sums).all())
 
     def replay(self, trace_step) -> None:
         """Run the step again from the copies under ``trace_step`` (a context in which the
         tracer sees operations), then leave every value as the first run left it."""
         optimizer = self.optimizer
-        with torch.no_grad():
-            after_values = [p.detach().clone() for p in self.params]
-            after_grads = [None if p.grad is None else p.grad.detach().clone() for p in self.params]
+        after_values, after_grads = _copies(self.params)
         after_state = {p: optimizer.state[p] for p in self.params if p in optimizer.state}
         self._put(self._values, self._grads)
         for p in self.params:  # fresh copies: the replay must not write over the saved ones
@@ -91,10 +90,12 @@ class StepCheckpoint:
                     p.grad = grad.clone()
 
 
-def _sum(t: torch.Tensor) -> torch.Tensor:
-    """NaN or Inf where ``t`` holds one (or, rarely, where finite values overflow: then the
-    step is only replayed for nothing)."""
-    return t.sum(dtype=torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.sum()
+def _copies(params: list[torch.Tensor]) -> tuple[list, list]:
+    """Copies of the parameters' values and of their gradients (None where there is none)."""
+    with torch.no_grad():
+        values = [p.detach().clone() for p in params]
+        grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
+    return values, grads
 
 
 def _copied(state: dict) -> dict:
