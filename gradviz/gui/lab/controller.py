@@ -65,7 +65,6 @@ class LabController(QObject):
         self.error_dialog: ErrorDialog | None = None
         self._shut_down = False
         restore_lab(self.settings, self.window, self.form, config, live)
-        self.session.frame_rate = self.form.live_settings().frame_rate
         self.session.snapshotShown.connect(views.show)
         self.session.cleared.connect(views.clear)
         self.session.failed.connect(self.show_error)
