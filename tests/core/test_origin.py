@@ -327,6 +327,24 @@ def test_an_overflowing_optimizer_step_is_named_and_leaves_the_values_of_an_untr
         assert torch.equal(a, b)
 
 
+def test_an_optimizer_state_that_cannot_be_copied_is_traced_as_it_runs(monkeypatch):
+    # Copying before the step is an optimisation: where it fails, the step must neither
+    # raise into the user's code nor go unseen.
+    from gradviz.core.origin import optimizer_replay
+
+    def cannot_copy(optimizer):
+        raise RuntimeError("a state this copy does not know")
+
+    monkeypatch.setattr(optimizer_replay.StepCheckpoint, "take", cannot_copy)
+    _, _, step = _overflowing_adam()
+    origin = traced(step)
+    assert (origin.phase, origin.op, origin.tensor) == (
+        "optimizer",
+        "aten.addcdiv_.default",
+        "weight",
+    )
+
+
 def test_a_clean_step_runs_the_optimizer_untraced_and_replays_nothing(monkeypatch):
     from gradviz.core.origin import optimizer_replay
 

@@ -122,8 +122,11 @@ class NonfiniteTracer(TorchDispatchMode):
         self._optimizer += 1
         self._parameters.update(id(p) for g in optimizer.param_groups for p in g["params"])
         if self._optimizer == 1 and self._can_step_untraced(optimizer, args, kwargs):
-            with _disable_current_modes():  # copying is not the user's work
-                checkpoint = StepCheckpoint.take(optimizer)
+            try:
+                with _disable_current_modes():  # copying is not the user's work
+                    checkpoint = StepCheckpoint.take(optimizer)
+            except Exception:  # noqa: BLE001 never raise into the user's step: trace it as it runs
+                checkpoint = None
             if checkpoint is not None:
                 self._untraced_step = (checkpoint, _pop_mode_temporarily())
                 self._untraced_step[1].__enter__()
