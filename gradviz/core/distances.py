@@ -96,8 +96,7 @@ class ExactDistances(torch.autograd.Function):
     """Exact pairwise distances (..., N, D) -> (..., N, N), with a closed-form backward.
 
     Forward: ``torch.cdist`` in the mode that sums squared coordinate differences, so close
-    pairs keep full relative precision (no Gram-formula cancellation). Also returns the
-    coincident mask ``d == 0`` (..., N, N) bool, which includes the diagonal. Leading batch
+    pairs keep full relative precision (no Gram-formula cancellation). Leading batch
     dimensions are independent point sets; the backward runs once per set.
 
     Backward: with ``W = dL/dd / d`` (0 where points coincide, the minimum-norm subgradient
@@ -107,32 +106,32 @@ class ExactDistances(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        d = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
-        return d, d == 0
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
         (x,) = inputs
-        d, coincident = output
-        ctx.mark_non_differentiable(coincident)
-        ctx.save_for_backward(x, d, coincident)
+        ctx.save_for_backward(x, output)
 
     @staticmethod
-    def backward(ctx, grad_d: torch.Tensor, _grad_coincident: torch.Tensor | None):
-        x, d, coincident = ctx.saved_tensors
+    def backward(ctx, grad_d: torch.Tensor):
+        x, d = ctx.saved_tensors
         if x.numel() == 0:
             return torch.zeros_like(x)
         if torch.is_grad_enabled():
             # A double backward differentiates this too: keep 1/d off the coincident
             # entries, where 0 * inf would give NaN.
+            coincident = d == 0
             w = (grad_d / d.masked_fill(coincident, 1)).masked_fill(coincident, 0)
         else:
             w = grad_d / d
             w.diagonal(dim1=-2, dim2=-1).zero_()
-            # Usually only the diagonal coincides: counting is cheaper than a masked fill.
-            if int(torch.count_nonzero(coincident)) > coincident.numel() // x.shape[-2]:
-                w.masked_fill_(coincident, 0)
+            # Off the diagonal, a coincident pair makes W non-finite (x / 0), and so does a
+            # non-finite dL/dd (which must reach x): only then look for the pairs (a sum is
+            # a cheaper pass than building the (N, N) mask every time).
+            if not bool(torch.isfinite(w.sum())):
+                w.masked_fill_(d == 0, 0)
         if x.ndim == 2:
             return _pair_gradient(x, grad_d, w, d)
         n, dim = x.shape[-2:]
@@ -239,8 +238,11 @@ def _float64_gradient(
         close = d[r] < limit  # (b, N), the diagonal included (its W is 0)
         i, j = close.nonzero(as_tuple=True)
         term = w[r][i, j][:, None] * (x[i + start] - x[j])  # (pairs, D)
-        # Without a double backward to come, w is this backward's own: zero it in place.
-        block = w[r].masked_fill(close, 0) if grad else w[r].masked_fill_(close, 0)
+        if grad:
+            block = w[r].masked_fill(close, 0)
+        else:  # w is this backward's own: zero the few close pairs in place, not a pass
+            block = w[r]
+            block[i, j] = 0
         p += xa[:, r] @ block
         p[:, r] += xa @ block.T
         direct = direct.index_add(0, i + start, term).index_add(0, j, -term)
@@ -253,8 +255,8 @@ def safe(x: torch.Tensor) -> DistanceResult:
     ``squared`` is None (its health is read with respect to the distances); ``blocked`` is
     the coincident pairs, diagonal included.
     """
-    d, coincident = ExactDistances.apply(x)
-    return DistanceResult(d, None, coincident)
+    d = ExactDistances.apply(x)
+    return DistanceResult(d, None, d.detach() == 0)
 
 
 def cdist(x: torch.Tensor) -> DistanceResult:

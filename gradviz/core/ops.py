@@ -38,7 +38,7 @@ def pairwise_distances(x: torch.Tensor, method: str = "safe") -> torch.Tensor:
         return _distances.pairwise_distances(x, method).distances  # raises, naming choices
     if method == "safe" or x.ndim == 2:
         if method == "safe":
-            return _distances.ExactDistances.apply(x)[0]
+            return _distances.ExactDistances.apply(x)
         return _distances.pairwise_distances(x, method).distances
     n, dim = x.shape[-2:]
     sets = [_distances.pairwise_distances(one, method).distances for one in x.reshape(-1, n, dim)]

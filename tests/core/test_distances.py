@@ -243,6 +243,24 @@ def test_safe_gradient_with_coincident_points_equals_independent_construction():
     torch.testing.assert_close(ours.grad, ref.grad, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_safe_passes_a_non_finite_upstream_gradient_on_to_its_pair_beside_a_coincident_pair(bad):
+    # The coincident pair's gradient is 0 (a subgradient); the upstream Inf or NaN of a
+    # separated pair is a result the user must see on exactly those two points.
+    x = seeded(6, 3, dtype=torch.float64)
+    x[5] = x[0]
+    weights = seeded(6, 6, seed=4, dtype=torch.float64)
+    weights[2, 3] = bad
+    ours = x.clone().requires_grad_()
+    (pairwise_distances(ours, "safe").distances * weights).sum().backward()
+    ref = x.clone().requires_grad_()
+    (reference_safe_float64(ref) * weights).sum().backward()
+    finite = torch.ones(6, dtype=torch.bool)
+    finite[[2, 3]] = False
+    assert not torch.isfinite(ours.grad[~finite]).any()
+    torch.testing.assert_close(ours.grad[finite], ref.grad[finite], rtol=1e-12, atol=1e-12)
+
+
 def test_safe_passes_gradgradcheck_in_float64():
     x = seeded(6, 3, dtype=torch.float64).requires_grad_()
     assert torch.autograd.gradgradcheck(lambda p: pairwise_distances(p, "safe").distances, (x,))
