@@ -329,6 +329,26 @@ def test_fused_statistics_equal_the_tensor_by_tensor_ones_bitwise(monkeypatch):
                 assert fused[:, 4].tolist() == [3.0, 0.0, 5.0]  # first NaN or Inf entry
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, None])
+def test_the_every_step_finiteness_test_in_one_pass_sees_any_single_bad_entry(dtype, bad):
+    from gradviz.core.record import stats
+
+    cpu, workspace = torch.device("cpu"), stats.Workspace()
+    torch.manual_seed(1)
+    # Large finite values: their float16 sum overflows (not known finite, never "finite"
+    # for a tensor with a NaN); summed in float32 the clean case is known finite.
+    grads = [torch.randn(s).mul(100).to(dtype) for s in [(40, 30), (7,), (300,), (1,)]]
+    for t, g in enumerate(grads):
+        for index in (0, g.numel() - 1):
+            gs = [h.clone() for h in grads]
+            if bad is not None:
+                gs[t].view(-1)[index] = bad
+            assert stats.all_finite(gs, cpu, workspace) is (bad is None)
+    # A tensor without a gradient: not laid end to end, so not known (tested one by one).
+    assert not stats.all_finite([grads[0], None], cpu, workspace)
+
+
 def test_a_step_written_before_the_next_one_gets_its_update_norm_from_it(tmp_path):
     model = nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)

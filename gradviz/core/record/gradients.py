@@ -31,15 +31,20 @@ class FirstNonfinite:
         self.record = torch.tensor([-1.0, -1.0, 0.0], dtype=torch.float64, device=device)
         self.finite: list[bool] | None = None  # this step's tensors known finite (CPU)
 
-    def check(self, grads: list, number: int) -> bool:
+    def check(self, grads: list, number: int, workspace: stats.Workspace | None = None) -> bool:
         """Keep the record up to date; on the CPU (where a read costs nothing) return
         whether this step's gradients are non-finite, elsewhere False (the record then
-        stays on the device until the next recorded step)."""
+        stays on the device until the next recorded step). A ``workspace`` lets a small
+        model's gradients be tested in one pass on the CPU."""
         self.finite = None
         if not grads:
             return False
+        cpu = self.device.type == "cpu"
+        if cpu and workspace is not None and stats.all_finite(grads, self.device, workspace):
+            self.finite = [True] * len(grads)
+            return False
         sums = stats.finiteness_sums(grads, self.device)
-        if self.device.type == "cpu":
+        if cpu:
             self.finite = [math.isfinite(value) for value in sums.tolist()]
             bad = not all(self.finite)
             if bad and self.record[0] < 0:

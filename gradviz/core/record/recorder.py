@@ -238,7 +238,7 @@ class Recorder:
             if skip is not None:
                 self._record_skip(number, skip)
                 return
-            bad_now = self._first_bad.check(grads, number)
+            bad_now = self._first_bad.check(grads, number, self._workspace)
             self._note_origin(number, loss, bad_now)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled

@@ -21,6 +21,8 @@ MAX_IMAGE_SIDE = 512
 #: buffers (a few of them, 4 bytes an entry each); larger ones are reduced tensor by tensor
 #: with temporaries, as memory allows.
 FUSED_ENTRIES_LIMIT = 1 << 22
+#: Half-precision sums overflow early: they are taken in float32.
+_HALF = (torch.float16, torch.bfloat16)
 
 
 class Workspace:
@@ -223,6 +225,24 @@ def _count(bins: torch.Tensor, length: int = L.BINS) -> torch.Tensor:
 def vector_norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
     """The vector norm in the values' own dtype (no float64 copy of a whole tensor)."""
     return torch.linalg.vector_norm(values, ord=order).to(torch.float64)
+
+
+def all_finite(
+    grads: list[torch.Tensor | None], device: torch.device, workspace: Workspace
+) -> bool:
+    """True when every entry of every gradient is finite, from one sum over the gradients
+    laid end to end in ``workspace`` (one pass instead of a reduction per tensor: a small
+    model's 72 sums cost three times as much). False is only "not known": the gradients
+    could not be laid end to end, or the sum is non-finite (an entry is, or a sum of finite
+    values overflowed); the caller then tests tensor by tensor."""
+    if not _fusable(grads, device):
+        return False
+    n, dtype = sum(g.numel() for g in grads), grads[0].dtype
+    flat = workspace.take(n, dtype, device, "flat")
+    with torch.no_grad():
+        torch.cat([g.reshape(-1) for g in grads], out=flat)
+        total = flat.sum(dtype=torch.float32) if dtype in _HALF else flat.sum()
+    return math.isfinite(total.item())
 
 
 def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> torch.Tensor:
