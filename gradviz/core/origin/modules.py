@@ -101,32 +101,55 @@ class ModuleOrigin:
                 self._add("input", "", a)
 
     def _on_output(self, module, _args, output) -> None:
+        # Straight-line code: this runs for every computing module at every step, where
+        # each tensor attribute read costs about half a microsecond.
         if not (self.armed and torch.is_grad_enabled()):
             return
-        name = self._names.get(id(module), type(module).__name__)
-        for t in output if isinstance(output, (tuple, list)) else (output,):
-            if _floating(t) and t is not self._last_output:
-                # A container returning its last child's output: that tensor is noted once,
-                # under the innermost module that made it.
-                self._last_output = t
-                self._add("forward", name, t)
-                if t.requires_grad:
-                    self._watch_gradient(name, t)
+        if isinstance(output, torch.Tensor):
+            if output is not self._last_output:
+                self._note_output(module, output)
+        elif isinstance(output, (tuple, list)):
+            for t in output:
+                if isinstance(t, torch.Tensor) and t is not self._last_output:
+                    self._note_output(module, t)
 
-    def _watch_gradient(self, name: str, t: torch.Tensor) -> None:
-        """Note the gradient reaching ``t`` when its autograd node runs (a pre-hook on the
-        node: no Python handle object per tensor, and it dies with the graph)."""
-        entries = self._entries
+    def _note_output(self, module, t: torch.Tensor) -> None:
+        """Note ``t`` from ``module``'s forward and watch the gradient that will reach it.
+        A container returning its last child's output: that tensor is noted once, under the
+        innermost module that made it (``_last_output``)."""
+        if not t.is_floating_point():
+            return
+        numel = t.numel()
+        if not numel:
+            return
+        name = self._names.get(id(module), type(module).__name__)
+        self._last_output = t
+        if not t.requires_grad:
+            self._add("forward", name, t)
+            return
         node = t.grad_fn
+        if node is not None and self._lazy and numel <= KEEP_NUMEL and not t.retains_grad:
+            # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
+            # Python call in the backward, about half of what a pre-hook costs per module).
+            # The output itself is kept as it is, not detached: ``_retained`` holds it (and
+            # its node) until the step ends anyway.
+            t.retain_grad()
+            self._retained.append((name, t))
+            self._entries.append(("forward", name, t, True, None))
+            if len(self._entries) - self._summed > self._limit:
+                self._sum_kept()
+            return
+        self._add("forward", name, t)
+        self._watch_gradient(name, t, node)
+
+    def _watch_gradient(self, name: str, t: torch.Tensor, node) -> None:
+        """Note the gradient reaching ``t`` (a large output, or one whose gradient is kept
+        already) when its autograd node runs: a pre-hook on the node (no Python handle
+        object per tensor, and it dies with the graph)."""
+        entries = self._entries
         if node is None:  # a leaf returned as it is (a parameter): a tensor hook, removed later
             hook = t.register_hook(lambda g: self._on_gradient(entries, name, g))
             self._leaf_handles.append(hook)
-            return
-        if self._lazy and t.numel() <= KEEP_NUMEL and not t.retains_grad:
-            # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
-            # Python call in the backward, about half of what a pre-hook costs per module).
-            t.retain_grad()
-            self._retained.append((name, t))
             return
         nr, order = t.output_nr, node._sequence_nr()
         node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
@@ -155,7 +178,7 @@ class ModuleOrigin:
         for k in range(self._summed, len(entries)):
             phase, name, t, kept, order = entries[k]
             if kept:
-                entries[k] = (phase, name, finiteness_sum(t), False, order)
+                entries[k] = (phase, name, finiteness_sum(t.detach()), False, order)
         self._summed = len(entries)
         self._last_output = None
 
@@ -181,7 +204,7 @@ class ModuleOrigin:
                 return None
             device = entries[0][2].device
             wide = torch.float32 if device.type == "mps" else torch.float64
-            sums = [(finiteness_sum(t) if kept else t) for _, _, t, kept, _ in entries]
+            sums = [(finiteness_sum(t.detach()) if kept else t) for _, _, t, kept, _ in entries]
             sums = [t.to(device, wide) for t in sums]
             values = torch.stack(sums).tolist()  # one read
             where = [(phase, name) for phase, name, *_ in entries]
