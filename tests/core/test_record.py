@@ -90,6 +90,29 @@ def test_an_infinite_gradient_is_reported_with_its_sign_and_flat_index(tmp_path)
     assert (first["index"], first["kind"]) == (9, "-inf")
 
 
+@pytest.mark.parametrize("every", [1, 100])
+@pytest.mark.parametrize("bad", [None, math.inf])
+def test_a_half_precision_gradient_whose_sum_overflows_is_not_called_infinite(tmp_path, every, bad):
+    # Every entry of the first layer's float16 gradient is finite but their sum is past
+    # 65,504; the second layer gets no gradient, so the tensors are tested one by one.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(400, 400), nn.Linear(3, 3)).half()
+    rec = gradviz.watch(model, tmp_path / "r", every=every)
+    x = torch.randn(64, 400).half()
+    for step in range(3):
+        model.zero_grad()
+        model[0](x).float().sum().backward()
+        if bad is not None and step == 1:
+            model[0].bias.grad[7] = bad
+        rec.log()
+    rec.close()
+    first = Reader(tmp_path / "r").describe()["first_nonfinite"]
+    if bad is None:
+        assert first is None
+    else:
+        assert (first["step"], first["tensor"], first["kind"]) == (1, "0.bias", "+inf")
+
+
 def mlp_run(steps: int, path=None, every: int = 1) -> list[torch.Tensor]:
     torch.manual_seed(3)
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 2))

@@ -46,9 +46,13 @@ class FirstNonfinite:
         sums = stats.finiteness_sums(grads, self.device)
         if cpu:
             self.finite = [math.isfinite(value) for value in sums.tolist()]
+            for t, finite in enumerate(self.finite):
+                # A non-finite sum is a suspicion: a sum of finite values may overflow.
+                if not finite and bool(torch.isfinite(grads[t]).all()):
+                    self.finite[t] = True
             bad = not all(self.finite)
             if bad and self.record[0] < 0:
-                t = int((~torch.isfinite(sums)).to(torch.uint8).argmax())
+                t = self.finite.index(False)
                 self.record = torch.tensor([float(number), float(t), float(sums[t])])
             return bad
         bad = ~torch.isfinite(sums)

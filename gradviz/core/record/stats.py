@@ -241,8 +241,7 @@ def all_finite(
     flat = workspace.take(n, dtype, device, "flat")
     with torch.no_grad():
         torch.cat([g.reshape(-1) for g in grads], out=flat)
-        total = flat.sum(dtype=torch.float32) if dtype in _HALF else flat.sum()
-    return math.isfinite(total.item())
+        return math.isfinite(_sum(flat).item())
 
 
 def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> torch.Tensor:
@@ -250,18 +249,24 @@ def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> t
     a NaN or Inf (or, rarely, when a finite sum overflows: the caller then checks in full)."""
     present = [g.detach() for g in grads if g is not None]
     if len(present) == len(grads) and len({(g.dtype, g.device) for g in present}) == 1:
-        return torch.stack([g.sum() for g in present]).to(device=device, dtype=torch.float64)
+        return torch.stack([_sum(g) for g in present]).to(device=device, dtype=torch.float64)
     zero = torch.zeros((), dtype=torch.float64, device=device)
     return (
         torch.stack(
             [
-                zero if g is None else g.detach().sum().to(device=device, dtype=torch.float64)
+                zero if g is None else _sum(g.detach()).to(device=device, dtype=torch.float64)
                 for g in grads
             ]
         )
         if grads
         else torch.zeros(0, dtype=torch.float64, device=device)
     )
+
+
+def _sum(g: torch.Tensor) -> torch.Tensor:
+    """The sum of ``g``, of half precision in float32 (a float16 sum of finite values
+    overflows past 65,504)."""
+    return g.sum(dtype=torch.float32) if g.dtype in _HALF else g.sum()
 
 
 def health_image(grad: torch.Tensor) -> torch.Tensor:
