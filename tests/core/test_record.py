@@ -367,9 +367,9 @@ def test_the_every_step_finiteness_test_in_one_pass_sees_any_single_bad_entry(dt
             gs = [h.clone() for h in grads]
             if bad is not None:
                 gs[t].view(-1)[index] = bad
-            assert stats.all_finite(gs, cpu, workspace) is (bad is None)
+            assert stats.gradients_known_finite(gs, cpu, workspace) is (bad is None)
     # A tensor without a gradient: not laid end to end, so not known (tested one by one).
-    assert not stats.all_finite([grads[0], None], cpu, workspace)
+    assert not stats.gradients_known_finite([grads[0], None], cpu, workspace)
 
 
 def test_a_step_written_before_the_next_one_gets_its_update_norm_from_it(tmp_path):

@@ -6,15 +6,7 @@ import math
 
 import torch
 
-_HALF = (torch.float16, torch.bfloat16)
-
-
-def finiteness_sum(t: torch.Tensor) -> torch.Tensor:
-    """A finiteness test that stays on the device: the sum of ``t`` (half precision summed in
-    float32) is NaN or Inf where ``t`` holds one. A sum of finite values near the limit of
-    the dtype may overflow too, so a non-finite sum is only a suspicion (a float64
-    accumulation would be exact but costs 25x a float32 sum on the CPU)."""
-    return t.sum(dtype=torch.float32) if t.dtype in _HALF else t.sum()
+from gradviz.core.diagnostics import finiteness_sum
 
 
 def looks_finite(t: torch.Tensor) -> bool:

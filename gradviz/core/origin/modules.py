@@ -30,7 +30,7 @@ import math
 import torch
 from torch import nn
 
-from gradviz.core.origin.inspect_values import finiteness_sum
+from gradviz.core.diagnostics import finiteness_sum
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
 #: containers: not hooked, because a hook costs every call of a module microseconds.

@@ -4,8 +4,6 @@ update the optimizer applies after a recorded step (``ParameterCopies``)."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from gradviz.core.record import stats
@@ -40,16 +38,13 @@ class FirstNonfinite:
         if not grads:
             return False
         cpu = self.device.type == "cpu"
-        if cpu and workspace is not None and stats.all_finite(grads, self.device, workspace):
+        fused = cpu and workspace is not None
+        if fused and stats.gradients_known_finite(grads, self.device, workspace):
             self.finite = [True] * len(grads)
             return False
         sums = stats.finiteness_sums(grads, self.device)
         if cpu:
-            self.finite = [math.isfinite(value) for value in sums.tolist()]
-            for t, finite in enumerate(self.finite):
-                # A non-finite sum is a suspicion: a sum of finite values may overflow.
-                if not finite and bool(torch.isfinite(grads[t]).all()):
-                    self.finite[t] = True
+            self.finite = stats.finite_flags(grads, sums.tolist())
             bad = not all(self.finite)
             if bad and self.record[0] < 0:
                 t = self.finite.index(False)

@@ -468,7 +468,7 @@ def _any_nonfinite(grads: list, device: torch.device) -> bool:
     """Whether any gradient holds a NaN or Inf (a host read: one synchronisation)."""
     if not any(g is not None for g in grads):
         return False
-    return not bool(torch.isfinite(stats.finiteness_sums(grads, device)).all())
+    return not all(stats.finite_flags(grads, stats.finiteness_sums(grads, device).tolist()))
 
 
 def _nonfinite_loss(loss) -> bool:

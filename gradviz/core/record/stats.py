@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gradviz.core.diagnostics import classify_tensor
+from gradviz.core.diagnostics import classify_tensor, finiteness_sum
 from gradviz.core.record import decades
 from gradviz.core.record import layout as L
 
@@ -21,8 +21,6 @@ MAX_IMAGE_SIDE = 512
 #: buffers (a few of them, 4 bytes an entry each); larger ones are reduced tensor by tensor
 #: with temporaries, as memory allows.
 FUSED_ENTRIES_LIMIT = 1 << 22
-#: Half-precision sums overflow early: they are taken in float32.
-_HALF = (torch.float16, torch.bfloat16)
 
 
 class Workspace:
@@ -227,12 +225,13 @@ def vector_norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
     return torch.linalg.vector_norm(values, ord=order).to(torch.float64)
 
 
-def all_finite(
+def gradients_known_finite(
     grads: list[torch.Tensor | None], device: torch.device, workspace: Workspace
 ) -> bool:
-    """True when every entry of every gradient is finite, from one sum over the gradients
-    laid end to end in ``workspace`` (one pass instead of a reduction per tensor: a small
-    model's 72 sums cost three times as much). False is only "not known": the gradients
+    """True when every entry of every gradient is known finite, from one sum over them
+    laid end to end in ``workspace``: one pass instead of a reduction per tensor (a small
+    model's 72 sums cost three times as much; ``diagnostics.all_finite`` is the exact
+    per-tensor test that stays on the device). False is only "not known": the gradients
     could not be laid end to end, or the sum is non-finite (an entry is, or a sum of finite
     values overflowed); the caller then tests tensor by tensor."""
     if not _fusable(grads, device):
@@ -241,20 +240,24 @@ def all_finite(
     flat = workspace.take(n, dtype, device, "flat")
     with torch.no_grad():
         torch.cat([g.reshape(-1) for g in grads], out=flat)
-        return math.isfinite(_sum(flat).item())
+        return math.isfinite(finiteness_sum(flat).item())
 
 
 def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> torch.Tensor:
     """(T,) float64: the sum of each gradient (0 for None): non-finite when the gradient has
-    a NaN or Inf (or, rarely, when a finite sum overflows: the caller then checks in full)."""
+    a NaN or Inf (or, rarely, when a finite sum overflows: ``finite_flags`` settles it)."""
     present = [g.detach() for g in grads if g is not None]
     if len(present) == len(grads) and len({(g.dtype, g.device) for g in present}) == 1:
-        return torch.stack([_sum(g) for g in present]).to(device=device, dtype=torch.float64)
+        return torch.stack([finiteness_sum(g) for g in present]).to(
+            device=device, dtype=torch.float64
+        )
     zero = torch.zeros((), dtype=torch.float64, device=device)
     return (
         torch.stack(
             [
-                zero if g is None else _sum(g.detach()).to(device=device, dtype=torch.float64)
+                zero
+                if g is None
+                else finiteness_sum(g.detach()).to(device=device, dtype=torch.float64)
                 for g in grads
             ]
         )
@@ -263,10 +266,11 @@ def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> t
     )
 
 
-def _sum(g: torch.Tensor) -> torch.Tensor:
-    """The sum of ``g``, of half precision in float32 (a float16 sum of finite values
-    overflows past 65,504)."""
-    return g.sum(dtype=torch.float32) if g.dtype in _HALF else g.sum()
+def finite_flags(grads: list[torch.Tensor | None], sums: list[float]) -> list[bool]:
+    """Whether each gradient is finite, from its ``finiteness_sums`` value read on the host;
+    a non-finite sum is only a suspicion (finite values may overflow it), settled on the
+    tensor's entries. A missing gradient (sum 0) counts as finite."""
+    return [math.isfinite(value) or bool(torch.isfinite(g).all()) for g, value in zip(grads, sums)]
 
 
 def health_image(grad: torch.Tensor) -> torch.Tensor:
