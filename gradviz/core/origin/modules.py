@@ -135,9 +135,7 @@ class ModuleOrigin:
             # its node) until the step ends anyway.
             t.retain_grad()
             self._retained.append((name, t))
-            self._entries.append(("forward", name, t, True, None))
-            if len(self._entries) - self._summed > self._limit:
-                self._sum_kept()
+            self._keep("forward", name, t)
             return
         self._add("forward", name, t)
         self._watch_gradient(name, t, node)
@@ -168,6 +166,10 @@ class ModuleOrigin:
         if not (self._lazy and t.numel() <= KEEP_NUMEL):
             self._entries.append((phase, name, finiteness_sum(t), False, order))
             return
+        self._keep(phase, name, t, order)
+
+    def _keep(self, phase: str, name: str, t: torch.Tensor, order: int | None = None) -> None:
+        """Keep ``t`` itself until the step ends (tested only on suspicion)."""
         self._entries.append((phase, name, t, True, order))
         if len(self._entries) - self._summed > self._limit:
             self._sum_kept()
