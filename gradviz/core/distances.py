@@ -28,12 +28,24 @@ from gradviz.core.errors import GradvizError
 @dataclass(frozen=True)
 class DistanceResult:
     """distances: (N, N); squared: (N, N) pre-sqrt squared distances (a node of the graph,
-    so its gradient can be inspected) or None; blocked: (N, N) bool, where the method stops
-    the gradient on purpose, or None."""
+    so its gradient can be inspected) or None; ``blocked``: (N, N) bool, where the method
+    stops the gradient on purpose, or None.
+
+    A method whose mask is part of its forward passes it (``mask``); one that stops the
+    gradient exactly where points coincide says so (``blocked_where_coincident``) and the
+    mask is made only when asked for: a capture reads it, a plain step does not.
+    """
 
     distances: torch.Tensor
     squared: torch.Tensor | None
-    blocked: torch.Tensor | None
+    mask: torch.Tensor | None
+    blocked_where_coincident: bool = False
+
+    @property
+    def blocked(self) -> torch.Tensor | None:
+        if self.blocked_where_coincident:
+            return self.distances.detach() == 0
+        return self.mask
 
 
 def gram_squared(x: torch.Tensor) -> torch.Tensor:
@@ -255,8 +267,7 @@ def safe(x: torch.Tensor) -> DistanceResult:
     ``squared`` is None (its health is read with respect to the distances); ``blocked`` is
     the coincident pairs, diagonal included.
     """
-    d = ExactDistances.apply(x)
-    return DistanceResult(d, None, d.detach() == 0)
+    return DistanceResult(ExactDistances.apply(x), None, None, blocked_where_coincident=True)
 
 
 def cdist(x: torch.Tensor) -> DistanceResult:
