@@ -82,7 +82,7 @@ class PairView(QWidget):
             "squared": (
                 value(snapshot.squared)
                 if has_squared
-                else "n/a (this method has no squared distances)"
+                else "n/a (no squared distances)"
             ),
             "grad": value(snapshot.entry_grads),
             "health": HEALTH_LABELS[code] + ("" if block == 1 else f" (its {block}x{block} block)"),
