@@ -74,16 +74,13 @@ class PairView(QWidget):
         def value(matrix: np.ndarray) -> str:
             return mark + format_value(float(matrix[cell]))
 
+        no_squared = "n/a (no squared distances)"
         text = {
             "pair": f"({i}, {j})",
             "d_pred": value(snapshot.distances),
             "d_target": value(snapshot.target_distances),
             "error": value(snapshot.error),
-            "squared": (
-                value(snapshot.squared)
-                if has_squared
-                else "n/a (no squared distances)"
-            ),
+            "squared": value(snapshot.squared) if has_squared else no_squared,
             "grad": value(snapshot.entry_grads),
             "health": HEALTH_LABELS[code] + ("" if block == 1 else f" (its {block}x{block} block)"),
             "coord_grad_i": _point_grad_text(snapshot.coord_grads, i),
