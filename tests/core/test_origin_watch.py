@@ -305,3 +305,120 @@ def test_a_users_own_retained_activation_gradient_is_left_as_autograd_gives_it(t
 
     plain, watched = run(False), run(True)
     assert watched is not None and torch.equal(watched, plain)
+
+
+class _Twice(nn.Module):
+    """One Linear called twice in a step, with Kink's NaN gradient reaching the output of
+    its first call (``first_bad``) or of its second."""
+
+    def __init__(self, first_bad: bool):
+        super().__init__()
+        self.f, self.kink, self.first_bad = nn.Linear(3, 3), Kink(), first_bad
+
+    def forward(self, x):
+        if self.first_bad:
+            return self.f(self.kink(self.f(x)))
+        return self.kink(self.f(self.f(x)))
+
+
+def _biased_cases():
+    torch.manual_seed(0)
+    encoder = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    return [
+        (nn.Sequential(nn.Linear(3, 3), Kink(), nn.Linear(3, 1)), torch.randn(4, 3), "1"),
+        (
+            nn.Sequential(nn.Linear(3, 3, bias=False), Kink(), nn.Linear(3, 1)),
+            torch.randn(4, 3),
+            "1",
+        ),
+        (
+            nn.Sequential(nn.Conv2d(1, 2, 3), Kink(), nn.Flatten(), nn.Linear(18, 1)),
+            torch.randn(2, 1, 5, 5),
+            "1",
+        ),
+        (
+            nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), Kink(), nn.Linear(4, 1)),
+            torch.randn(4, 3),
+            "2",
+        ),
+        (nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), Kink()), torch.randn(4, 3), "2"),
+        (nn.Sequential(encoder, Kink(), nn.Linear(8, 1)), torch.randn(2, 5, 8), "1"),
+        (_Branches(), torch.randn(4, 3), "bad"),
+        (_Twice(first_bad=True), torch.randn(4, 3), "kink"),
+        (_Twice(first_bad=False), torch.randn(4, 3), "kink"),
+        (nn.Sequential(nn.Linear(3, 3), nn.Tanh()), torch.randn(4, 3), None),
+    ]
+
+
+def _origin_with(model, x, *, biases: bool, lazy: bool = True):
+    from gradviz.core.origin.modules import ModuleOrigin
+
+    origin = ModuleOrigin(model, lazy=lazy)
+    if not biases:
+        origin._biases = {}  # every output's gradient kept or hooked as it is made
+    try:
+        model(x).sum().backward()
+        return origin.step_end(read=True, suspect=None)
+    finally:
+        origin.remove()
+        model.zero_grad()
+
+
+def test_reading_a_layers_output_gradient_from_its_bias_finds_the_same_origin():
+    """The gradient reaching a biased layer's output is read from its bias's gradient (no
+    copy, no hook in the backward); the origin is the one found from the gradients
+    themselves, also for a bias-free layer, attention's projection and a layer called twice."""
+    for model, x, expected in _biased_cases():
+        with_bias = _origin_with(model, x, biases=True)
+        assert with_bias == _origin_with(model, x, biases=False)
+        assert with_bias == _origin_with(model, x, biases=True, lazy=False)
+        if expected is None:
+            assert with_bias is None
+        else:
+            assert (with_bias["phase"], with_bias["module"]) == ("backward", expected)
+
+
+def test_a_biased_layers_gradient_is_not_copied_but_another_modules_is(tmp_path):
+    model = nn.Sequential(nn.Linear(3, 3), Kink(), nn.Linear(3, 1))
+    retains = {}
+    with gradviz.watch(model, tmp_path / "run"):
+        for name in ("0", "1"):
+            module = model.get_submodule(name)
+            module.register_forward_hook(
+                lambda m, _a, out, name=name: retains.__setitem__(name, out.retains_grad)
+            )
+        model(torch.randn(4, 3)).sum().backward()
+    assert retains == {"0": False, "1": True}
+
+
+def test_only_a_plain_layer_in_a_wide_dtype_has_its_output_gradient_read_from_its_bias():
+    from gradviz.core.origin.modules import output_bias
+
+    class Unbiased(nn.Linear):
+        def forward(self, x):
+            return nn.functional.linear(x, self.weight)  # its bias gets no gradient
+
+    attention = nn.MultiheadAttention(4, 2)
+    assert output_bias(attention) is attention.out_proj.bias
+    lin = nn.Linear(2, 2)
+    assert output_bias(lin) is lin.bias
+    assert output_bias(nn.Linear(2, 2).half()) is None  # float16 sums overflow soon
+    assert output_bias(nn.Linear(2, 2, bias=False)) is None
+    assert output_bias(Unbiased(2, 2)) is None
+    assert output_bias(nn.LayerNorm(2, elementwise_affine=False)) is None
+
+
+def test_gradient_clipping_before_rec_log_does_not_move_the_blame(tmp_path):
+    # A NaN total norm makes clip_grad_norm_ turn every gradient NaN in place (a trainer
+    # that clips before its callbacks run does this): the biases' gradients are read as
+    # the backward left them, so Kink's backward is still named.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), Kink(), nn.Linear(3, 3), nn.Linear(3, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        model(torch.randn(4, 3)).sum().backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        assert all(bool(torch.isnan(p.grad).all()) for p in model.parameters())
+        rec.log()
+    origin = Reader(tmp_path / "run").describe()["first_nonfinite"]["origin"]
+    assert (origin["phase"], origin["module"]) == ("backward", "1")
+    assert "the output of module '0'" in origin["cause"]

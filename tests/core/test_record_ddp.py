@@ -76,6 +76,11 @@ def test_nan_on_rank_1_only_names_rank_1_though_every_rank_reduced_nan(recorded)
     summary = reader.describe()
     assert summary["first_nonfinite"]["rank"] == 1 and summary["first_nonfinite"]["ranks"] == [1]
     assert reader.rank(1).meta["comm_hook"] == "gradviz"
+    # Where it started, per rank: rank 1's NaN came from its loss; rank 0's own outputs and
+    # the gradients reaching them stayed finite (its biases' gradients, averaged with rank
+    # 1's, did not), so it names no origin.
+    assert reader.rank(1).first_nonfinite["origin"]["module"] == ""
+    assert "origin" not in reader.rank(0).first_nonfinite
 
 
 def test_nan_on_both_ranks_lists_both_also_through_a_wrapped_user_hook(recorded):

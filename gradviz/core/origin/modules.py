@@ -2,15 +2,21 @@
 
 Forward hooks on the watched model's computing submodules (not containers, dropout,
 pooling and the like) note their output (and the root's inputs), and the gradient reaching
-each output is noted too: for a small output on the CPU autograd keeps it (``retain_grad``,
-a C++ hook: no Python call in the backward), otherwise a pre-hook on the output's autograd
+each output is noted too. For a layer whose bias enters its output by one addition (Linear,
+convolutions, the normalisations, attention's output projection) nothing is added to the
+backward: the bias's gradient is the sum of the gradient reaching the output over all but
+the feature dimension, so one is non-finite exactly where the other is (NaN and Inf survive
+a sum; float16 is left out, where a sum of finite values overflows soon), and it is read
+only on suspicion. Otherwise, for a small output on the CPU autograd keeps the gradient
+(``retain_grad``, a C++ hook that copies it), else a pre-hook on the output's autograd
 node notes it as it is made. The gradients are read in the order the backward made them
 (decreasing sequence number of their nodes, the order autograd's engine runs them in).
 At the end of a step (``rec.log``) the first of them that is not finite names the module:
 its forward made the value, or (for a gradient) the backward of the module that consumed
 its output. The exact operation is the full tracer's job (``gradviz diagnose``).
 
-What a step costs is the hooks' Python calls, nothing more, where the step can be judged
+What a step costs is the forward hooks' Python calls (and, for an output that is not a
+biased layer's, its gradient's copy or pre-hook), nothing more, where the step can be judged
 afterwards (``lazy``, on the CPU): small tensors (up to ``KEEP_NUMEL`` entries, where a
 sum costs more than the values it reads) are kept until the step ends and tested only if
 the recorder found the step's gradients or loss non-finite; a large one is summed at once
@@ -51,6 +57,42 @@ _PASSIVE = (
 #: Tensors up to this many entries are kept through the step (lazy mode), larger ones summed.
 KEEP_NUMEL = 1 << 15
 
+#: Layers (these exact classes: a subclass may use its bias otherwise) whose output is
+#: ``something + bias`` along the feature dimension.
+_BIAS_ADDED = (
+    nn.Linear,
+    nn.modules.linear.NonDynamicallyQuantizableLinear,
+    nn.Conv1d,
+    nn.Conv2d,
+    nn.Conv3d,
+    nn.ConvTranspose1d,
+    nn.ConvTranspose2d,
+    nn.ConvTranspose3d,
+    nn.LayerNorm,
+    nn.GroupNorm,
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.InstanceNorm1d,
+    nn.InstanceNorm2d,
+    nn.InstanceNorm3d,
+)
+#: Dtypes in which a sum of finite gradients stays finite in practice (float32's range).
+_WIDE = (torch.float32, torch.float64, torch.bfloat16)
+
+
+def output_bias(module: nn.Module) -> nn.Parameter | None:
+    """The parameter whose gradient is the sum of the gradient reaching ``module``'s (first)
+    output over all but its feature dimension, or None."""
+    kind = type(module)
+    if kind is nn.MultiheadAttention:
+        bias = module.out_proj.bias  # its output is out_proj's, computed inline
+    elif kind in _BIAS_ADDED:
+        bias = module.bias
+    else:
+        return None
+    return bias if isinstance(bias, nn.Parameter) and bias.dtype in _WIDE else None
+
 
 class ModuleOrigin:
     """Per-step finiteness of module outputs and output gradients of ``model``.
@@ -61,8 +103,13 @@ class ModuleOrigin:
     step's gradients and loss are known finite) it only forgets.
     """
 
-    def __init__(self, model: nn.Module, *, lazy: bool = True) -> None:
+    def __init__(self, model: nn.Module, *, lazy: bool = True, read_biases: bool = True) -> None:
         self._names = {id(m): name for name, m in model.named_modules()}
+        # Not where gradients are averaged over processes before they are read (a bias's
+        # gradient would then hold the other ranks' too; an output's stays this rank's).
+        self._biases = {}
+        if read_biases:
+            self._biases = {id(m): b for m in model.modules() if (b := output_bias(m)) is not None}
         self._lazy = lazy
         #: Read at every forward: False between the recorded steps of an accelerator.
         self.armed = True
@@ -75,6 +122,16 @@ class ModuleOrigin:
         # (module, output) whose gradient autograd keeps for this step (``retain_grad``):
         # read only on suspicion, in the backward's order (see ``_retained_entries``).
         self._retained: list[tuple[str, torch.Tensor]] = []
+        # (module, bias, order of the output's node): the gradient reaching the output is
+        # read from the bias's (``output_bias``), for a module's first call of the step.
+        self._by_bias: list[tuple[str, nn.Parameter, int]] = []
+        self._biased: set[int] = set()
+        # The biases' gradients as the backward left them, copied when it ends (gradient
+        # clipping, or a user's code, may change ``.grad`` in place before ``rec.log``):
+        # {id(bias): (offset, size)} into one flat copy. ``_bias_trigger``: whether this
+        # forward's first biased output has the pre-hook that asks for the copy.
+        self._bias_copy: tuple[dict[int, tuple[int, int]], torch.Tensor] | None = None
+        self._bias_trigger = False
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
@@ -96,6 +153,7 @@ class ModuleOrigin:
             return  # an evaluation under no_grad: no gradient will come of it
         if len(self._entries) > self._summed:
             self._sum_kept()  # a forward before this one in the same step: keep its sums
+        self._bias_trigger = False
         for a in args:
             if _floating(a):
                 self._add("input", "", a)
@@ -122,12 +180,29 @@ class ModuleOrigin:
         numel = t.numel()
         if not numel:
             return
-        name = self._names.get(id(module), type(module).__name__)
+        key = id(module)
+        name = self._names.get(key, type(module).__name__)
         self._last_output = t
         if not t.requires_grad:
             self._add("forward", name, t)
             return
         node = t.grad_fn
+        bias = self._biases.get(key)
+        # A later call of the same module in this step keeps its own gradient: its output's
+        # node comes later in the backward, so it is read (exactly) before the bias's sum.
+        if bias is not None and node is not None and bias.requires_grad and key not in self._biased:
+            self._biased.add(key)
+            self._by_bias.append((name, bias, node._sequence_nr()))
+            if not self._bias_trigger:  # the forward's earliest: reached by its backward
+                self._bias_trigger = True
+                node.register_prehook(self._queue_bias_copy)
+            if self._lazy and numel <= KEEP_NUMEL:
+                # Not detached (a microsecond a module): the backward frees its graph's
+                # tensors, and a forward never backpropagated is summed at the next.
+                self._keep("forward", name, t)
+            else:
+                self._add("forward", name, t)
+            return
         if node is not None and self._lazy and numel <= KEEP_NUMEL and not t.retains_grad:
             # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
             # Python call in the backward, about half of what a pre-hook costs per module).
@@ -151,6 +226,23 @@ class ModuleOrigin:
             return
         nr, order = t.output_nr, node._sequence_nr()
         node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
+
+    def _queue_bias_copy(self, _grads) -> None:
+        # One Python call a backward instead of one a bias: the copy runs as it ends.
+        torch.autograd.Variable._execution_engine.queue_callback(self._copy_bias_grads)
+
+    def _copy_bias_grads(self) -> None:
+        biases = [b for _, b, _ in self._by_bias if b.grad is not None]
+        if not biases:
+            return
+        grads = [b.grad.detach() for b in biases]
+        if len({g.device for g in grads}) > 1:  # a model spread over devices: to one
+            grads = [g.to(grads[0].device) for g in grads]
+        where, offset = {}, 0
+        for b, g in zip(biases, grads):
+            where[id(b)] = (offset, g.numel())
+            offset += g.numel()
+        self._bias_copy = (where, torch.cat([g.reshape(-1) for g in grads]))
 
     def _on_gradient(self, entries: list, name: str, grad, order: int | None = None) -> None:
         # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
@@ -188,14 +280,17 @@ class ModuleOrigin:
         """This step's entries, in the backward's order where ``read`` (else none: a clean
         step is not looked at); the next step starts afresh (and hooks of this step's graph
         that still fire add nowhere)."""
-        entries, retained = self._entries, self._retained
+        entries, retained, by_bias = self._entries, self._retained, self._by_bias
+        bias_copy = self._bias_copy
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
+        self._by_bias, self._biased, self._bias_copy, self._bias_trigger = [], set(), None, False
         for handle in self._leaf_handles:
             handle.remove()
         self._leaf_handles = []
         if not read:
             return []
-        return _in_backward_order(entries + _retained_entries(retained))
+        by_bias = _bias_entries(by_bias, bias_copy)
+        return _in_backward_order(entries + _retained_entries(retained) + by_bias)
 
     def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
         """The step's origin, if ``read``; ``suspect`` False (the step is known clean)
@@ -232,6 +327,24 @@ def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
         grad = t.grad
         if grad is not None and grad.numel():
             taken.append(("backward", name, grad, True, t.grad_fn._sequence_nr()))
+    return taken
+
+
+def _bias_entries(by_bias: list, copy: tuple | None) -> list:
+    """The gradients reaching outputs, as their biases' gradients (see ``output_bias``) as
+    the backward left them; where no backward reached the forward's earliest biased output
+    (so none was copied), as they are now."""
+    taken = []
+    for name, bias, order in by_bias:
+        if copy is None:
+            grad = bias.grad
+        elif id(bias) in copy[0]:
+            offset, size = copy[0][id(bias)]
+            grad = copy[1][offset : offset + size]
+        else:
+            grad = None
+        if grad is not None and grad.numel():
+            taken.append(("backward", name, grad, True, order))
     return taken
 
 

@@ -40,10 +40,12 @@ class OriginNotes:
     summed on the device, at the recorded steps only (see ``core.origin.modules``). Once
     the origin is found the hooks go: the steps after it cost nothing."""
 
-    def __init__(self, model: nn.Module, device: torch.device) -> None:
+    def __init__(self, model: nn.Module, device: torch.device, *, single: bool = True) -> None:
         from gradviz.core.origin.modules import ModuleOrigin  # only where origin is asked for
 
-        self._origin = ModuleOrigin(model, lazy=device.type == "cpu")
+        # ``single``: one process (in a distributed run a bias's gradient is averaged over
+        # the ranks, so it is not read as this rank's output gradient).
+        self._origin = ModuleOrigin(model, lazy=device.type == "cpu", read_biases=single)
         self.found: dict | None = None
 
     def note(

@@ -103,7 +103,9 @@ class Recorder:
         self._sink = StepSink(self._writer)
         watch_owner(self, self._sink)
         self._origin = (
-            OriginNotes(self._module, self.device) if origin and self._module is not None else None
+            OriginNotes(self._module, self.device, single=world <= 1)
+            if origin and self._module is not None
+            else None
         )
         self._sink.origin = self._origin
         # The graph (module tree, run order, data flow) is stored from the first recorded step.
