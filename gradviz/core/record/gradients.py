@@ -29,17 +29,24 @@ class FirstNonfinite:
         self.record = torch.tensor([-1.0, -1.0, 0.0], dtype=torch.float64, device=device)
         self.finite: list[bool] | None = None  # this step's tensors known finite (CPU)
 
-    def check(self, grads: list, number: int, workspace: stats.Workspace | None = None) -> bool:
+    def check(
+        self,
+        grads: list,
+        number: int,
+        workspace: stats.Workspace | None = None,
+        layout: tuple | None = None,
+    ) -> bool:
         """Keep the record up to date; on the CPU (where a read costs nothing) return
         whether this step's gradients are non-finite, elsewhere False (the record then
         stays on the device until the next recorded step). A ``workspace`` lets a small
-        model's gradients be tested in one pass on the CPU."""
+        model's gradients be tested in one pass on the CPU; ``layout`` is theirs where the
+        caller knows it (``stats.fused_layout``)."""
         self.finite = None
         if not grads:
             return False
         cpu = self.device.type == "cpu"
         fused = cpu and workspace is not None
-        if fused and stats.gradients_known_finite(grads, self.device, workspace):
+        if fused and stats.gradients_known_finite(grads, self.device, workspace, layout):
             self.finite = [True] * len(grads)
             return False
         sums = stats.finiteness_sums(grads, self.device)

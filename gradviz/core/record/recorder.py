@@ -71,6 +71,9 @@ class Recorder:
         target = _uncompiled(target)
         self._module = target if isinstance(target, nn.Module) else None
         self._named = _named_tensors(target)
+        # The common case read without a call per tensor at every step: parameters only (no
+        # intermediates, no shards), whose gradients' layout (dtype, device, sizes) is theirs.
+        self._leaves = _plain_leaves(self._named)
         self._captured: dict[str, torch.Tensor] = {}
         self._hooks = [
             t.register_hook(self._capture_hook(name))
@@ -235,12 +238,16 @@ class Recorder:
                 self._sink.local.take(number)
                 self._sink.report_local()
             names = list(self._named)
-            grads = [self._gradient(name) for name in names]
+            plain = self._leaves is not None and not self._captured and not self._images
+            if plain:
+                grads, layout = [t.grad for t in self._leaves[0]], self._leaves[1]
+            else:
+                grads, layout = [self._gradient(name) for name in names], None
             skip, scale = self._scaler_view(loss, grads)
             if skip is not None:
                 self._record_skip(number, skip)
                 return
-            bad_now = self._first_bad.check(grads, number, self._workspace)
+            bad_now = self._first_bad.check(grads, number, self._workspace, layout)
             self._note_origin(number, loss, bad_now)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
@@ -456,6 +463,15 @@ def _named_tensors(target) -> dict[str, torch.Tensor]:
         "gradviz.watch needs an nn.Module or a dict of name -> tensor, got "
         f"{type(target).__name__}."
     )
+
+
+def _plain_leaves(named: dict[str, torch.Tensor]) -> tuple[list, tuple | None] | None:
+    """(the tensors, their fused layout or None) where every watched tensor is a plain leaf
+    (a gradient of a leaf has its dtype, device and size), else None."""
+    tensors = list(named.values())
+    if not all(t.is_leaf and not hasattr(t, "to_local") for t in tensors):
+        return None
+    return tensors, stats.fused_layout(tensors)
 
 
 def _as_loss(loss, device: torch.device) -> torch.Tensor | None:

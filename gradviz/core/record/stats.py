@@ -225,18 +225,35 @@ def vector_norm(values: torch.Tensor, order: float = 2.0) -> torch.Tensor:
     return torch.linalg.vector_norm(values, ord=order).to(torch.float64)
 
 
+def fused_layout(tensors: list[torch.Tensor]) -> tuple[int, torch.dtype, torch.device] | None:
+    """(entries in all, dtype, device) of gradients shaped like ``tensors`` where they can
+    be laid end to end (see ``_fusable``), else None."""
+    if not tensors or not _fusable(tensors, tensors[0].device):
+        return None
+    return sum(t.numel() for t in tensors), tensors[0].dtype, tensors[0].device
+
+
 def gradients_known_finite(
-    grads: list[torch.Tensor | None], device: torch.device, workspace: Workspace
+    grads: list[torch.Tensor | None],
+    device: torch.device,
+    workspace: Workspace,
+    layout: tuple[int, torch.dtype, torch.device] | None = None,
 ) -> bool:
     """True when every entry of every gradient is known finite, from one sum over them
     laid end to end in ``workspace``: one pass instead of a reduction per tensor (a small
     model's 72 sums cost three times as much; ``diagnostics.all_finite`` is the exact
     per-tensor test that stays on the device). False is only "not known": the gradients
     could not be laid end to end, or the sum is non-finite (an entry is, or a sum of finite
-    values overflowed); the caller then tests tensor by tensor."""
-    if not _fusable(grads, device):
+    values overflowed); the caller then tests tensor by tensor. ``layout`` (from
+    ``fused_layout`` of the tensors whose gradients these are) saves looking at each."""
+    if layout is not None and layout[2] == device:
+        if any(g is None for g in grads):
+            return False
+        n, dtype = layout[0], layout[1]
+    elif not _fusable(grads, device):
         return False
-    n, dtype = sum(g.numel() for g in grads), grads[0].dtype
+    else:
+        n, dtype = sum(g.numel() for g in grads), grads[0].dtype
     flat = workspace.take(n, dtype, device, "flat")
     with torch.no_grad():
         torch.cat([g.reshape(-1) for g in grads], out=flat)
