@@ -127,11 +127,13 @@ class ModuleOrigin:
         self._by_bias: list[tuple[str, nn.Parameter, int]] = []
         self._biased: set[int] = set()
         # The biases' gradients as the backward left them, copied when it ends (gradient
-        # clipping, or a user's code, may change ``.grad`` in place before ``rec.log``):
-        # {id(bias): (offset, size)} into one flat copy. ``_bias_trigger``: whether this
-        # forward's first biased output has the pre-hook that asks for the copy.
-        self._bias_copy: tuple[dict[int, tuple[int, int]], torch.Tensor] | None = None
+        # clipping, or a user's code, may change ``.grad`` in place before ``rec.log``),
+        # {id(bias): copy}. ``_bias_trigger``: whether this forward's first biased output
+        # has the pre-hook that asks for the copy.
+        self._bias_copy: dict[int, torch.Tensor] | None = None
         self._bias_trigger = False
+        self._copy_key: tuple[int, ...] = ()
+        self._copy_buffers: list[torch.Tensor] = []
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
@@ -233,16 +235,13 @@ class ModuleOrigin:
 
     def _copy_bias_grads(self) -> None:
         biases = [b for _, b, _ in self._by_bias if b.grad is not None]
-        if not biases:
-            return
-        grads = [b.grad.detach() for b in biases]
-        if len({g.device for g in grads}) > 1:  # a model spread over devices: to one
-            grads = [g.to(grads[0].device) for g in grads]
-        where, offset = {}, 0
-        for b, g in zip(biases, grads):
-            where[id(b)] = (offset, g.numel())
-            offset += g.numel()
-        self._bias_copy = (where, torch.cat([g.reshape(-1) for g in grads]))
+        key = tuple(map(id, biases))
+        if key != self._copy_key:  # buffers kept from step to step: no allocation
+            self._copy_key = key
+            self._copy_buffers = [torch.empty_like(b.grad) for b in biases]
+        with torch.no_grad():
+            _copy_into(self._copy_buffers, [b.grad for b in biases])
+        self._bias_copy = dict(zip(key, self._copy_buffers))
 
     def _on_gradient(self, entries: list, name: str, grad, order: int | None = None) -> None:
         # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
@@ -330,22 +329,26 @@ def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
     return taken
 
 
-def _bias_entries(by_bias: list, copy: tuple | None) -> list:
+def _bias_entries(by_bias: list, copy: dict[int, torch.Tensor] | None) -> list:
     """The gradients reaching outputs, as their biases' gradients (see ``output_bias``) as
     the backward left them; where no backward reached the forward's earliest biased output
     (so none was copied), as they are now."""
     taken = []
     for name, bias, order in by_bias:
-        if copy is None:
-            grad = bias.grad
-        elif id(bias) in copy[0]:
-            offset, size = copy[0][id(bias)]
-            grad = copy[1][offset : offset + size]
-        else:
-            grad = None
+        grad = bias.grad if copy is None else copy.get(id(bias))
         if grad is not None and grad.numel():
             taken.append(("backward", name, grad, True, order))
     return taken
+
+
+def _copy_into(buffers: list[torch.Tensor], tensors: list[torch.Tensor]) -> None:
+    """Each tensor into its buffer: one multi-tensor call where torch has it (torch's own
+    but private; without it, one copy each)."""
+    if hasattr(torch, "_foreach_copy_"):
+        torch._foreach_copy_(buffers, tensors)
+        return
+    for buffer, t in zip(buffers, tensors):
+        buffer.copy_(t)
 
 
 def _in_backward_order(entries: list) -> list:
