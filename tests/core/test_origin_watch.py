@@ -422,3 +422,17 @@ def test_gradient_clipping_before_rec_log_does_not_move_the_blame(tmp_path):
     origin = Reader(tmp_path / "run").describe()["first_nonfinite"]["origin"]
     assert (origin["phase"], origin["module"]) == ("backward", "1")
     assert "the output of module '0'" in origin["cause"]
+
+
+def test_a_graph_kept_past_its_step_and_run_again_adds_nothing_and_breaks_nothing(tmp_path):
+    # retain_graph=True, then the same graph's backward again after rec.log ended the step:
+    # the pre-hook that asks for the biases' copy fires with no step to add to.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        loss = model(torch.randn(4, 3)).sum()
+        loss.backward(retain_graph=True)
+        rec.log(loss=loss)
+        loss.backward()
+        rec.log(loss=loss)
+    assert Reader(tmp_path / "run").describe()["first_nonfinite"] is None

@@ -235,6 +235,8 @@ class ModuleOrigin:
 
     def _copy_bias_grads(self) -> None:
         biases = [b for _, b, _ in self._by_bias if b.grad is not None]
+        if not biases:  # a graph kept from an ended step, run again: no step to add to
+            return
         key = tuple(map(id, biases))
         if key != self._copy_key:  # buffers kept from step to step: no allocation
             self._copy_key = key
