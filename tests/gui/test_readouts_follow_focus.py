@@ -341,3 +341,46 @@ def test_follow_on_the_live_timeline_holds_and_returns_with_the_views(
     lab.start()
     qtbot.waitUntil(lambda: lab.session.latest.step > held + 50, timeout=WAIT_MS)
     assert timeline.readouts()["following"] and timeline.follow.isChecked()
+
+
+def test_a_lab_recording_opened_over_a_running_run_asks_first_and_no_keeps_the_run(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+    fit_recording,
+):
+    from gradviz.gui.recordings.live_history import LIVE_RUN_LABEL
+    from gradviz.gui.recordings.opening import STOP_RUN_TITLE
+
+    lab = _running(qtbot, make_lab, "safe")
+    lab.answer = False
+    assert lab.recordings.open(str(fit_recording))
+    qtbot.waitUntil(lambda: bool(lab.questions), timeout=WAIT_MS)
+    assert lab.questions == [STOP_RUN_TITLE]
+    step = lab.session.latest.step
+    qtbot.waitUntil(lambda: lab.session.latest.step > step, timeout=WAIT_MS)  # still going
+    assert lab.session.state is RunState.RUNNING and lab.recordings.source is None
+    assert lab.session.shown.generation >= 0  # the views show the live run
+    qtbot.wait(200)  # the declined recording's last reading state, had it come late
+    assert lab.recordings.timeline.state_label.text() == LIVE_RUN_LABEL
+
+    lab.answer = True
+    open_and_wait(qtbot, lab, fit_recording)
+    assert lab.questions == [STOP_RUN_TITLE, STOP_RUN_TITLE]
+    assert lab.session.state is RunState.STOPPED
+    qtbot.waitUntil(lambda: lab.session.shown.generation < 0, timeout=WAIT_MS)
+
+    # A live run started afterwards takes the views back; a re-read of the recording (as
+    # a growing one is re-read) neither asks nor ends it (a long run, paused, so that it
+    # is still going when the re-read comes).
+    source_step = lab.session.shown  # the recording's step, until the live run draws
+    lab.form.param("steps").setValue(100_000)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: (lab.session.shown or source_step).generation >= 0, timeout=WAIT_MS)
+    lab.pause()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
+    source = lab.recordings.source
+    source.loaded.emit(source.data)
+    qtbot.wait(200)
+    assert lab.session.state is RunState.PAUSED and lab.session.shown.generation >= 0
+    assert lab.questions == [STOP_RUN_TITLE, STOP_RUN_TITLE]

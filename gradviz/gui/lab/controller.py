@@ -85,7 +85,13 @@ class LabController(QObject):
         from gradviz.gui.recordings.opening import Recordings
 
         self.recordings = Recordings(
-            self.window, self.window.pages, views, self.session, self.settings, self.show_error
+            self.window,
+            self.window.pages,
+            views,
+            self.session,
+            self.settings,
+            self.show_error,
+            lambda title, question: self.confirm(title, question),  # tests replace confirm
         )
         from gradviz.gui.graph.wiring import GraphWiring
 

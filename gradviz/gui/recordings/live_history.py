@@ -18,6 +18,8 @@ from gradviz.core.snapshot import Snapshot
 from gradviz.gui.lab.session import RunSession, RunState
 from gradviz.gui.recordings.timeline import Timeline
 
+#: What the timeline's state says while it shows the live run.
+LIVE_RUN_LABEL = "live run"
 #: Snapshots kept at most (as a lab recording's matrix snapshots).
 MAX_SNAPSHOTS = 200
 #: Bytes of snapshot arrays kept at most (an N = 1000 run keeps about 20 snapshots).
@@ -96,11 +98,15 @@ class LiveTimeline(QObject):
         """The timeline shows the live run (following it)."""
         self.active = True
         self._held = False
-        self.timeline.set_state_text("live run")
-        self.timeline.set_followable(True)
+        self.show_state()
         self.timeline.set_first_bad_step(self.session.first_nonfinite_grad_step)
         self.timeline.set_following(True)
         self.timeline.set_steps(self.history.steps())
+
+    def show_state(self) -> None:
+        """The timeline says it shows the live run (after a recording's reading said more)."""
+        self.timeline.set_state_text(LIVE_RUN_LABEL)
+        self.timeline.set_followable(True)
 
     @Slot(object)
     def _on_snapshot(self, snapshot: Snapshot) -> None:

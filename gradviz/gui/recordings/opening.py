@@ -44,6 +44,8 @@ RECENT_RECORDINGS_KEY = "recent_recordings"
 
 #: The title of a dialog about a recording that could not be opened, or a Runs page action.
 RECORDING_FAILED_TITLE = "gradviz: recordings"
+#: The title of the question before a lab recording ends the run that is going.
+STOP_RUN_TITLE = "Stop the run?"
 
 
 def not_a_recording(path: str) -> str:
@@ -72,10 +74,12 @@ class Recordings(QObject):
         session: RunSession,
         settings: QSettings,
         show_error: Callable[[str, str], object],
+        confirm: Callable[[str, str], bool] = lambda _title, _question: True,
     ) -> None:
         super().__init__(window)
         self.window, self.pages, self.views, self.session = window, pages, views, session
-        self.show_error = show_error
+        self.show_error, self.confirm = show_error, confirm
+        self._in_lab: RecordingSource | None = None  # the source the lab's views took last
         self.recent = RecentFiles(settings, RECENT_RECORDINGS_KEY)
         self.source: RecordingSource | None = None
         self.recorded = RecordedRun(self)
@@ -194,9 +198,18 @@ class Recordings(QObject):
             dialog.setWindowTitle(RECORDING_FAILED_TITLE)
         self.failed.emit(sentence, details)
 
+    def _from_closed_source(self) -> bool:
+        """Whether the signal being handled came from a source closed since it was sent."""
+        sender = self.sender()
+        return sender is not None and sender is not self.source
+
     @Slot(object)
     def _on_loaded(self, data: RecordingData) -> None:
+        if self._from_closed_source():
+            return  # read before another recording was opened (or this one declined)
         if data.source == "fit" and "distances" in data.images:
+            if not self._may_take_the_lab(data):
+                return
             self._show_in_lab(data)
         else:
             first_read = self.page.data is None or self.page.data.path != data.path
@@ -216,6 +229,28 @@ class Recordings(QObject):
             return
         self.overlay.add_live(self.session)
 
+    def _may_take_the_lab(self, data: RecordingData) -> bool:
+        """Whether a read lab recording goes into the lab's views. Over a run that is going
+        (which it ends), only if the user says so; a re-read of the recording the lab
+        showed before a live run took the views back leaves that run alone."""
+        if not self.session.state.going:
+            self._in_lab = self.source
+            return True
+        if self._in_lab is self.source:
+            return False  # a growing recording re-read while the live run has the views
+        name = os.path.basename(os.path.normpath(data.path))
+        if not self.confirm(
+            STOP_RUN_TITLE,
+            f"The lab recording {name!r} opens in the lab's views, which ends the run going "
+            "now: it cannot be resumed afterwards. Stop the run and open the recording?",
+        ):
+            self.close_source()
+            if self.live.active:  # the reading's state ("complete") is not the live run's
+                self.live.show_state()
+            return False
+        self._in_lab = self.source
+        return True
+
     def _show_in_lab(self, data: RecordingData) -> None:
         if self.session.state.going:
             self.session.stop()
@@ -232,6 +267,8 @@ class Recordings(QObject):
 
     @Slot(object)
     def _on_follow_state(self, state: FollowState) -> None:
+        if self._from_closed_source():
+            return  # a closed source's last word, queued before it closed
         data = self.source.data if self.source is not None else None
         damaged = data.damaged if data is not None else ()
         text = damage_label(damaged) if state is FollowState.DAMAGED else state.label
