@@ -82,3 +82,39 @@ def test_one_callback_records_gradients_learning_rate_and_the_logged_loss(tmp_pa
     assert list(loss.steps) == list(range(STEPS))
     assert all(math.isfinite(v) for v in loss.values[:NAN_STEP])
     assert {"loss", "lr", "grad_norm", "learning_rate"} <= set(stream.scalar_names())
+
+
+class _KinkAt(torch.nn.Module):
+    """Identity forward; at call ``at`` its backward is 0 x Inf = NaN (sqrt at 0)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.calls = at, 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls - 1 != self.at:
+            return x
+        return x + torch.sqrt((x - x.detach()).square())
+
+
+class KinkedRegressor(torch.nn.Module):
+    def __init__(self, nan_at: int) -> None:
+        super().__init__()
+        self.first, self.kink = torch.nn.Linear(4, 8), _KinkAt(nan_at)
+        self.head = torch.nn.Linear(8, 1)
+
+    def forward(self, x, labels=None):
+        out = self.head(self.kink(self.first(x)))
+        return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+
+
+def test_the_origin_survives_the_trainers_gradient_clipping(tmp_path):
+    # max_grad_norm=1.0 (the Trainer's default) clips before the callback runs, and a NaN
+    # total norm turns every gradient NaN: the origin still names the kink's backward.
+    torch.manual_seed(0)
+    reader = _train(tmp_path, KinkedRegressor(nan_at=NAN_STEP), max_grad_norm=1.0)
+    first = reader.describe()["first_nonfinite"]
+    assert first["step"] == NAN_STEP
+    assert (first["origin"]["phase"], first["origin"]["module"]) == ("backward", "kink")
+    assert "the output of module 'first'" in first["origin"]["cause"]
