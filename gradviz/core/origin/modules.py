@@ -194,16 +194,7 @@ class ModuleOrigin:
         # node comes later in the backward, so it is read (exactly) before the bias's sum.
         if bias is not None and node is not None and bias.requires_grad and key not in self._biased:
             self._biased.add(key)
-            self._by_bias.append((name, bias, node._sequence_nr()))
-            if not self._bias_trigger:  # the forward's earliest: reached by its backward
-                self._bias_trigger = True
-                node.register_prehook(self._queue_bias_copy)
-            if self._lazy and numel <= KEEP_NUMEL:
-                # Not detached (a microsecond a module): the backward frees its graph's
-                # tensors, and a forward never backpropagated is summed at the next.
-                self._keep("forward", name, t)
-            else:
-                self._add("forward", name, t)
+            self._note_by_bias(name, t, bias, node)
             return
         if node is not None and self._lazy and numel <= KEEP_NUMEL and not t.retains_grad:
             # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
@@ -216,6 +207,20 @@ class ModuleOrigin:
             return
         self._add("forward", name, t)
         self._watch_gradient(name, t, node)
+
+    def _note_by_bias(self, name: str, t: torch.Tensor, bias: nn.Parameter, node) -> None:
+        """Note ``t`` and read the gradient that will reach it from ``bias``'s (copied when
+        the backward ends: the forward's earliest biased output asks for the copy)."""
+        self._by_bias.append((name, bias, node._sequence_nr()))
+        if not self._bias_trigger:
+            self._bias_trigger = True
+            node.register_prehook(self._queue_bias_copy)
+        if self._lazy and t.numel() <= KEEP_NUMEL:
+            # Not detached (a microsecond a module): the backward frees its graph's tensors,
+            # and a forward never backpropagated is summed at the next.
+            self._keep("forward", name, t)
+        else:
+            self._add("forward", name, t)
 
     def _watch_gradient(self, name: str, t: torch.Tensor, node) -> None:
         """Note the gradient reaching ``t`` (a large output, or one whose gradient is kept
