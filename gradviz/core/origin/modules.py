@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from gradviz.core.diagnostics import finiteness_sum
+from gradviz.core.kept_copies import KeptCopies
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
 #: containers: not hooked, because a hook costs every call of a module microseconds.
@@ -132,8 +133,7 @@ class ModuleOrigin:
         # has the pre-hook that asks for the copy.
         self._bias_copy: dict[int, torch.Tensor] | None = None
         self._bias_trigger = False
-        self._copy_key: tuple[int, ...] = ()
-        self._copy_buffers: list[torch.Tensor] = []
+        self._bias_copies = KeptCopies()  # buffers kept from step to step: no allocation
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
@@ -242,13 +242,8 @@ class ModuleOrigin:
         biases = [b for _, b, _ in self._by_bias if b.grad is not None]
         if not biases:  # a graph kept from an ended step, run again: no step to add to
             return
-        key = tuple(map(id, biases))
-        if key != self._copy_key:  # buffers kept from step to step: no allocation
-            self._copy_key = key
-            self._copy_buffers = [torch.empty_like(b.grad) for b in biases]
-        with torch.no_grad():
-            _copy_into(self._copy_buffers, [b.grad for b in biases])
-        self._bias_copy = dict(zip(key, self._copy_buffers))
+        copies = self._bias_copies.take([b.grad for b in biases])
+        self._bias_copy = {id(b): copy for b, copy in zip(biases, copies)}
 
     def _on_gradient(self, entries: list, name: str, grad, order: int | None = None) -> None:
         # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
@@ -346,16 +341,6 @@ def _bias_entries(by_bias: list, copy: dict[int, torch.Tensor] | None) -> list:
         if grad is not None and grad.numel():
             taken.append(("backward", name, grad, True, order))
     return taken
-
-
-def _copy_into(buffers: list[torch.Tensor], tensors: list[torch.Tensor]) -> None:
-    """Each tensor into its buffer: one multi-tensor call where torch has it (torch's own
-    but private; without it, one copy each)."""
-    if hasattr(torch, "_foreach_copy_"):
-        torch._foreach_copy_(buffers, tensors)
-        return
-    for buffer, t in zip(buffers, tensors):
-        buffer.copy_(t)
 
 
 def _in_backward_order(entries: list) -> list:

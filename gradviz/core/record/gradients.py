@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from gradviz.core.kept_copies import KeptCopies
 from gradviz.core.record import stats
 
 #: A recorded step copies the watched parameters to measure the update the optimizer makes;
@@ -76,7 +77,7 @@ class ParameterCopies:
     """The parameters' values at a recorded step, for the norm of the update after it."""
 
     def __init__(self) -> None:
-        self._copies: list[torch.Tensor | None] = []  # reused from one recorded step to the next
+        self._kept = KeptCopies()  # reused from one recorded step to the next
 
     def take(self, params: list) -> list[torch.Tensor | None]:
         """The parameters' values now, copied (for a small model into buffers kept from the
@@ -87,19 +88,4 @@ class ParameterCopies:
             return [None] * len(params)  # too big to copy: the update size stays unknown
         if size > KEEP_COPIES_LIMIT_BYTES:
             return [None if p is None else p.detach().clone() for p in params]
-        copies = self._copies + [None] * (len(params) - len(self._copies))
-        for t, p in enumerate(params):
-            if p is None:
-                copies[t] = None
-                continue
-            p = p.detach()
-            copy = copies[t]
-            if copy is None or (copy.shape, copy.dtype, copy.device) != (
-                p.shape,
-                p.dtype,
-                p.device,
-            ):
-                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
-            copies[t] = copy.copy_(p)
-        self._copies = copies
-        return list(copies)
+        return self._kept.take(params)
