@@ -436,3 +436,15 @@ def test_a_graph_kept_past_its_step_and_run_again_adds_nothing_and_breaks_nothin
         loss.backward()
         rec.log(loss=loss)
     assert Reader(tmp_path / "run").describe()["first_nonfinite"] is None
+
+
+def test_a_model_cast_to_float16_after_watch_keeps_its_own_output_gradients(tmp_path):
+    # In float16 a sum of finite gradients overflows soon: a bias cast after watch began
+    # is not read for its layer's output gradient; that gradient is kept itself.
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    retains = []
+    with gradviz.watch(model, tmp_path / "run"):
+        model.half()
+        model[0].register_forward_hook(lambda _m, _a, out: retains.append(out.retains_grad))
+        model(torch.randn(4, 3, dtype=torch.float16)).float().sum().backward()
+    assert retains == [True]

@@ -189,10 +189,7 @@ class ModuleOrigin:
             self._add("forward", name, t)
             return
         node = t.grad_fn
-        bias = self._biases.get(key)
-        # A later call of the same module in this step keeps its own gradient: its output's
-        # node comes later in the backward, so it is read (exactly) before the bias's sum.
-        if bias is not None and node is not None and bias.requires_grad and key not in self._biased:
+        if node is not None and (bias := self._bias_for(key)) is not None:
             self._biased.add(key)
             self._note_by_bias(name, t, bias, node)
             return
@@ -207,6 +204,16 @@ class ModuleOrigin:
             return
         self._add("forward", name, t)
         self._watch_gradient(name, t, node)
+
+    def _bias_for(self, key: int) -> nn.Parameter | None:
+        """The bias to read this call's output gradient from, or None: only a module's first
+        call of the step (a later one's output node comes later in the backward, so its own
+        gradient, kept exactly, is read before the bias's sum), and only while the bias is
+        trained and still of a wide dtype (a model cast to float16 after ``watch``)."""
+        bias = self._biases.get(key)
+        if bias is None or key in self._biased or not bias.requires_grad:
+            return None
+        return bias if bias.dtype in _WIDE else None
 
     def _note_by_bias(self, name: str, t: torch.Tensor, bias: nn.Parameter, node) -> None:
         """Note ``t`` and read the gradient that will reach it from ``bias``'s (copied when

@@ -73,7 +73,7 @@ class Recorder:
         self._named = _named_tensors(target)
         # The common case read without a call per tensor at every step: parameters only (no
         # intermediates, no shards), whose gradients' layout (dtype, device, sizes) is theirs.
-        self._leaves = _plain_leaves(self._named)
+        self._leaves, self._layout = _plain_leaves(self._named)
         self._captured: dict[str, torch.Tensor] = {}
         self._hooks = [
             t.register_hook(self._capture_hook(name))
@@ -240,7 +240,7 @@ class Recorder:
             names = list(self._named)
             plain = self._leaves is not None and not self._captured and not self._images
             if plain:
-                grads, layout = [t.grad for t in self._leaves[0]], self._leaves[1]
+                grads, layout = [t.grad for t in self._leaves], self._layout
             else:
                 grads, layout = [self._gradient(name) for name in names], None
             skip, scale = self._scaler_view(loss, grads)
@@ -465,12 +465,12 @@ def _named_tensors(target) -> dict[str, torch.Tensor]:
     )
 
 
-def _plain_leaves(named: dict[str, torch.Tensor]) -> tuple[list, tuple | None] | None:
+def _plain_leaves(named: dict[str, torch.Tensor]) -> tuple[list | None, tuple | None]:
     """(the tensors, their fused layout or None) where every watched tensor is a plain leaf
-    (a gradient of a leaf has its dtype, device and size), else None."""
+    (a gradient of a leaf has its dtype, device and size), else (None, None)."""
     tensors = list(named.values())
     if not all(t.is_leaf and not hasattr(t, "to_local") for t in tensors):
-        return None
+        return None, None
     return tensors, stats.fused_layout(tensors)
 
 

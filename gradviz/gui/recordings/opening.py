@@ -74,7 +74,7 @@ class Recordings(QObject):
         session: RunSession,
         settings: QSettings,
         show_error: Callable[[str, str], object],
-        confirm: Callable[[str, str], bool] = lambda _title, _question: True,
+        confirm: Callable[[str, str], bool],
     ) -> None:
         super().__init__(window)
         self.window, self.pages, self.views, self.session = window, pages, views, session
