@@ -410,3 +410,22 @@ def test_a_loss_logged_after_the_step_was_written_by_itself_is_still_recorded(tm
     rec.log(loss=2.5)  # a loss given late
     rec.close()
     assert list(Reader(tmp_path / "run").rank(0).losses()) == [2.5]
+
+
+def test_a_sparse_embeddings_gradient_is_recorded_as_the_dense_one_it_stands_for(tmp_path):
+    # nn.Embedding(sparse=True) gives a sparse COO gradient; rec.log failed on it
+    # ("reshape is not implemented for sparse tensors").
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 4, sparse=True), nn.Linear(4, 1))
+    expected = []
+    with gradviz.watch(model, tmp_path / "r", every=1) as rec:
+        for _ in range(3):
+            model.zero_grad()
+            model(torch.randint(0, 10, (8,))).sum().backward()
+            dense = model[0].weight.grad.to_dense().double()
+            expected.append((float(dense.norm()), int((dense == 0).sum())))
+            rec.log()
+    series = Reader(tmp_path / "r").rank(0).tensor("0.weight")
+    for s, (norm, zeros) in enumerate(expected):
+        assert series.grad_norm[s] == pytest.approx(norm, rel=1e-6)
+        assert series.counts[s][1] == zeros  # the rows no index touched count as zeros

@@ -73,7 +73,7 @@ class Recorder:
         self._named = _named_tensors(target)
         # The common case read without a call per tensor at every step: parameters only (no
         # intermediates, no shards), whose gradients' layout (dtype, device, sizes) is theirs.
-        self._leaves, self._layout = _plain_leaves(self._named)
+        self._leaves, self._layout = _plain_leaves(self._named, self._module)
         self._captured: dict[str, torch.Tensor] = {}
         self._hooks = [
             t.register_hook(self._capture_hook(name))
@@ -379,7 +379,10 @@ class Recorder:
         if name in self._captured:
             return _local(self._captured[name])
         t = self._named[name]
-        return _local(t.grad) if t.is_leaf else None
+        grad = _local(t.grad) if t.is_leaf else None
+        # A sparse embedding's gradient is read as the dense one it stands for (its
+        # untouched rows are zeros), which the statistics and the finiteness test expect.
+        return grad.to_dense() if grad is not None and grad.is_sparse else grad
 
     def _parameter(self, name: str) -> torch.Tensor | None:
         """The tensor's value where it is a leaf the optimizer updates, else None."""
@@ -465,11 +468,17 @@ def _named_tensors(target) -> dict[str, torch.Tensor]:
     )
 
 
-def _plain_leaves(named: dict[str, torch.Tensor]) -> tuple[list | None, tuple | None]:
+def _plain_leaves(
+    named: dict[str, torch.Tensor], module: nn.Module | None
+) -> tuple[list | None, tuple | None]:
     """(the tensors, their fused layout or None) where every watched tensor is a plain leaf
-    (a gradient of a leaf has its dtype, device and size), else (None, None)."""
+    (a gradient of a leaf has its dtype, device and size) and none gets a sparse gradient,
+    else (None, None)."""
     tensors = list(named.values())
     if not all(t.is_leaf and not hasattr(t, "to_local") for t in tensors):
+        return None, None
+    sparse = (nn.Embedding, nn.EmbeddingBag)
+    if module is not None and any(isinstance(m, sparse) and m.sparse for m in module.modules()):
         return None, None
     return tensors, stats.fused_layout(tensors)
 
