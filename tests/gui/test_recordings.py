@@ -246,6 +246,17 @@ def test_a_directory_that_is_not_a_recording_is_named_in_one_sentence(qtbot, lab
     assert "is not a gradviz recording" in lab.error_dialog.sentence
 
 
+def test_the_runs_pages_add_button_also_names_a_directory_that_is_not_a_recording(
+    qtbot, lab, tmp_path
+):
+    # The open runs inside the Runs page's signal: its error is still said.
+    lab.error_dialog = None
+    lab.recordings.choose_path = lambda: str(tmp_path)
+    lab.recordings.overlay.addRecordingRequested.emit()
+    assert lab.error_dialog is not None
+    assert "is not a gradviz recording" in lab.error_dialog.sentence
+
+
 def test_the_timeline_plays_and_stops_at_the_end(qtbot):
     from gradviz.gui.recordings.timeline import Timeline
 

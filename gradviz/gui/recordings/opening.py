@@ -193,15 +193,19 @@ class Recordings(QObject):
 
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
+        if self._from_closed_source():
+            return  # a recording closed (or declined) since: its failure is not news
         dialog = self.show_error(sentence, details)
         if hasattr(dialog, "setWindowTitle"):
             dialog.setWindowTitle(RECORDING_FAILED_TITLE)
         self.failed.emit(sentence, details)
 
     def _from_closed_source(self) -> bool:
-        """Whether the signal being handled came from a source closed since it was sent."""
+        """Whether the signal being handled came from a source closed since it was sent.
+        (Only a RecordingSource counts: these slots are also called from other slots, where
+        ``sender()`` is that slot's sender.)"""
         sender = self.sender()
-        return sender is not None and sender is not self.source
+        return isinstance(sender, RecordingSource) and sender is not self.source
 
     @Slot(object)
     def _on_loaded(self, data: RecordingData) -> None:
