@@ -372,6 +372,74 @@ def test_the_every_step_finiteness_test_in_one_pass_sees_any_single_bad_entry(dt
     assert not stats.gradients_known_finite([grads[0], None], cpu, workspace)
 
 
+def _bits(t: torch.Tensor) -> list[int]:
+    return t.view({torch.float32: torch.int32, torch.float64: torch.int64}[t.dtype]).tolist()
+
+
+@pytest.mark.parametrize("flush_denormal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_every_step_finiteness_test_leaves_every_gradient_bit_as_it_was(dtype, flush_denormal):
+    """On the CPU the test runs in place over the gradients: it must write back exactly
+    what it read (NaN payloads, signed zeros, subnormals even where the CPU flushes them)."""
+    from gradviz.core.record import stats
+
+    ints = {torch.float32: np.int32, torch.float64: np.int64}[dtype]
+    odd = {  # a NaN with a payload, a signalling NaN, the smallest subnormal, -0.0
+        torch.float32: [0x7FC01234, 0x7F800001, 0x00000001, -0x80000000],
+        torch.float64: [0x7FF8000000001234, 0x7FF0000000000001, 1, -0x8000000000000000],
+    }[dtype]
+    special = torch.from_numpy(np.array(odd, dtype=ints)).view(dtype)
+    torch.manual_seed(2)
+    clean = [torch.randn(33, dtype=dtype), torch.randn(4, 5, dtype=dtype)]
+    clean[1][0, 0] = 1e-39 if dtype == torch.float32 else 1e-310  # subnormal
+    cases = [clean, [*clean, torch.cat([torch.randn(40, dtype=dtype), special])]]
+    if not torch.set_flush_denormal(flush_denormal):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    try:
+        for grads in cases:
+            before = [_bits(g) for g in grads]
+            known = stats.gradients_known_finite(grads, torch.device("cpu"), stats.Workspace())
+            assert known is (grads is cases[0])
+            assert [_bits(g) for g in grads] == before
+    finally:
+        torch.set_flush_denormal(False)  # torch's default
+
+
+def test_the_every_step_finiteness_test_is_exact_where_a_sum_would_overflow():
+    from gradviz.core.record import stats
+
+    cpu = torch.device("cpu")
+    huge = [torch.full((10,), 3e38), torch.full((3,), 1e308, dtype=torch.float64)]
+    for g in huge:  # finite entries whose sum is Inf: known finite all the same
+        grads = [g, torch.ones(2, dtype=g.dtype)]
+        assert stats.gradients_known_finite(grads, cpu, stats.Workspace())
+
+
+def test_the_finiteness_test_does_not_touch_a_gradient_that_is_part_of_a_graph():
+    """A gradient made with create_graph=True may be saved for a later backward (a gradient
+    penalty): it is tested without writing to it, so that backward still runs."""
+    from gradviz.core.record import stats
+
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(x.pow(3).sum(), x, create_graph=True)
+    penalty = grad.square().sum()  # saves grad for its backward
+    version = grad._version
+    assert stats.gradients_known_finite([grad], torch.device("cpu"), stats.Workspace())
+    assert grad._version == version
+    penalty.backward()
+    torch.testing.assert_close(x.grad, 36 * x.detach() ** 3)  # d/dx sum((3x^2)^2)
+
+
+def test_the_finiteness_test_of_a_gradient_whose_entries_share_memory():
+    from gradviz.core.record import stats
+
+    cpu = torch.device("cpu")
+    shared = torch.tensor([1.0]).expand(4, 3)  # one float seen 12 times
+    assert stats.gradients_known_finite([shared, torch.ones(2)], cpu, stats.Workspace())
+    bad = torch.tensor([math.nan]).expand(4, 3)
+    assert not stats.gradients_known_finite([bad, torch.ones(2)], cpu, stats.Workspace())
+
+
 def test_a_step_written_before_the_next_one_gets_its_update_norm_from_it(tmp_path):
     model = nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
