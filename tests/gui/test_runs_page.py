@@ -112,7 +112,7 @@ def test_any_scalar_or_gradient_norm_of_every_run_is_drawn_and_read_back(
     stream = Reader(scalars_recording).rank(0)
     lr = stream.scalar("lr")
     pick(page, scalar_key("lr"))
-    x, y = page.runs[str(scalars_recording)].curve.getData()
+    x, y = page.runs[str(scalars_recording)].curve.getOriginalDataset()
     np.testing.assert_array_equal(x, lr.steps)
     np.testing.assert_array_equal(y, lr.values)
     # The old recording has no lr: said, not drawn.
@@ -196,8 +196,8 @@ def test_smoothing_is_tensorboards_debiased_ema_with_the_raw_curve_faint_behind(
     page.smoothing.setValue(90)
     run = page.runs[str(scalars_recording)]
     lr = Reader(scalars_recording).rank(0).scalar("lr").values
-    np.testing.assert_allclose(run.curve.getData()[1], debiased_ema(lr, 0.9))
-    np.testing.assert_array_equal(run.raw.getData()[1], lr)
+    np.testing.assert_allclose(run.curve.getOriginalDataset()[1], debiased_ema(lr, 0.9))
+    np.testing.assert_array_equal(run.raw.getOriginalDataset()[1], lr)
     assert run.raw.isVisible() and run.raw.opts["pen"].color().alpha() < 128
     assert page.readouts()["runs"][0]["smoothing"] == 0.9
 
@@ -210,14 +210,14 @@ def test_x_by_wall_or_relative_time_and_an_older_recording_says_step_only(
     page.smoothing.setValue(0)
     times = Reader(scalars_recording).rank(0).wall_times()
     page.x_axis.setCurrentIndex(page.x_axis.findData("relative"))
-    x, _ = page.runs[str(scalars_recording)].curve.getData()
+    x, _ = page.runs[str(scalars_recording)].curve.getOriginalDataset()
     np.testing.assert_allclose(x, times.values - times.values[0])
     page.x_axis.setCurrentIndex(page.x_axis.findData("wall"))
-    x, _ = page.runs[str(scalars_recording)].curve.getData()
+    x, _ = page.runs[str(scalars_recording)].curve.getOriginalDataset()
     np.testing.assert_allclose(x, times.values)
     assert page.time_axis.tickStrings([times.values[0]], 1.0, 1.0)[0].count(":") == 2
     # The old recording has no wall times: not drawn over time, and the page says so.
-    assert len(page.runs[str(old_recording)].curve.getData()[0] or []) == 0
+    assert len(page.runs[str(old_recording)].curve.getOriginalDataset()[0] or []) == 0
     assert f"{old_recording}: step only: recorded without wall times" in page.note.text()
     assert page.readouts()["runs"][0]["x_axis"] == "wall"
 
@@ -266,8 +266,8 @@ def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make
     qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
     qtbot.waitUntil(lambda: len(run.drawn[0]) == 40, timeout=RUN_TIMEOUT_MS)
     np.testing.assert_array_equal(run.drawn[0], np.arange(40))
-    lab_x, lab_y = controller.views.views["loss"].widget.curve.getData()
-    x, y = run.curve.getData()
+    lab_x, lab_y = controller.views.views["loss"].widget.curve.getOriginalDataset()
+    x, y = run.curve.getOriginalDataset()
     np.testing.assert_array_equal(x, lab_x)  # the same steps as the lab's loss plot
     np.testing.assert_allclose(y, lab_y)
     readout = recordings.overlay.readouts()["runs"][0]
