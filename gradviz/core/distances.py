@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from gradviz.core.errors import GradvizError
@@ -248,17 +249,27 @@ def _float64_gradient(
     for start in range(0, n, rows):
         r = slice(start, start + rows)
         close = d[r] < limit  # (b, N), the diagonal included (its W is 0)
-        i, j = close.nonzero(as_tuple=True)
-        term = w[r][i, j][:, None] * (x[i + start] - x[j])  # (pairs, D)
+        flat = _true_positions(close)  # (pairs,) into the block read row by row
+        i, j = flat // n, flat % n
+        term = w[r].reshape(-1)[flat][:, None] * (x[i + start] - x[j])  # (pairs, D)
         if grad:
             block = w[r].masked_fill(close, 0)
         else:  # w is this backward's own: zero the few close pairs in place, not a pass
             block = w[r]
-            block[i, j] = 0
+            block.view(-1)[flat] = 0
         p += xa[:, r] @ block
         p[:, r] += xa @ block.T
         direct = direct.index_add(0, i + start, term).index_add(0, j, -term)
     return centred * p[-1, :, None] - p[:-1].T + direct
+
+
+def _true_positions(mask: torch.Tensor) -> torch.Tensor:
+    """(K,) int64: where a contiguous bool ``mask`` is True, as positions in its entries
+    read in order. On the CPU numpy's flatnonzero (a fifth of the time of torch's nonzero on
+    an (N, N) mask); elsewhere torch's."""
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return mask.reshape(-1).nonzero().squeeze(1)
 
 
 def safe(x: torch.Tensor) -> DistanceResult:
