@@ -70,6 +70,38 @@ def test_nan_in_the_batch_is_an_input_and_origin_false_records_none(tmp_path):
     assert "origin" not in _train(model, tmp_path / "b", batches, origin=False)
 
 
+def test_a_large_batch_holding_nan_is_an_input_and_is_not_held_past_its_step(tmp_path):
+    # A batch larger than the outputs kept through a step is kept too (its caller holds it
+    # anyway), not summed, and let go when the step ends.
+    import weakref
+
+    from gradviz.core.origin.modules import KEEP_NUMEL
+
+    model = nn.Sequential(nn.Linear(8, 1))
+    rows = 2 * KEEP_NUMEL // 8
+    batches = [torch.ones(rows, 8), torch.ones(rows, 8)]
+    batches[1][rows - 1, 7] = float("nan")
+    refs = [weakref.ref(b) for b in batches]
+    first = _train(model, tmp_path / "run", batches)
+    assert (first["step"], first["origin"]["phase"]) == (1, "input")
+    del batches
+    assert all(ref() is None for ref in refs)
+
+
+def test_a_gradient_spoilt_after_the_backward_is_no_modules_doing(tmp_path):
+    # The biases' gradients are read as the backward left them (finite here): a NaN the
+    # user's own code writes into .grad afterwards is the first non-finite gradient, but
+    # no module's forward or backward made it.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        model(torch.randn(4, 3)).sum().backward()
+        model[2].bias.grad.fill_(float("nan"))
+        rec.log()
+    first = Reader(tmp_path / "run").describe()["first_nonfinite"]
+    assert first["tensor"] == "2.bias" and "origin" not in first
+
+
 def test_a_clean_run_leaves_no_hooks_and_no_origin(tmp_path):
     model = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
     assert _train(model, tmp_path / "run", [torch.randn(3, 2)] * 3) is None

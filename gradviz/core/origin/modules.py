@@ -4,10 +4,12 @@ Forward hooks on the watched model's computing submodules (not containers, dropo
 pooling and the like) note their output (and the root's inputs), and the gradient reaching
 each output is noted too. For a layer whose bias enters its output by one addition (Linear,
 convolutions, the normalisations, attention's output projection) nothing is added to the
-backward: the bias's gradient is the sum of the gradient reaching the output over all but
-the feature dimension, so one is non-finite exactly where the other is (NaN and Inf survive
-a sum; float16 is left out, where a sum of finite values overflows soon), and it is read
-only on suspicion. Otherwise, for a small output on the CPU autograd keeps the gradient
+backward's nodes: the bias's gradient is the sum of the gradient reaching the output over
+all but the feature dimension, so one is non-finite exactly where the other is (NaN and Inf
+survive a sum; float16 is left out, where a sum of finite values overflows soon). As the
+backward ends the biases' gradients are tested in one exact pass on the CPU, and copied
+only where one is not finite (elsewhere copied on the device), for a read on suspicion.
+Otherwise, for a small output on the CPU autograd keeps the gradient
 (``retain_grad``, a C++ hook that copies it), else a pre-hook on the output's autograd
 node notes it as it is made. The gradients are read in the order the backward made them
 (decreasing sequence number of their nodes, the order autograd's engine runs them in).
@@ -18,9 +20,10 @@ its output. The exact operation is the full tracer's job (``gradviz diagnose``).
 What a step costs is the forward hooks' Python calls (and, for an output that is not a
 biased layer's, its gradient's copy or pre-hook), nothing more, where the step can be judged
 afterwards (``lazy``, on the CPU): small tensors (up to ``KEEP_NUMEL`` entries, where a
-sum costs more than the values it reads) are kept until the step ends and tested only if
-the recorder found the step's gradients or loss non-finite; a large one is summed at once
-(keeping it would hold memory the allocator otherwise reuses: measured 10% of a CNN step).
+sum costs more than the values it reads) and the model's inputs (its caller holds them
+through the step anyway) are kept until the step ends and tested only if the recorder
+found the step's gradients or loss non-finite; a large output is summed at once (keeping
+it would hold memory the allocator otherwise reuses: measured 10% of a CNN step).
 Where reading a verdict would stall the device (an accelerator) each tensor is summed on
 the device at once (``lazy=False``) and the sums are read at the recorded steps only;
 between them the hooks are disarmed (``armed``). Kept tensors never outlive their step,
@@ -36,7 +39,7 @@ import math
 import torch
 from torch import nn
 
-from gradviz.core.diagnostics import finiteness_sum
+from gradviz.core.diagnostics import CHECKED_IN_PLACE, finite_in_place, finiteness_sum
 from gradviz.core.kept_copies import KeptCopies
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
@@ -80,6 +83,8 @@ _BIAS_ADDED = (
 )
 #: Dtypes in which a sum of finite gradients stays finite in practice (float32's range).
 _WIDE = (torch.float32, torch.float64, torch.bfloat16)
+#: The sum standing for a gradient tested finite already.
+_FINITE = torch.zeros((), dtype=torch.float64)
 
 
 def output_bias(module: nn.Module) -> nn.Parameter | None:
@@ -127,11 +132,13 @@ class ModuleOrigin:
         # read from the bias's (``output_bias``), for a module's first call of the step.
         self._by_bias: list[tuple[str, nn.Parameter, int]] = []
         self._biased: set[int] = set()
-        # The biases' gradients as the backward left them, copied when it ends (gradient
-        # clipping, or a user's code, may change ``.grad`` in place before ``rec.log``),
-        # {id(bias): copy}. ``_bias_trigger``: whether this forward's first biased output
-        # has the pre-hook that asks for the copy.
+        # The biases' gradients as the backward left them (gradient clipping, or a user's
+        # code, may change ``.grad`` in place before ``rec.log``): tested when it ends
+        # (``_biases_finite``: all of them were finite) or else copied, {id(bias): copy}.
+        # ``_bias_trigger``: whether this forward's first biased output has the pre-hook
+        # that asks for the test.
         self._bias_copy: dict[int, torch.Tensor] | None = None
+        self._biases_finite = False
         self._bias_trigger = False
         self._bias_copies = KeptCopies()  # buffers kept from step to step: no allocation
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
@@ -158,7 +165,10 @@ class ModuleOrigin:
         self._bias_trigger = False
         for a in args:
             if _floating(a):
-                self._add("input", "", a)
+                if self._lazy:  # the caller's own batch: kept, whatever its size
+                    self._keep("input", "", a.detach() if a.requires_grad else a)
+                else:
+                    self._add("input", "", a)
 
     def _on_output(self, module, _args, output) -> None:
         # Straight-line code: this runs for every computing module at every step, where
@@ -216,12 +226,12 @@ class ModuleOrigin:
         return bias if bias.dtype in _WIDE else None
 
     def _note_by_bias(self, name: str, t: torch.Tensor, bias: nn.Parameter, node) -> None:
-        """Note ``t`` and read the gradient that will reach it from ``bias``'s (copied when
-        the backward ends: the forward's earliest biased output asks for the copy)."""
+        """Note ``t`` and read the gradient that will reach it from ``bias``'s (tested, or
+        copied, when the backward ends: the forward's earliest biased output asks for it)."""
         self._by_bias.append((name, bias, node._sequence_nr()))
         if not self._bias_trigger:
             self._bias_trigger = True
-            node.register_prehook(self._queue_bias_copy)
+            node.register_prehook(self._queue_bias_check)
         if self._lazy and t.numel() <= KEEP_NUMEL:
             # Not detached (a microsecond a module): the backward frees its graph's tensors,
             # and a forward never backpropagated is summed at the next.
@@ -241,16 +251,24 @@ class ModuleOrigin:
         nr, order = t.output_nr, node._sequence_nr()
         node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
 
-    def _queue_bias_copy(self, _grads) -> None:
-        # One Python call a backward instead of one a bias: the copy runs as it ends.
-        torch.autograd.Variable._execution_engine.queue_callback(self._copy_bias_grads)
+    def _queue_bias_check(self, _grads) -> None:
+        # One Python call a backward instead of one a bias: the check runs as it ends.
+        torch.autograd.Variable._execution_engine.queue_callback(self._check_bias_grads)
 
-    def _copy_bias_grads(self) -> None:
-        biases = [b for _, b, _ in self._by_bias if b.grad is not None]
-        if not biases:  # a graph kept from an ended step, run again: no step to add to
+    def _check_bias_grads(self) -> None:
+        """The biases' gradients as the backward leaves them: on the CPU tested at once,
+        exactly, and copied only where one is not finite (the copy is what a later read
+        needs); elsewhere (a test would be a host read) copied on the device."""
+        pairs = [(b, g) for _, b, _ in self._by_bias if (g := b.grad) is not None]
+        if not pairs:  # a graph kept from an ended step, run again: no step to add to
             return
-        copies = self._bias_copies.take([b.grad for b in biases])
-        self._bias_copy = {id(b): copy for b, copy in zip(biases, copies)}
+        grads = [g for _, g in pairs]
+        testable = self._lazy and all(g.dtype in CHECKED_IN_PLACE for g in grads)
+        if testable and finite_in_place(grads):
+            self._biases_finite = True
+            return
+        copies = self._bias_copies.take(grads)
+        self._bias_copy = {id(b): copy for (b, _), copy in zip(pairs, copies)}
 
     def _on_gradient(self, entries: list, name: str, grad, order: int | None = None) -> None:
         # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
@@ -289,15 +307,16 @@ class ModuleOrigin:
         step is not looked at); the next step starts afresh (and hooks of this step's graph
         that still fire add nowhere)."""
         entries, retained, by_bias = self._entries, self._retained, self._by_bias
-        bias_copy = self._bias_copy
+        bias_copy, biases_finite = self._bias_copy, self._biases_finite
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
         self._by_bias, self._biased, self._bias_copy, self._bias_trigger = [], set(), None, False
+        self._biases_finite = False
         for handle in self._leaf_handles:
             handle.remove()
         self._leaf_handles = []
         if not read:
             return []
-        by_bias = _bias_entries(by_bias, bias_copy)
+        by_bias = _bias_entries(by_bias, bias_copy, biases_finite)
         return _in_backward_order(entries + _retained_entries(retained) + by_bias)
 
     def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
@@ -338,12 +357,18 @@ def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
     return taken
 
 
-def _bias_entries(by_bias: list, copy: dict[int, torch.Tensor] | None) -> list:
+def _bias_entries(
+    by_bias: list, copy: dict[int, torch.Tensor] | None, all_finite: bool = False
+) -> list:
     """The gradients reaching outputs, as their biases' gradients (see ``output_bias``) as
-    the backward left them; where no backward reached the forward's earliest biased output
-    (so none was copied), as they are now."""
+    the backward left them (``all_finite``: all of them tested finite as it ended); where
+    no backward reached the forward's earliest biased output (so none was copied), as they
+    are now. Finite entries stay in the list: they place the others' producers."""
     taken = []
     for name, bias, order in by_bias:
+        if all_finite:
+            taken.append(("backward", name, _FINITE, False, order))
+            continue
         grad = bias.grad if copy is None else copy.get(id(bias))
         if grad is not None and grad.numel():
             taken.append(("backward", name, grad, True, order))

@@ -502,8 +502,9 @@ def _nonfinite_loss(loss) -> bool:
     """A NaN or Inf loss is the model's failure, not an overflow the scaler can skip."""
     if loss is None:
         return False
-    value = float(loss.detach().float().sum()) if isinstance(loss, torch.Tensor) else float(loss)
-    return not math.isfinite(value)
+    if isinstance(loss, torch.Tensor):  # one read of a 0-d loss: this runs every step
+        loss = loss.detach() if loss.numel() == 1 else loss.detach().float().sum()
+    return not math.isfinite(float(loss))
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:

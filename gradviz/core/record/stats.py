@@ -11,7 +11,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gradviz.core.diagnostics import classify_tensor, finiteness_sum
+from gradviz.core.diagnostics import (
+    CHECKED_IN_PLACE,
+    classify_tensor,
+    finite_in_place,
+    finiteness_sum,
+)
 from gradviz.core.record import decades
 from gradviz.core.record import layout as L
 
@@ -243,8 +248,8 @@ def gradients_known_finite(
     them instead of a reduction per tensor (a small model's 72 sums cost three times as
     much; ``diagnostics.all_finite`` is the exact per-tensor test that stays on the
     device). On the CPU in float32 and float64 that pass is the exact test of
-    ``_checked_in_place``; otherwise it is one sum over the gradients laid end to end in
-    ``workspace``. False is only "not known": the gradients could not be laid end to end,
+    ``diagnostics.finite_in_place``; otherwise it is one sum over the gradients laid end
+    to end in ``workspace``. False is only "not known": the gradients could not be laid end to end,
     or an entry is non-finite, or (the sum) finite values overflowed; the caller then tests
     tensor by tensor. ``layout`` (from ``fused_layout`` of the tensors whose gradients
     these are) saves looking at each."""
@@ -257,42 +262,13 @@ def gradients_known_finite(
     else:
         n, dtype = sum(g.numel() for g in grads), grads[0].dtype
     with torch.no_grad():
-        if device.type == "cpu" and dtype in _CHECKED_IN_PLACE:
-            known = _checked_in_place(grads)
+        if device.type == "cpu" and dtype in CHECKED_IN_PLACE:
+            known = finite_in_place(grads)
             if known is not None:
                 return known
         flat = workspace.take(n, dtype, device, "flat")
         torch.cat([g.reshape(-1) for g in grads], out=flat)
         return math.isfinite(finiteness_sum(flat).item())
-
-
-#: The dtypes whose every value ``_checked_in_place`` leaves as it was, bit for bit (in
-#: bfloat16 it was seen to rewrite a NaN's payload).
-_CHECKED_IN_PLACE = (torch.float32, torch.float64)
-
-
-def _checked_in_place(grads: list[torch.Tensor]) -> bool | None:
-    """Whether every entry of CPU gradients is finite, exactly, in one multi-tensor pass:
-    the non-finite check of torch's GradScaler with an unscale factor of 1, which it does
-    not multiply by (it writes each value back as it read it: a test holds it to that, NaN
-    payloads and subnormals under flush-to-zero included). A quarter of the cost of copying
-    a small model's gradients end to end and summing them. None where it is not used: an
-    old torch without it, a gradient that is itself part of a graph (``create_graph=True``,
-    perhaps saved for a gradient penalty's backward: torch does not count this write as a
-    change today, and a torch that did would make that backward fail), or one whose entries
-    share memory (the kernel refuses to write it)."""
-    check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
-    if check is None or any(g.requires_grad for g in grads):
-        return None
-    found = torch.zeros(1)
-    try:
-        check(grads, found, _ONE)
-    except RuntimeError:
-        return None
-    return not found.item()
-
-
-_ONE = torch.ones(1)  # the unscale factor of ``_checked_in_place``: read, never written
 
 
 def finiteness_sums(grads: list[torch.Tensor | None], device: torch.device) -> torch.Tensor:
