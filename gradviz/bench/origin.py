@@ -28,6 +28,9 @@ from gradviz.bench.harness import Timing, format_table, median_ratio, torch_thre
 from gradviz.core.record.recorder import DEFAULT_EVERY
 
 BASELINE = "bare"
+#: A second bare model built the same way, timed like the others: how far its ratio is from
+#: 1.00x is what two identical cases differ by in this run (memory layout, the machine).
+CONTROL = "bare, control"
 TARGETS = {"trace_nonfinite": {"CNN": 2.0, "transformer": 3.0}, "watch origin": 1.05}
 #: Steps per repeat of the traced cases (the bare and watch cases run a whole recording
 #: interval, so that the watch's recorded step is paid for).
@@ -93,7 +96,7 @@ def training_step(build, folder: Path, how: str) -> Callable[[], None]:
     return step
 
 
-CASES = (BASELINE, "trace_nonfinite", "detect_anomaly", "watch origin", "watch no origin")
+CASES = (BASELINE, CONTROL, "trace_nonfinite", "detect_anomaly", "watch origin", "watch no origin")
 
 
 def time_cases(steps: dict[str, Callable[[], None]], repeats: int, every: int) -> dict:
@@ -109,7 +112,7 @@ def time_cases(steps: dict[str, Callable[[], None]], repeats: int, every: int) -
                 # paid for); the bare step is timed over as many steps, so that their ratio
                 # compares windows of one length (a 5-step window of a 30 ms step moved by
                 # 10% or more between repeats on a shared machine).
-                n = every if name.startswith("watch") or name == BASELINE else TRACE_CALLS
+                n = every if name.startswith(("watch", BASELINE)) else TRACE_CALLS
                 c0 = time.process_time()
                 for _ in range(n):
                     step()
@@ -120,7 +123,7 @@ def time_cases(steps: dict[str, Callable[[], None]], repeats: int, every: int) -
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Time every case on both nets; ``quick`` leaves the watch cases out."""
     every = DEFAULT_EVERY
-    cases = CASES[:3] if quick else CASES
+    cases = CASES[:4] if quick else CASES
     emit(
         f"origin: training-step CPU time under trace_nonfinite, detect_anomaly and watch "
         f"(K = {every}), ratio to the bare step, one torch thread, {repeats} interleaved "
@@ -145,6 +148,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
     for line in format_table(headers, [[c, *(ratios[k][c] for k in ratios)] for c in cases]):
         emit("  " + line)
+    emit(f"  ({CONTROL!r}: a second bare model; its distance from 1.00 is this run's noise)")
     checks = {
         f"trace_nonfinite {k}": (ratios[k]["trace_nonfinite"], t)
         for k, t in TARGETS["trace_nonfinite"].items()

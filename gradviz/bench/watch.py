@@ -39,6 +39,8 @@ from gradviz.core.record.recorder import DEFAULT_EVERY
 
 TARGET_RATIO = 1.05
 BASELINE = "bare"
+#: A second bare model built the same way (see ``bench.origin.CONTROL``).
+CONTROL = "bare, control"
 
 
 def mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -159,7 +161,7 @@ def training_step(build, folder: Path, how: str, every: int) -> Callable[[], Non
 
 def cases_for(every: int) -> dict[str, int]:
     """Case name -> interval."""
-    cases = {BASELINE: 1, f"gradviz K={every}": every, "gradviz K=1": 1}
+    cases = {BASELINE: 1, CONTROL: 1, f"gradviz K={every}": every, "gradviz K=1": 1}
     if tensorboard_available():
         cases[f"tensorboard K={every}"] = every
         cases["tensorboard K=1"] = 1
@@ -308,6 +310,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
     for line in format_table(headers, [[c, *(ratios[n][c] for n in ratios)] for c in cases]):
         emit("  " + line)
+    emit(f"  ({CONTROL!r}: a second bare model; its distance from 1.00 is this run's noise)")
     emit("wall-clock ratio (moves with other processes' load on a shared machine)")
     for line in format_table(headers, [[c, *(r[c] for r in wall_ratios.values())] for c in cases]):
         emit("  " + line)
