@@ -6,7 +6,8 @@ classic MNIST CNN (conv 1->32, conv 32->64, max-pool, 9216->128->10; batch 64) a
 many small operations). Each is timed bare, under ``gradviz.trace_nonfinite``, under
 ``torch.autograd.detect_anomaly(check_nan=True)`` (the peer: backward only, raises), and
 with ``gradviz.watch`` at its default interval with and without the module-level origin.
-Cases are interleaved; times are CPU time of this process (see ``bench.watch``).
+Cases are interleaved in short windows, each charged its CPU time with its recording's
+background writes (see ``bench.cpu_rounds``).
 Targets: trace_nonfinite <= 2x on the CNN, <= 3x on the transformer; watch(origin=True)
 at its default interval <= 1.05x.
 """
@@ -24,7 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import gradviz
-from gradviz.bench.harness import Timing, format_table, median_ratio, torch_threads
+from gradviz.bench.cpu_rounds import StepCase, built_with_threads, time_rounds
+from gradviz.bench.harness import format_table, median_ratio
 from gradviz.core.record.recorder import DEFAULT_EVERY
 
 BASELINE = "bare"
@@ -99,25 +101,16 @@ def training_step(build, folder: Path, how: str) -> Callable[[], None]:
 CASES = (BASELINE, CONTROL, "trace_nonfinite", "detect_anomaly", "watch origin", "watch no origin")
 
 
-def time_cases(steps: dict[str, Callable[[], None]], repeats: int, every: int) -> dict:
-    """CPU seconds per step of each case, ``repeats`` interleaved rounds after warm-up."""
-    cpu: dict[str, list[float]] = {name: [] for name in steps}
-    with torch_threads(1):
-        for step in steps.values():
-            for _ in range(3):
-                step()
-        for _ in range(repeats):
-            for name, step in steps.items():
-                # The watch cases run a whole recording interval (its recorded step is
-                # paid for); the bare step is timed over as many steps, so that their ratio
-                # compares windows of one length (a 5-step window of a 30 ms step moved by
-                # 10% or more between repeats on a shared machine).
-                n = every if name.startswith(("watch", BASELINE)) else TRACE_CALLS
-                c0 = time.process_time()
-                for _ in range(n):
-                    step()
-                cpu[name].append((time.process_time() - c0) / n)
-    return {n: Timing(n, 1, tuple(v)) for n, v in cpu.items()}
+def build_cases(build, folder: Path, cases, every: int) -> dict[str, StepCase]:
+    """Each case's training step, its steps a round (a whole recording interval for the
+    bare and watch cases, so that the watch's recorded step is paid for; TRACE_CALLS for
+    the traced ones) and the recording threads it started."""
+    built = {}
+    for name in cases:
+        step, threads = built_with_threads(lambda name=name: training_step(build, folder, name))
+        calls = every if name.startswith(("watch", BASELINE)) else TRACE_CALLS
+        built[name] = StepCase(step, calls, threads, writes=name.startswith("watch"))
+    return built
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
@@ -133,11 +126,11 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     ratios: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for key, (title, build) in NETS.items():
-            steps = {c: training_step(build, Path(tmp) / key, c) for c in cases}
+            steps = build_cases(build, Path(tmp) / key, cases, every)
             started = time.perf_counter()
-            cpu = time_cases(steps, repeats, every)
-            for fn in steps.values():
-                fn.close()
+            cpu, _ = time_rounds(steps, repeats)
+            for case in steps.values():
+                case.step.close()
             ms[key] = {n: t.median * 1e3 for n, t in cpu.items()}
             ratios[key] = {n: median_ratio(cpu[BASELINE], t) for n, t in cpu.items()}
             emit(f"  {title}: measured in {time.perf_counter() - started:.1f} s")

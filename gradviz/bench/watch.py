@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gradviz
+from gradviz.bench.cpu_rounds import SETTLE_S, no_idle_writes
 from gradviz.bench.harness import Timing, format_table, median_ratio, torch_threads
 from gradviz.core.record.reader import Reader
 from gradviz.core.record.recorder import DEFAULT_EVERY
@@ -184,11 +185,15 @@ def time_cases(
 
     CPU time is this process's, all threads together (the recorder's background writer
     included), so it charges gradviz its whole cost while other processes' load, which
-    drifts on a shared machine, does not enter it.
+    drifts on a shared machine, does not enter it. After each case's steps the clock runs
+    on for ``SETTLE_S`` while nothing else does, so that the writes its recorded step
+    started are charged to it, not to the case that runs next; the recordings' idle writes,
+    which only the pauses between cases would cause, are held off (``no_idle_writes``).
+    The wall clock counts the steps alone.
     """
     cpu: dict[str, list[float]] = {name: [] for name in steps}
     wall: dict[str, list[float]] = {name: [] for name in steps}
-    with torch_threads(1):
+    with torch_threads(1), no_idle_writes():
         for step in steps.values():
             for _ in range(5):
                 step()
@@ -198,8 +203,9 @@ def time_cases(
                 c0, w0 = time.process_time(), time.perf_counter()
                 for _ in range(n):
                     step()
-                cpu[name].append((time.process_time() - c0) / n)
                 wall[name].append((time.perf_counter() - w0) / n)
+                time.sleep(SETTLE_S)
+                cpu[name].append((time.process_time() - c0) / n)
     return (
         {n: Timing(n, calls, tuple(v)) for n, v in cpu.items()},
         {n: Timing(n, calls, tuple(v)) for n, v in wall.items()},
