@@ -89,24 +89,24 @@ def finiteness_sum(t: torch.Tensor) -> torch.Tensor:
 
 #: The dtypes whose every value ``finite_in_place`` leaves as it was, bit for bit (in
 #: bfloat16 it was seen to rewrite a NaN's payload).
-CHECKED_IN_PLACE = (torch.float32, torch.float64)
+_KEPT_BITWISE = (torch.float32, torch.float64)
 
 
 def finite_in_place(tensors: list[torch.Tensor]) -> bool | None:
-    """Whether every entry of CPU tensors (of one dtype in ``CHECKED_IN_PLACE``) is finite,
-    exactly, in one multi-tensor pass: the non-finite check of torch's GradScaler with an
-    unscale factor of 1, which it does not multiply by (it writes each value back as it
-    read it: a test holds it to that, NaN payloads and subnormals under flush-to-zero
-    included). A quarter of the cost of copying a small model's gradients end to end and
-    summing them, and a third of a sum per tensor. None where it is not used: an old torch
-    without it, a tensor that is itself part of a graph (a gradient made with
-    ``create_graph=True``, perhaps saved for a gradient penalty's backward: torch does not
-    count this write as a change today, and a torch that did would make that backward
-    fail), or one whose entries share memory (the kernel refuses to write it)."""
+    """Whether every entry of CPU tensors is finite, exactly, in one multi-tensor pass: the
+    non-finite check of torch's GradScaler with an unscale factor of 1, which it does not
+    multiply by (it writes each value back as it read it: a test holds it to that, NaN
+    payloads and subnormals under flush-to-zero included). A quarter of the cost of copying
+    a small model's gradients end to end and summing them, and a third of a sum per tensor.
+    None where it is not used: an old torch without it, a dtype other than float32 and
+    float64, a tensor on another device, one that is itself part of a graph (a gradient
+    made with ``create_graph=True``, perhaps saved for a gradient penalty's backward: torch
+    does not count this write as a change today, and a torch that did would make that
+    backward fail), or one whose entries share memory (the kernel refuses to write it)."""
     check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
-    if check is None or any(t.requires_grad for t in tensors):
+    if check is None or any(t.requires_grad or t.dtype not in _KEPT_BITWISE for t in tensors):
         return None
-    found = torch.zeros(1)
+    found = torch.zeros(1)  # a tensor on another device: the kernel refuses, None below
     try:
         check(tensors, found, _ONE)
     except RuntimeError:

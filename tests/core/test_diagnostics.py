@@ -93,3 +93,17 @@ def test_all_finite_spots_one_bad_value_in_any_tensor():
 def test_worst_code_of_a_missing_gradient_is_zero():
     assert diagnostics.worst_code(None) == Health.ZERO
     assert diagnostics.worst_code(torch.tensor([0.0, -math.inf])) == Health.NEG_INF
+
+
+def test_the_in_place_finiteness_test_answers_only_where_it_leaves_every_bit():
+    # Exact where it answers (Inf, NaN, a sum that would overflow); no answer for dtypes it
+    # may rewrite (bfloat16, float16) or for a tensor in a graph, and those are not touched.
+    assert diagnostics.finite_in_place([torch.full((3,), 3e38), torch.ones(2)]) is True
+    for bad in (math.inf, -math.inf, math.nan):
+        assert diagnostics.finite_in_place([torch.ones(2), torch.tensor([0.0, bad])]) is False
+    for dtype in (torch.bfloat16, torch.float16):
+        t = torch.tensor([1.0, math.nan], dtype=dtype)
+        before = t.clone()
+        assert diagnostics.finite_in_place([torch.ones(2), t]) is None
+        assert torch.equal(t.view(torch.int16), before.view(torch.int16))
+    assert diagnostics.finite_in_place([torch.ones(2, requires_grad=True)]) is None

@@ -39,7 +39,7 @@ import math
 import torch
 from torch import nn
 
-from gradviz.core.diagnostics import CHECKED_IN_PLACE, finite_in_place, finiteness_sum
+from gradviz.core.diagnostics import finite_in_place, finiteness_sum
 from gradviz.core.kept_copies import KeptCopies
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
@@ -263,8 +263,7 @@ class ModuleOrigin:
         if not pairs:  # a graph kept from an ended step, run again: no step to add to
             return
         grads = [g for _, g in pairs]
-        testable = self._lazy and all(g.dtype in CHECKED_IN_PLACE for g in grads)
-        if testable and finite_in_place(grads):
+        if self._lazy and finite_in_place(grads):
             self._biases_finite = True
             return
         copies = self._bias_copies.take(grads)

@@ -11,12 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gradviz.core.diagnostics import (
-    CHECKED_IN_PLACE,
-    classify_tensor,
-    finite_in_place,
-    finiteness_sum,
-)
+from gradviz.core.diagnostics import classify_tensor, finite_in_place, finiteness_sum
 from gradviz.core.record import decades
 from gradviz.core.record import layout as L
 
@@ -249,10 +244,10 @@ def gradients_known_finite(
     much; ``diagnostics.all_finite`` is the exact per-tensor test that stays on the
     device). On the CPU in float32 and float64 that pass is the exact test of
     ``diagnostics.finite_in_place``; otherwise it is one sum over the gradients laid end
-    to end in ``workspace``. False is only "not known": the gradients could not be laid end to end,
-    or an entry is non-finite, or (the sum) finite values overflowed; the caller then tests
-    tensor by tensor. ``layout`` (from ``fused_layout`` of the tensors whose gradients
-    these are) saves looking at each."""
+    to end in ``workspace``. False is only "not known": the gradients could not be laid
+    end to end, or an entry is non-finite, or (the sum) finite values overflowed; the
+    caller then tests tensor by tensor. ``layout`` (from ``fused_layout`` of the tensors
+    whose gradients these are) saves looking at each."""
     if layout is not None and layout[2] == device:
         if any(g is None for g in grads):
             return False
@@ -262,7 +257,7 @@ def gradients_known_finite(
     else:
         n, dtype = sum(g.numel() for g in grads), grads[0].dtype
     with torch.no_grad():
-        if device.type == "cpu" and dtype in CHECKED_IN_PLACE:
+        if device.type == "cpu":
             known = finite_in_place(grads)
             if known is not None:
                 return known
