@@ -165,10 +165,7 @@ class ModuleOrigin:
         self._bias_trigger = False
         for a in args:
             if _floating(a):
-                if self._lazy:  # the caller's own batch: kept, whatever its size
-                    self._keep("input", "", a.detach() if a.requires_grad else a)
-                else:
-                    self._add("input", "", a)
+                self._add("input", "", a)
 
     def _on_output(self, module, _args, output) -> None:
         # Straight-line code: this runs for every computing module at every step, where
@@ -278,9 +275,10 @@ class ModuleOrigin:
     def _add(self, phase: str, name: str, t: torch.Tensor, order: int | None = None) -> None:
         # Detached: a kept output must not keep the autograd graph (and its activations)
         # alive; a sum of a detached tensor records no graph. ``order``: a gradient's node's
-        # sequence number (the backward runs nodes in decreasing order of it).
+        # sequence number (the backward runs nodes in decreasing order of it). Lazily, the
+        # model's inputs are kept whatever their size: the caller holds its batch anyway.
         t = t.detach() if t.requires_grad else t
-        if not (self._lazy and t.numel() <= KEEP_NUMEL):
+        if not (self._lazy and (phase == "input" or t.numel() <= KEEP_NUMEL)):
             self._entries.append((phase, name, finiteness_sum(t), False, order))
             return
         self._keep(phase, name, t, order)
