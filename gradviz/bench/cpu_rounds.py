@@ -7,15 +7,17 @@ other charged the second to whichever case ran next, and on a shared machine the
 drifts over such seconds-long stretches. Here each round gives every case the same number
 of steps (a whole recording interval, so one recorded step each), run in short windows
 taken in turn (A, B, C, A, B, C, ...: drift over seconds reaches every case alike), and
-the round then waits for the writers to finish. A real loop logs without pauses; here each
-case pauses while the others run, which would make every recording's sink write its
-waiting scalars after ``sink.IDLE_S`` at every pause (a write a window instead of one
-every recorded step), so that wait is held off while the rounds run. The training
-thread's CPU time is charged
-to the case whose window it was; each case's own threads (those started while it was built:
-its recording's writer, a peer's) are charged to it; what the other background threads
-spent (zarr's I/O loop and its workers, shared by every recording) is split evenly among
-the cases that write recordings.
+the round then waits for the writers to finish.
+
+The training thread's CPU time is charged to the case whose window it was; each case's own
+threads (those started while it was built: its recording's writer, a peer's) are charged
+to it; what the other background threads spent (zarr's I/O loop and its workers, shared by
+every recording) is split evenly among the cases that write recordings.
+
+A real loop logs without pauses; here each case pauses while the others run, which would
+make every recording's sink write its waiting scalars ``sink.IDLE_S`` into each pause (a
+write a window instead of one a recorded step), so that wait is held off while the rounds
+run (``no_idle_writes``).
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
+#: A second bare model built the same way as the baseline and timed like every case: how
+#: far its ratio is from 1.00x is what two identical cases differ by in that run.
+CONTROL = "bare, control"
+CONTROL_NOTE = f"  ({CONTROL!r}: a second bare model; its distance from 1.00 is this run's noise)"
+
 
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:

@@ -26,13 +26,10 @@ from torch import nn
 
 import gradviz
 from gradviz.bench.cpu_rounds import StepCase, built_with_threads, time_rounds
-from gradviz.bench.harness import format_table, median_ratio
+from gradviz.bench.harness import CONTROL, CONTROL_NOTE, format_table, median_ratio
 from gradviz.core.record.recorder import DEFAULT_EVERY
 
 BASELINE = "bare"
-#: A second bare model built the same way, timed like the others: how far its ratio is from
-#: 1.00x is what two identical cases differ by in this run (memory layout, the machine).
-CONTROL = "bare, control"
 TARGETS = {"trace_nonfinite": {"CNN": 2.0, "transformer": 3.0}, "watch origin": 1.05}
 #: Steps per repeat of the traced cases (the bare and watch cases run a whole recording
 #: interval, so that the watch's recorded step is paid for).
@@ -141,7 +138,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
     for line in format_table(headers, [[c, *(ratios[k][c] for k in ratios)] for c in cases]):
         emit("  " + line)
-    emit(f"  ({CONTROL!r}: a second bare model; its distance from 1.00 is this run's noise)")
+    emit(CONTROL_NOTE)
     checks = {
         f"trace_nonfinite {k}": (ratios[k]["trace_nonfinite"], t)
         for k, t in TARGETS["trace_nonfinite"].items()

@@ -34,14 +34,19 @@ from torch import nn
 
 import gradviz
 from gradviz.bench.cpu_rounds import SETTLE_S, no_idle_writes
-from gradviz.bench.harness import Timing, format_table, median_ratio, torch_threads
+from gradviz.bench.harness import (
+    CONTROL,
+    CONTROL_NOTE,
+    Timing,
+    format_table,
+    median_ratio,
+    torch_threads,
+)
 from gradviz.core.record.reader import Reader
 from gradviz.core.record.recorder import DEFAULT_EVERY
 
 TARGET_RATIO = 1.05
 BASELINE = "bare"
-#: A second bare model built the same way (see ``bench.origin.CONTROL``).
-CONTROL = "bare, control"
 
 
 def mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -316,7 +321,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
     for line in format_table(headers, [[c, *(ratios[n][c] for n in ratios)] for c in cases]):
         emit("  " + line)
-    emit(f"  ({CONTROL!r}: a second bare model; its distance from 1.00 is this run's noise)")
+    emit(CONTROL_NOTE)
     emit("wall-clock ratio (moves with other processes' load on a shared machine)")
     for line in format_table(headers, [[c, *(r[c] for r in wall_ratios.values())] for c in cases]):
         emit("  " + line)
