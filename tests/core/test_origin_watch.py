@@ -480,3 +480,16 @@ def test_a_model_cast_to_float16_after_watch_keeps_its_own_output_gradients(tmp_
         model[0].register_forward_hook(lambda _m, _a, out: retains.append(out.retains_grad))
         model(torch.randn(4, 3, dtype=torch.float16)).float().sum().backward()
     assert retains == [True]
+
+
+def test_a_layers_place_in_the_backward_is_its_own_node_though_its_output_is_changed_in_place():
+    from gradviz.core.origin.modules import _last_node_order
+
+    lin = nn.Linear(3, 3)
+    seen = {}
+    lin.register_forward_hook(lambda m, a, out: seen.update(hook=_last_node_order(out)))
+    y = lin(torch.randn(4, 3))
+    made_by_lin = y.grad_fn._sequence_nr()
+    z = torch.randn(4, 3, requires_grad=True).exp()  # a later node of another operation
+    y.relu_()  # the output's node is now ReLU's, made after z's
+    assert seen["hook"] == made_by_lin < z.grad_fn._sequence_nr() < y.grad_fn._sequence_nr()

@@ -145,7 +145,9 @@ class ModuleOrigin:
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
         for m in model.modules():
             if m is model or not isinstance(m, _PASSIVE):
-                self._handles.append(m.register_forward_hook(self._on_output))
+                biased = lazy and id(m) in self._biases and m is not model
+                hook = self._on_biased_output if biased else self._on_output
+                self._handles.append(m.register_forward_hook(hook))
         # Beyond a forward and a backward's worth of entries (submodules called one by
         # one, outside the root, again and again) the older ones are summed.
         self._limit = 4 * len(self._handles) + 16
@@ -179,6 +181,37 @@ class ModuleOrigin:
             for t in output:
                 if isinstance(t, torch.Tensor) and t is not self._last_output:
                     self._note_output(module, t)
+
+    def _on_biased_output(self, module, args, output) -> None:
+        # The common case of a lazy step, kept to a few attribute reads: a biased layer's
+        # first call of the step, its bias trained, a small output, the backward's test of
+        # the biases asked for already. Its output's place in the backward's order is the
+        # last node made so far (no Python object for the node).
+        if not (self.armed and torch.is_grad_enabled()):
+            return
+        t = output[0] if type(output) is tuple else output  # attention: (output, weights)
+        key = id(module)
+        bias = self._biases.get(key)
+        if not (
+            bias is not None
+            and type(t) is torch.Tensor
+            and self._bias_trigger
+            and t is not self._last_output
+            and key not in self._biased
+            and t.requires_grad
+            and bias.requires_grad
+            and bias.dtype in _WIDE
+            and t.numel() <= KEEP_NUMEL
+        ):
+            self._on_output(module, args, output)
+            return
+        self._last_output = t
+        self._biased.add(key)
+        name = self._names[key]
+        self._by_bias.append((name, bias, _last_node_order(t)))
+        self._keep("forward", name, t)
+        if t is not output:
+            self._on_output(module, args, output[1:])  # attention's weights, if asked for
 
     def _note_output(self, module, t: torch.Tensor) -> None:
         """Note ``t`` from ``module``'s forward and watch the gradient that will reach it.
@@ -370,6 +403,19 @@ def _bias_entries(
         if grad is not None and grad.numel():
             taken.append(("backward", name, grad, True, order))
     return taken
+
+
+def _last_node_order(t: torch.Tensor) -> int:
+    """The place in the backward's order of the node that made ``t``, read in the forward
+    hook of the module that returned it: the autograd node made last on this thread (``t``'s,
+    or one made after it inside the module; never one of a later module, nor that of an
+    in-place operation applied to ``t`` later), without a Python object for the node."""
+    if _NEXT_SEQUENCE_NR is None:  # a torch without the counter: ``t``'s node as it is now
+        return t.grad_fn._sequence_nr()
+    return _NEXT_SEQUENCE_NR() - 1
+
+
+_NEXT_SEQUENCE_NR = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
 
 def _in_backward_order(entries: list) -> list:
