@@ -164,3 +164,38 @@ def test_a_reader_refresh_sees_scalars_logged_between_recorded_steps(tmp_path):
     assert reader.refresh()  # the recorded steps did not change; the scalar did
     assert reader.rank(0).scalar("lr").values.tolist() == [0.1, 0.05]
     assert not reader.refresh()
+
+
+def test_a_recorded_step_reaches_the_writer_with_the_scalars_logged_up_to_it(tmp_path, monkeypatch):
+    # One batch, so one metadata write (a millisecond or more of the writer's time); the
+    # scalars were once handed over just before their step and often written by themselves.
+    from gradviz.core.record.scalars import ScalarBuffer
+    from gradviz.core.record.writer import BackgroundWriter, _Scalars
+
+    monkeypatch.setattr(BackgroundWriter, "FLUSH_S", 0.0)  # each hand-over written as it comes
+    flush = ScalarBuffer.flush
+
+    def flush_and_let_the_writer_take_it(self):  # the race the scalars used to lose at once
+        flush(self)
+        deadline = time.monotonic() + 30
+        while not self.writer._queue.empty() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    monkeypatch.setattr(ScalarBuffer, "flush", flush_and_let_the_writer_take_it)
+    batches = []
+    write = BackgroundWriter._write
+    monkeypatch.setattr(
+        BackgroundWriter, "_write", lambda self, items: (batches.append(items), write(self, items))
+    )
+    w = torch.zeros(2, requires_grad=True)
+    with gradviz.watch({"w": w}, tmp_path / "run", every=1) as rec:
+        for s in range(6):
+            w.grad = torch.full((2,), float(s))
+            rec.log(loss=float(s), lr=0.1)
+    for batch in batches:  # scalars never travel alone (nor cost a write of their own)
+        if any(isinstance(item, _Scalars) for item in batch):
+            assert any(isinstance(item, tuple) for item in batch)
+    written = [item[0] for batch in batches for item in batch if isinstance(item, tuple)]
+    assert written == list(range(6))
+    stream = Reader(tmp_path / "run").rank(0)
+    assert stream.meta["steps"] == 6 and list(stream.scalar("lr").steps) == list(range(6))

@@ -113,7 +113,7 @@ class StepSink:
         pending, self.pending = self.pending, None
         if pending is None:
             return
-        with untraced():
+        with untraced(), self.writer.together():
             self._write(pending, update_known)
 
     def _write(self, pending: Pending, update_known: bool) -> None:

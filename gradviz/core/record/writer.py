@@ -31,11 +31,13 @@ writer killed at any moment leaves a recording that opens up to its last complet
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -384,6 +386,7 @@ class BackgroundWriter:
         self.meta = writer.meta
         self.bytes_written = 0
         self._queue: queue.Queue = queue.Queue(self.QUEUE_STEPS)
+        self._held: list | None = None  # items handed over inside ``together``
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._drain, name="gradviz-recording", daemon=True)
         self._thread.start()
@@ -395,7 +398,7 @@ class BackgroundWriter:
         self._raise_error()
         self.bytes_written += 16 + rows.size * 8
         self.bytes_written += sum(image.nbytes + 24 for image in (images or {}).values())
-        self._queue.put((step, loss, rows, images, first_nonfinite))
+        self._put((step, loss, rows, images, first_nonfinite))
 
     def append_scalars(self, values: dict[str, np.ndarray], times: np.ndarray | None = None):
         """Hand over logged scalars (name -> (k, 2) rows [step, value]) and the logged
@@ -403,23 +406,45 @@ class BackgroundWriter:
         self._raise_error()
         self.bytes_written += sum(rows.size * 8 for rows in values.values())
         self.bytes_written += 0 if times is None else times.size * 8
-        self._queue.put(_Scalars(values, times))
+        self._put(_Scalars(values, times))
 
     def set_meta_once(self, key: str, value) -> None:
         """Hand over a metadata entry that is written once (later ones are ignored)."""
         self._raise_error()
-        self._queue.put(_SetMeta(key, value))
+        self._put(_SetMeta(key, value))
 
     def append_skip(self, entry: dict) -> None:
         """Hand over a step GradScaler skipped (see ``RankWriter.add_skip``)."""
         self._raise_error()
         self.bytes_written += 64
-        self._queue.put(_Skipped(entry))
+        self._put(_Skipped(entry))
 
     def amend(self, step: int, loss=None, norms=None, images=None) -> None:
         """Queued after the step it completes (see ``RankWriter.amend``)."""
         self._raise_error()
-        self._queue.put(_Amend(step, loss, norms, images))
+        self._put(_Amend(step, loss, norms, images))
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """What is handed over inside the block reaches the thread at once, as the block
+        ends: written in one batch (a recorded step and the scalars logged up to it: one
+        metadata write, not one each as they happen to arrive)."""
+        if self._held is not None:  # inside another block already: its end hands it over
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            if held:
+                self._queue.put(held)
+
+    def _put(self, item) -> None:
+        if self._held is not None:
+            self._held.append(item)
+        else:
+            self._queue.put(item)
 
     def close(self, ended: str = "close") -> None:
         self._queue.put(None)
@@ -430,11 +455,11 @@ class BackgroundWriter:
     def _drain(self) -> None:
         last_write = -math.inf
         while True:
-            batch = [self._queue.get()]
+            batch = _items(self._queue.get())
             due = last_write + self.FLUSH_S
             while batch[-1] is not None and len(batch) < self.BATCH_STEPS:
                 try:
-                    batch.append(self._queue.get(timeout=max(0.0, due - time.monotonic())))
+                    batch += _items(self._queue.get(timeout=max(0.0, due - time.monotonic())))
                 except queue.Empty:
                     break
             done = batch[-1] is None
@@ -492,6 +517,11 @@ class BackgroundWriter:
             if isinstance(error, OSError):
                 raise GradvizError(f"Cannot write the recording ({error}).") from None
             raise error
+
+
+def _items(got) -> list:
+    """The items of one hand-over (a list from ``together``, else one item)."""
+    return got if isinstance(got, list) else [got]
 
 
 class _Scalars:
