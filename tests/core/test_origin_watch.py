@@ -412,14 +412,13 @@ def test_reading_a_layers_output_gradient_from_its_bias_finds_the_same_origin():
 
 def test_a_biased_layers_gradient_is_not_copied_but_another_modules_is(tmp_path):
     model = nn.Sequential(nn.Linear(3, 3), Kink(), nn.Linear(3, 1))
-    retains = {}
+    outputs = {}
     with gradviz.watch(model, tmp_path / "run"):
         for name in ("0", "1"):
             module = model.get_submodule(name)
-            module.register_forward_hook(
-                lambda m, _a, out, name=name: retains.__setitem__(name, out.retains_grad)
-            )
+            module.register_forward_hook(lambda m, _a, out, name=name: outputs.update({name: out}))
         model(torch.randn(4, 3)).sum().backward()
+        retains = {name: out.retains_grad for name, out in outputs.items()}
     assert retains == {"0": False, "1": True}
 
 
@@ -456,6 +455,42 @@ def test_gradient_clipping_before_rec_log_does_not_move_the_blame(tmp_path):
     assert "the output of module '0'" in origin["cause"]
 
 
+class _KinkFromStep1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.on = False
+
+    def forward(self, x):
+        return Kink.forward(self, x) if self.on else x
+
+
+class _FirstLayerUnused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Linear(3, 3)  # the first bias of the model, never given a gradient
+        self.body = nn.Sequential(nn.Linear(3, 3), _KinkFromStep1(), nn.Linear(3, 1))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_clipping_does_not_move_the_blame_where_the_first_bias_gets_no_gradient(tmp_path):
+    # The biases' gradients are tested as the backward ends when a bias's gradient asks
+    # for it; where that bias got none, a bias the step used asks from the next step on.
+    torch.manual_seed(0)
+    model = _FirstLayerUnused()
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for step in range(2):
+            model.body[1].on = step == 1
+            model.zero_grad()
+            model(torch.randn(4, 3)).sum().backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            rec.log()
+    origin = Reader(tmp_path / "run").describe()["first_nonfinite"]["origin"]
+    assert (origin["phase"], origin["module"], origin["step"]) == ("backward", "body.1", 1)
+    assert "the output of module 'body.0'" in origin["cause"]
+
+
 def test_a_graph_kept_past_its_step_and_run_again_adds_nothing_and_breaks_nothing(tmp_path):
     # retain_graph=True, then the same graph's backward again after rec.log ended the step:
     # the pre-hook that asks for the biases' copy fires with no step to add to.
@@ -474,22 +509,26 @@ def test_a_model_cast_to_float16_after_watch_keeps_its_own_output_gradients(tmp_
     # In float16 a sum of finite gradients overflows soon: a bias cast after watch began
     # is not read for its layer's output gradient; that gradient is kept itself.
     model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
-    retains = []
+    outputs = []
     with gradviz.watch(model, tmp_path / "run"):
         model.half()
-        model[0].register_forward_hook(lambda _m, _a, out: retains.append(out.retains_grad))
+        model[0].register_forward_hook(lambda _m, _a, out: outputs.append(out))
         model(torch.randn(4, 3, dtype=torch.float16)).float().sum().backward()
+        retains = [out.retains_grad for out in outputs]
     assert retains == [True]
 
 
 def test_a_layers_place_in_the_backward_is_its_own_node_though_its_output_is_changed_in_place():
-    from gradviz.core.origin.modules import _last_node_order
+    from gradviz.core.origin.modules import ModuleOrigin
 
-    lin = nn.Linear(3, 3)
-    seen = {}
-    lin.register_forward_hook(lambda m, a, out: seen.update(hook=_last_node_order(out)))
-    y = lin(torch.randn(4, 3))
-    made_by_lin = y.grad_fn._sequence_nr()
-    z = torch.randn(4, 3, requires_grad=True).exp()  # a later node of another operation
-    y.relu_()  # the output's node is now ReLU's, made after z's
-    assert seen["hook"] == made_by_lin < z.grad_fn._sequence_nr() < y.grad_fn._sequence_nr()
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))  # ReLU rewrites its output
+    made_by_linear = []
+    model[0].register_forward_hook(lambda m, a, out: made_by_linear.append(out.grad_fn))
+    origin = ModuleOrigin(model)
+    try:
+        y = model(torch.randn(4, 3))
+        (_, _, order), *_ = origin._by_bias
+        linear = made_by_linear[0]._sequence_nr()
+        assert order == linear < y.grad_fn._sequence_nr()  # y's node is now ReLU's
+    finally:
+        origin.remove()

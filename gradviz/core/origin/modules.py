@@ -7,8 +7,9 @@ convolutions, the normalisations, attention's output projection) nothing is adde
 backward's nodes: the bias's gradient is the sum of the gradient reaching the output over
 all but the feature dimension, so one is non-finite exactly where the other is (NaN and Inf
 survive a sum; float16 is left out, where a sum of finite values overflows soon). As the
-backward ends the biases' gradients are tested in one exact pass on the CPU, and copied
-only where one is not finite (elsewhere copied on the device), for a read on suspicion.
+backward ends (asked for by a bias's gradient hook, registered once) the biases' gradients
+are tested in one exact pass on the CPU, and copied only where one is not finite (elsewhere
+copied on the device), for a read on suspicion.
 Otherwise, for a small output on the CPU autograd keeps the gradient
 (``retain_grad``, a C++ hook that copies it), else a pre-hook on the output's autograd
 node notes it as it is made. The gradients are read in the order the backward made them
@@ -19,11 +20,15 @@ its output. The exact operation is the full tracer's job (``gradviz diagnose``).
 
 What a step costs is the forward hooks' Python calls (and, for an output that is not a
 biased layer's, its gradient's copy or pre-hook), nothing more, where the step can be judged
-afterwards (``lazy``, on the CPU): small tensors (up to ``KEEP_NUMEL`` entries, where a
-sum costs more than the values it reads) and the model's inputs (its caller holds them
-through the step anyway) are kept until the step ends and tested only if the recorder
-found the step's gradients or loss non-finite; a large output is summed at once (keeping
-it would hold memory the allocator otherwise reuses: measured 10% of a CNN step).
+afterwards (``lazy``, on the CPU). There a hook only notes a small output, with autograd's
+sequence counter (its place in the backward's order), and the forward's notes are looked at
+in one loop as the model's forward ends: between the model's operations the interpreter's
+caches are cold, and each attribute read in a hook costs several times what it does in a
+loop. Small tensors (up to ``KEEP_NUMEL`` entries, where a sum costs more than the values
+it reads) and the model's inputs (its caller holds them through the step anyway) are kept
+until the step ends and tested only if the recorder found the step's gradients or loss
+non-finite; a large output is summed at once (keeping it would hold memory the allocator
+otherwise reuses: measured 10% of a CNN step).
 Where reading a verdict would stall the device (an accelerator) each tensor is summed on
 the device at once (``lazy=False``) and the sums are read at the recorded steps only;
 between them the hooks are disarmed (``armed``). Kept tensors never outlive their step,
@@ -135,24 +140,31 @@ class ModuleOrigin:
         # The biases' gradients as the backward left them (gradient clipping, or a user's
         # code, may change ``.grad`` in place before ``rec.log``): tested when it ends
         # (``_biases_finite``: all of them were finite) or else copied, {id(bias): copy}.
-        # ``_bias_trigger``: whether this forward's first biased output has the pre-hook
-        # that asks for the test.
         self._bias_copy: dict[int, torch.Tensor] | None = None
         self._biases_finite = False
-        self._bias_trigger = False
         self._bias_copies = KeptCopies()  # buffers kept from step to step: no allocation
+        # The test is asked for by one bias's gradient hook, registered once (a hook on
+        # each step's graph costs tens of microseconds a step); where that bias got no
+        # gradient in a step that used others (``_tested`` still False), one of theirs.
+        self._trigger = None
+        self._tested = False
+        self._arm_trigger(next((b for b in self._biases.values() if b.requires_grad), None))
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
+        self._handles.append(model.register_forward_hook(self._on_root_output))
         for m in model.modules():
-            if m is model or not isinstance(m, _PASSIVE):
-                biased = lazy and id(m) in self._biases and m is not model
-                hook = self._on_biased_output if biased else self._on_output
-                self._handles.append(m.register_forward_hook(hook))
+            if m is not model and not isinstance(m, _PASSIVE):
+                self._handles.append(m.register_forward_hook(self._on_output))
+        # A lazy forward's outputs (module, output, autograd's sequence counter), noted as
+        # the modules return and looked at as the forward ends (``_take_notes``); None
+        # outside the model's forward.
+        self._notes: list[tuple[nn.Module, torch.Tensor, int | None]] | None = None
         # Beyond a forward and a backward's worth of entries (submodules called one by
         # one, outside the root, again and again) the older ones are summed.
         self._limit = 4 * len(self._handles) + 16
 
     def remove(self) -> None:
+        self._arm_trigger(None)
         for handle in self._handles + self._leaf_handles:
             handle.remove()
         self._handles, self._leaf_handles = [], []
@@ -160,18 +172,73 @@ class ModuleOrigin:
         self._end_entries(read=False)  # hooks on a graph still alive add nowhere now
 
     def _on_root_input(self, _module, args) -> None:
+        self._notes = None  # a forward that raised before its end: its notes are dropped
         if not (self.armed and torch.is_grad_enabled()):
             return  # an evaluation under no_grad: no gradient will come of it
         if len(self._entries) > self._summed:
             self._sum_kept()  # a forward before this one in the same step: keep its sums
-        self._bias_trigger = False
         for a in args:
             if _floating(a):
                 self._add("input", "", a)
+        if self._lazy:
+            self._notes = []
 
-    def _on_output(self, module, _args, output) -> None:
-        # Straight-line code: this runs for every computing module at every step, where
-        # each tensor attribute read costs about half a microsecond.
+    def _on_output(self, module, args, output) -> None:
+        # Runs for every computing module at every step, between operations that leave the
+        # interpreter's caches cold: a lazy forward's small output is only noted here (a
+        # few attribute reads), and looked at in one loop as the forward ends. A large one
+        # is looked at now (and summed: it is not held through the forward).
+        notes = self._notes
+        if notes is not None and _small(output):
+            notes.append((module, output, _SEQUENCE_NR()))
+            return
+        if notes:
+            self._take_notes()  # the outputs before this one, in their order
+        self._note_now(module, output)
+
+    def _on_root_output(self, module, args, output) -> None:
+        self._on_output(module, args, output)
+        if self._notes:
+            self._take_notes()
+        self._notes = None
+
+    def _take_notes(self) -> None:
+        """Look at the outputs noted so far in this forward, in the order they came (before
+        the backward: what it must keep is asked for now)."""
+        notes, self._notes = self._notes, []
+        biases, biased, names = self._biases, self._biased, self._names
+        entries, by_bias, last = self._entries, self._by_bias, self._last_output
+        for module, output, after in notes:
+            # The counter was read after the module's operations: its last node is one less.
+            order = None if after is None else after - 1
+            for t in (output,) if type(output) is torch.Tensor else output:
+                if t is None or t is last:
+                    continue
+                key = id(module)
+                bias = biases.get(key)
+                if (  # the common case, inline: see ``_note_output`` and ``_bias_for``
+                    bias is not None
+                    and order is not None
+                    and key not in biased
+                    and t.requires_grad
+                    and bias.requires_grad
+                    and bias.dtype in _WIDE
+                    and t.is_floating_point()
+                ):
+                    biased.add(key)
+                    by_bias.append((names[key], bias, order))
+                    entries.append(("forward", names[key], t, True, None))
+                    last = t
+                    continue
+                self._last_output = last
+                self._note_output(module, t, order)
+                last = self._last_output
+        self._last_output = last
+        if len(entries) - self._summed > self._limit:
+            self._sum_kept()
+
+    def _note_now(self, module, output) -> None:
+        """Note ``output`` (a tensor, or the tensors of a tuple or list) at once."""
         if not (self.armed and torch.is_grad_enabled()):
             return
         if isinstance(output, torch.Tensor):
@@ -182,41 +249,13 @@ class ModuleOrigin:
                 if isinstance(t, torch.Tensor) and t is not self._last_output:
                     self._note_output(module, t)
 
-    def _on_biased_output(self, module, args, output) -> None:
-        # The common case of a lazy step, kept to a few attribute reads: a biased layer's
-        # first call of the step, its bias trained, a small output, the backward's test of
-        # the biases asked for already. Its output's place in the backward's order is the
-        # last node made so far (no Python object for the node).
-        if not (self.armed and torch.is_grad_enabled()):
-            return
-        t = output[0] if type(output) is tuple else output  # attention: (output, weights)
-        key = id(module)
-        bias = self._biases.get(key)
-        if not (
-            bias is not None
-            and type(t) is torch.Tensor
-            and self._bias_trigger
-            and t is not self._last_output
-            and key not in self._biased
-            and t.requires_grad
-            and bias.requires_grad
-            and bias.dtype in _WIDE
-            and t.numel() <= KEEP_NUMEL
-        ):
-            self._on_output(module, args, output)
-            return
-        self._last_output = t
-        self._biased.add(key)
-        name = self._names[key]
-        self._by_bias.append((name, bias, _last_node_order(t)))
-        self._keep("forward", name, t)
-        if t is not output:
-            self._on_output(module, args, output[1:])  # attention's weights, if asked for
-
-    def _note_output(self, module, t: torch.Tensor) -> None:
+    def _note_output(self, module, t: torch.Tensor, order: int | None = None) -> None:
         """Note ``t`` from ``module``'s forward and watch the gradient that will reach it.
         A container returning its last child's output: that tensor is noted once, under the
-        innermost module that made it (``_last_output``)."""
+        innermost module that made it (``_last_output``). ``order``: the place in the
+        backward's order of the node that made ``t``, read as the module returned (an
+        in-place operation applied to ``t`` later gives ``t`` a later node), else ``t``'s
+        node's."""
         if not t.is_floating_point():
             return
         numel = t.numel()
@@ -231,7 +270,7 @@ class ModuleOrigin:
         node = t.grad_fn
         if node is not None and (bias := self._bias_for(key)) is not None:
             self._biased.add(key)
-            self._note_by_bias(name, t, bias, node)
+            self._note_by_bias(name, t, bias, node, order)
             return
         if node is not None and self._lazy and numel <= KEEP_NUMEL and not t.retains_grad:
             # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
@@ -255,13 +294,12 @@ class ModuleOrigin:
             return None
         return bias if bias.dtype in _WIDE else None
 
-    def _note_by_bias(self, name: str, t: torch.Tensor, bias: nn.Parameter, node) -> None:
+    def _note_by_bias(
+        self, name: str, t: torch.Tensor, bias: nn.Parameter, node, order: int | None
+    ) -> None:
         """Note ``t`` and read the gradient that will reach it from ``bias``'s (tested, or
-        copied, when the backward ends: the forward's earliest biased output asks for it)."""
-        self._by_bias.append((name, bias, node._sequence_nr()))
-        if not self._bias_trigger:
-            self._bias_trigger = True
-            node.register_prehook(self._queue_bias_check)
+        copied, when the backward ends)."""
+        self._by_bias.append((name, bias, node._sequence_nr() if order is None else order))
         if self._lazy and t.numel() <= KEEP_NUMEL:
             # Not detached (a microsecond a module): the backward frees its graph's tensors,
             # and a forward never backpropagated is summed at the next.
@@ -281,7 +319,15 @@ class ModuleOrigin:
         nr, order = t.output_nr, node._sequence_nr()
         node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
 
-    def _queue_bias_check(self, _grads) -> None:
+    def _arm_trigger(self, bias: nn.Parameter | None) -> None:
+        """Let ``bias``'s gradient (once accumulated) ask for the biases' test (None: no more)."""
+        if self._trigger is not None:
+            self._trigger.remove()
+        self._trigger = None
+        if bias is not None:
+            self._trigger = bias.register_post_accumulate_grad_hook(self._queue_bias_check)
+
+    def _queue_bias_check(self, _bias) -> None:
         # One Python call a backward instead of one a bias: the check runs as it ends.
         torch.autograd.Variable._execution_engine.queue_callback(self._check_bias_grads)
 
@@ -289,6 +335,7 @@ class ModuleOrigin:
         """The biases' gradients as the backward leaves them: on the CPU tested at once,
         exactly, and copied only where one is not finite (the copy is what a later read
         needs); elsewhere (a test would be a host read) copied on the device."""
+        self._tested = True
         pairs = [(b, g) for _, b, _ in self._by_bias if (g := b.grad) is not None]
         if not pairs:  # a graph kept from an ended step, run again: no step to add to
             return
@@ -339,8 +386,11 @@ class ModuleOrigin:
         entries, retained, by_bias = self._entries, self._retained, self._by_bias
         bias_copy, biases_finite = self._bias_copy, self._biases_finite
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
-        self._by_bias, self._biased, self._bias_copy, self._bias_trigger = [], set(), None, False
-        self._biases_finite = False
+        self._by_bias, self._biased, self._bias_copy = [], set(), None
+        self._biases_finite, self._notes = False, None
+        if by_bias and not self._tested and self._handles:
+            self._arm_trigger(by_bias[0][1])  # the trigger's bias got no gradient: one that did
+        self._tested = False
         for handle in self._leaf_handles:
             handle.remove()
         self._leaf_handles = []
@@ -405,17 +455,9 @@ def _bias_entries(
     return taken
 
 
-def _last_node_order(t: torch.Tensor) -> int:
-    """The place in the backward's order of the node that made ``t``, read in the forward
-    hook of the module that returned it: the autograd node made last on this thread (``t``'s,
-    or one made after it inside the module; never one of a later module, nor that of an
-    in-place operation applied to ``t`` later), without a Python object for the node."""
-    if _NEXT_SEQUENCE_NR is None:  # a torch without the counter: ``t``'s node as it is now
-        return t.grad_fn._sequence_nr()
-    return _NEXT_SEQUENCE_NR() - 1
-
-
-_NEXT_SEQUENCE_NR = getattr(torch._C._autograd, "_get_sequence_nr", None)
+#: Autograd's sequence counter on this thread (the number its next node will get), or None
+#: on a torch without it (the node's own number is read then).
+_SEQUENCE_NR = getattr(torch._C._autograd, "_get_sequence_nr", lambda: None)
 
 
 def _in_backward_order(entries: list) -> list:
@@ -464,6 +506,16 @@ def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:
 def _named(module: str) -> str:
     """A module in a sentence: module 'encoder.0', or the model itself."""
     return f"module '{module}'" if module else "the model"
+
+
+def _small(output) -> bool:
+    """Whether a module's output is a tensor of up to ``KEEP_NUMEL`` entries, or a tuple of
+    such tensors and Nones (attention's output and its weights, if asked for)."""
+    if type(output) is torch.Tensor:
+        return output.numel() <= KEEP_NUMEL
+    return type(output) is tuple and all(
+        t is None or (type(t) is torch.Tensor and t.numel() <= KEEP_NUMEL) for t in output
+    )
 
 
 def _floating(t) -> bool:
