@@ -532,3 +532,39 @@ def test_a_layers_place_in_the_backward_is_its_own_node_though_its_output_is_cha
         assert order == linear < y.grad_fn._sequence_nr()  # y's node is now ReLU's
     finally:
         origin.remove()
+
+
+def test_biases_that_cannot_be_laid_end_to_end_are_still_read_as_the_backward_left_them(tmp_path):
+    # A LayerNorm over two dimensions has a bias of two: its gradient is copied by itself.
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(6, 6), nn.Unflatten(1, (2, 3)), nn.LayerNorm([2, 3]), nn.Flatten(), Kink()
+    )
+    model.append(nn.Linear(6, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        model(torch.randn(4, 6)).sum().backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # every gradient NaN now
+        rec.log()
+    origin = Reader(tmp_path / "run").describe()["first_nonfinite"]["origin"]
+    assert (origin["phase"], origin["module"]) == ("backward", "4")
+    assert "the output of module '2'" in origin["cause"]
+
+
+def test_the_copy_of_the_biases_gradients_keeps_no_graph_of_a_create_graph_backward():
+    import warnings
+
+    from gradviz.core.origin.modules import ModuleOrigin
+
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    origin = ModuleOrigin(model)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # backward(create_graph=True)'s reference cycle
+            model(torch.randn(4, 3)).sum().backward(create_graph=True)
+        flat, biases = origin._bias_flat
+        assert not flat.requires_grad
+        assert [id(b) for b in biases] == [id(model[0].bias), id(model[2].bias)]
+        assert torch.equal(flat, torch.cat([model[0].bias.grad, model[2].bias.grad]).detach())
+    finally:
+        origin.remove()
+        model.zero_grad(set_to_none=True)

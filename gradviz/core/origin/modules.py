@@ -8,8 +8,7 @@ backward's nodes: the bias's gradient is the sum of the gradient reaching the ou
 all but the feature dimension, so one is non-finite exactly where the other is (NaN and Inf
 survive a sum; float16 is left out, where a sum of finite values overflows soon). As the
 backward ends (asked for by a bias's gradient hook, registered once) the biases' gradients
-are tested in one exact pass on the CPU, and copied only where one is not finite (elsewhere
-copied on the device), for a read on suspicion.
+are copied, laid end to end by one operation, for a read on suspicion.
 Otherwise, for a small output on the CPU autograd keeps the gradient
 (``retain_grad``, a C++ hook that copies it), else a pre-hook on the output's autograd
 node notes it as it is made. The gradients are read in the order the backward made them
@@ -44,7 +43,7 @@ import math
 import torch
 from torch import nn
 
-from gradviz.core.diagnostics import finite_in_place, finiteness_sum
+from gradviz.core.diagnostics import finiteness_sum
 from gradviz.core.kept_copies import KeptCopies
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
@@ -88,8 +87,6 @@ _BIAS_ADDED = (
 )
 #: Dtypes in which a sum of finite gradients stays finite in practice (float32's range).
 _WIDE = (torch.float32, torch.float64, torch.bfloat16)
-#: The sum standing for a gradient tested finite already.
-_FINITE = torch.zeros((), dtype=torch.float64)
 
 
 def output_bias(module: nn.Module) -> nn.Parameter | None:
@@ -139,9 +136,10 @@ class ModuleOrigin:
         self._biased: set[int] = set()
         # The biases' gradients as the backward left them (gradient clipping, or a user's
         # code, may change ``.grad`` in place before ``rec.log``): tested when it ends
-        # (``_biases_finite``: all of them were finite) or else copied, {id(bias): copy}.
+        # copied as it ends, laid end to end (``_bias_flat``: the copy and the biases), or
+        # where they cannot be, one by one ({id(bias): copy}).
+        self._bias_flat: tuple[torch.Tensor, list[nn.Parameter]] | None = None
         self._bias_copy: dict[int, torch.Tensor] | None = None
-        self._biases_finite = False
         self._bias_copies = KeptCopies()  # buffers kept from step to step: no allocation
         # The test is asked for by one bias's gradient hook, registered once (a hook on
         # each step's graph costs tens of microseconds a step); where that bias got no
@@ -332,16 +330,22 @@ class ModuleOrigin:
         torch.autograd.Variable._execution_engine.queue_callback(self._check_bias_grads)
 
     def _check_bias_grads(self) -> None:
-        """The biases' gradients as the backward leaves them: on the CPU tested at once,
-        exactly, and copied only where one is not finite (the copy is what a later read
-        needs); elsewhere (a test would be a host read) copied on the device."""
+        """The biases' gradients as the backward leaves them, copied for a read on
+        suspicion: laid end to end by one operation (between a model's operations each
+        costs some ten microseconds, whatever its size), else one by one."""
         self._tested = True
         pairs = [(b, g) for _, b, _ in self._by_bias if (g := b.grad) is not None]
         if not pairs:  # a graph kept from an ended step, run again: no step to add to
             return
         grads = [g for _, g in pairs]
-        if self._lazy and finite_in_place(grads):
-            self._biases_finite = True
+        try:
+            flat = torch.cat(grads)
+        except RuntimeError:  # not laid end to end (devices, a bias of more than one dimension)
+            flat = None
+        if flat is not None:
+            # A gradient made with ``create_graph=True`` (all of this backward's are, then):
+            # the copy must not keep its graph.
+            self._bias_flat = (flat.detach() if flat.requires_grad else flat, [b for b, _ in pairs])
             return
         copies = self._bias_copies.take(grads)
         self._bias_copy = {id(b): copy for (b, _), copy in zip(pairs, copies)}
@@ -384,10 +388,10 @@ class ModuleOrigin:
         step is not looked at); the next step starts afresh (and hooks of this step's graph
         that still fire add nowhere)."""
         entries, retained, by_bias = self._entries, self._retained, self._by_bias
-        bias_copy, biases_finite = self._bias_copy, self._biases_finite
+        bias_copy, flat = self._bias_copy, self._bias_flat
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
         self._by_bias, self._biased, self._bias_copy = [], set(), None
-        self._biases_finite, self._notes = False, None
+        self._bias_flat, self._notes = None, None
         if by_bias and not self._tested and self._handles:
             self._arm_trigger(by_bias[0][1])  # the trigger's bias got no gradient: one that did
         self._tested = False
@@ -396,7 +400,7 @@ class ModuleOrigin:
         self._leaf_handles = []
         if not read:
             return []
-        by_bias = _bias_entries(by_bias, bias_copy, biases_finite)
+        by_bias = _bias_entries(by_bias, bias_copy if flat is None else _split(*flat))
         return _in_backward_order(entries + _retained_entries(retained) + by_bias)
 
     def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
@@ -425,6 +429,15 @@ class ModuleOrigin:
             entries.clear()  # the kept tensors go now, not when the last hook does
 
 
+def _split(flat: torch.Tensor, biases: list[nn.Parameter]) -> dict[int, torch.Tensor]:
+    """{id(bias): its part of ``flat``, in its shape}: the biases' gradients laid end to end."""
+    parts, start = {}, 0
+    for bias in biases:
+        parts[id(bias)] = flat[start : start + bias.numel()].view(bias.shape)
+        start += bias.numel()
+    return parts
+
+
 def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
     """The gradients autograd kept on outputs, as backward entries. Their ``.grad`` stays
     on the outputs (a hook of the user's may have asked for it too, as Grad-CAM does) and
@@ -437,18 +450,12 @@ def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
     return taken
 
 
-def _bias_entries(
-    by_bias: list, copy: dict[int, torch.Tensor] | None, all_finite: bool = False
-) -> list:
+def _bias_entries(by_bias: list, copy: dict[int, torch.Tensor] | None) -> list:
     """The gradients reaching outputs, as their biases' gradients (see ``output_bias``) as
-    the backward left them (``all_finite``: all of them tested finite as it ended); where
-    no backward reached the forward's earliest biased output (so none was copied), as they
-    are now. Finite entries stay in the list: they place the others' producers."""
+    the backward left them (``copy``); where no backward asked for the copy, as they are
+    now. Finite entries stay in the list: they place the others' producers."""
     taken = []
     for name, bias, order in by_bias:
-        if all_finite:
-            taken.append(("backward", name, _FINITE, False, order))
-            continue
         grad = bias.grad if copy is None else copy.get(id(bias))
         if grad is not None and grad.numel():
             taken.append(("backward", name, grad, True, order))
