@@ -135,17 +135,17 @@ class ModuleOrigin:
         self._by_bias: list[tuple[str, nn.Parameter, int]] = []
         self._biased: set[int] = set()
         # The biases' gradients as the backward left them (gradient clipping, or a user's
-        # code, may change ``.grad`` in place before ``rec.log``): tested when it ends
-        # copied as it ends, laid end to end (``_bias_flat``: the copy and the biases), or
-        # where they cannot be, one by one ({id(bias): copy}).
+        # code, may change ``.grad`` in place before ``rec.log``): copied as it ends, laid
+        # end to end (``_bias_flat``: the copy and the biases), or where they cannot be, one
+        # by one ({id(bias): copy}).
         self._bias_flat: tuple[torch.Tensor, list[nn.Parameter]] | None = None
         self._bias_copy: dict[int, torch.Tensor] | None = None
         self._bias_copies = KeptCopies()  # buffers kept from step to step: no allocation
-        # The test is asked for by one bias's gradient hook, registered once (a hook on
+        # The copy is asked for by one bias's gradient hook, registered once (a hook on
         # each step's graph costs tens of microseconds a step); where that bias got no
-        # gradient in a step that used others (``_tested`` still False), one of theirs.
+        # gradient in a step that used others (``_copied`` still False), one of theirs.
         self._trigger = None
-        self._tested = False
+        self._copied = False
         self._arm_trigger(next((b for b in self._biases.values() if b.requires_grad), None))
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
         self._handles = [model.register_forward_pre_hook(self._on_root_input)]
@@ -295,8 +295,8 @@ class ModuleOrigin:
     def _note_by_bias(
         self, name: str, t: torch.Tensor, bias: nn.Parameter, node, order: int | None
     ) -> None:
-        """Note ``t`` and read the gradient that will reach it from ``bias``'s (tested, or
-        copied, when the backward ends)."""
+        """Note ``t`` and read the gradient that will reach it from ``bias``'s (copied
+        when the backward ends)."""
         self._by_bias.append((name, bias, node._sequence_nr() if order is None else order))
         if self._lazy and t.numel() <= KEEP_NUMEL:
             # Not detached (a microsecond a module): the backward frees its graph's tensors,
@@ -318,22 +318,22 @@ class ModuleOrigin:
         node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
 
     def _arm_trigger(self, bias: nn.Parameter | None) -> None:
-        """Let ``bias``'s gradient (once accumulated) ask for the biases' test (None: no more)."""
+        """Let ``bias``'s gradient (once accumulated) ask for the biases' copy (None: none)."""
         if self._trigger is not None:
             self._trigger.remove()
         self._trigger = None
         if bias is not None:
-            self._trigger = bias.register_post_accumulate_grad_hook(self._queue_bias_check)
+            self._trigger = bias.register_post_accumulate_grad_hook(self._queue_bias_copy)
 
-    def _queue_bias_check(self, _bias) -> None:
-        # One Python call a backward instead of one a bias: the check runs as it ends.
-        torch.autograd.Variable._execution_engine.queue_callback(self._check_bias_grads)
+    def _queue_bias_copy(self, _bias) -> None:
+        # One Python call a backward instead of one a bias: the copy is made as it ends.
+        torch.autograd.Variable._execution_engine.queue_callback(self._copy_bias_grads)
 
-    def _check_bias_grads(self) -> None:
+    def _copy_bias_grads(self) -> None:
         """The biases' gradients as the backward leaves them, copied for a read on
         suspicion: laid end to end by one operation (between a model's operations each
         costs some ten microseconds, whatever its size), else one by one."""
-        self._tested = True
+        self._copied = True
         pairs = [(b, g) for _, b, _ in self._by_bias if (g := b.grad) is not None]
         if not pairs:  # a graph kept from an ended step, run again: no step to add to
             return
@@ -392,9 +392,9 @@ class ModuleOrigin:
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
         self._by_bias, self._biased, self._bias_copy = [], set(), None
         self._bias_flat, self._notes = None, None
-        if by_bias and not self._tested and self._handles:
+        if by_bias and not self._copied and self._handles:
             self._arm_trigger(by_bias[0][1])  # the trigger's bias got no gradient: one that did
-        self._tested = False
+        self._copied = False
         for handle in self._leaf_handles:
             handle.remove()
         self._leaf_handles = []
