@@ -187,7 +187,9 @@ class ModuleOrigin:
         # few attribute reads), and looked at in one loop as the forward ends. A large one
         # is looked at now (and summed: it is not held through the forward).
         notes = self._notes
-        if notes is not None and _small(output):
+        if notes is not None and (
+            output.numel() <= KEEP_NUMEL if type(output) is torch.Tensor else _small(output)
+        ):
             notes.append((module, output, _SEQUENCE_NR()))
             return
         if notes:
@@ -224,8 +226,9 @@ class ModuleOrigin:
                     and t.is_floating_point()
                 ):
                     biased.add(key)
-                    by_bias.append((names[key], bias, order))
-                    entries.append(("forward", names[key], t, True, None))
+                    name = names[key]
+                    by_bias.append((name, bias, order))
+                    entries.append(("forward", name, t, True, None))
                     last = t
                     continue
                 self._last_output = last
@@ -516,10 +519,8 @@ def _named(module: str) -> str:
 
 
 def _small(output) -> bool:
-    """Whether a module's output is a tensor of up to ``KEEP_NUMEL`` entries, or a tuple of
-    such tensors and Nones (attention's output and its weights, if asked for)."""
-    if type(output) is torch.Tensor:
-        return output.numel() <= KEEP_NUMEL
+    """Whether a module's output (not a tensor) is a tuple of tensors of up to
+    ``KEEP_NUMEL`` entries and Nones (attention's output and its weights, if asked for)."""
     return type(output) is tuple and all(
         t is None or (type(t) is torch.Tensor and t.numel() <= KEEP_NUMEL) for t in output
     )

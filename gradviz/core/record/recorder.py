@@ -503,7 +503,7 @@ def _nonfinite_loss(loss) -> bool:
     if loss is None:
         return False
     if isinstance(loss, torch.Tensor):  # one read of a 0-d loss: this runs every step
-        loss = loss.detach() if loss.numel() == 1 else loss.detach().float().sum()
+        loss = loss.item() if loss.numel() == 1 else loss.detach().float().sum().item()
     return not math.isfinite(float(loss))
 
 
