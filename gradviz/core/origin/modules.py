@@ -206,7 +206,7 @@ class ModuleOrigin:
         """Look at the outputs noted so far in this forward, in the order they came (before
         the backward: what it must keep is asked for now)."""
         notes, self._notes = self._notes, []
-        biases, biased, names = self._biases, self._biased, self._names
+        biased, names = self._biased, self._names
         entries, by_bias, last = self._entries, self._by_bias, self._last_output
         for module, output, after in notes:
             # The counter was read after the module's operations: its last node is one less.
@@ -215,16 +215,10 @@ class ModuleOrigin:
                 if t is None or t is last:
                     continue
                 key = id(module)
-                bias = biases.get(key)
-                if (  # the common case, inline: see ``_note_output`` and ``_bias_for``
-                    bias is not None
-                    and order is not None
-                    and key not in biased
-                    and t.requires_grad
-                    and bias.requires_grad
-                    and bias.dtype in _WIDE
-                    and t.is_floating_point()
-                ):
+                # The common case, inline (``_note_output``'s, without its calls): a biased
+                # layer's output, kept, its gradient read from the bias.
+                bias = self._bias_for(key) if order is not None and t.requires_grad else None
+                if bias is not None and t.is_floating_point():
                     biased.add(key)
                     name = names[key]
                     by_bias.append((name, bias, order))
