@@ -130,6 +130,15 @@ def time_group(build, folder: Path, cases, calls: int, windows: int, repeats: in
     return cpu
 
 
+def _rows(cpu: dict, names: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """(CPU ms, ratio to the group's own bare step) of each case of a group, renamed by
+    ``names`` where given."""
+    names = names or {}
+    ms = {names.get(n, n): t.median * 1e3 for n, t in cpu.items()}
+    ratios = {names.get(n, n): median_ratio(cpu[BASELINE], t) for n, t in cpu.items()}
+    return ms, ratios
+
+
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Time every case on both nets; ``quick`` leaves the watch cases out."""
     every = DEFAULT_EVERY
@@ -146,18 +155,12 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
             started = time.perf_counter()
             folder = Path(tmp) / key
             traced = time_group(build, folder, TRACED, TRACE_CALLS, TRACE_CALLS // 2, repeats)
-            groups = [traced]
+            # Where both groups ran, the traced group's own bare rows are named as such.
+            ms[key], ratios[key] = _rows(traced, {} if quick else _BESIDE_TRACES)
             if not quick:
-                groups.append(time_group(build, folder, WATCHED, every, every, repeats))
-            ms[key], ratios[key] = {}, {}
-            for k, cpu in enumerate(groups):
-                # Where both groups ran, the traced group's own bare rows are named as such.
-                named = {
-                    _BESIDE_TRACES.get(n, n) if k == 0 and not quick else n: t
-                    for n, t in cpu.items()
-                }
-                ms[key].update({n: t.median * 1e3 for n, t in named.items()})
-                ratios[key].update({n: median_ratio(cpu[BASELINE], t) for n, t in named.items()})
+                watched = _rows(time_group(build, folder, WATCHED, every, every, repeats))
+                ms[key].update(watched[0])
+                ratios[key].update(watched[1])
             emit(f"  {title}: measured in {time.perf_counter() - started:.1f} s")
     headers = ["case", *(NETS[k][0] for k in ms)]
     emit("CPU ms per training step")
