@@ -6,8 +6,12 @@ a few hundred milliseconds later. Timing whole 100-step stretches of one case af
 other charged the second to whichever case ran next, and on a shared machine the speed
 drifts over such seconds-long stretches. Here each round gives every case the same number
 of steps (a whole recording interval, so one recorded step each), run in short windows
-taken in turn (A, B, C, A, B, C, ...: drift over seconds reaches every case alike), and
-the round then waits for the writers to finish.
+taken in turn (drift over seconds reaches every case alike), and the round then waits for
+the writers to finish. A step's cost also depends on the case that ran just before it
+(measured: the same four cases in one fixed order and in its reverse moved a watched
+step's ratio to the bare step by 3%): each window takes the cases in a fresh shuffled
+order (seeded: a run can be repeated), so that every case follows each other case, and
+holds each place in the window, alike.
 
 The training thread's CPU time is charged to the case whose window it was; each case's own
 threads (those started while it was built: its recording's writer, a peer's) are charged
@@ -23,6 +27,7 @@ run (``no_idle_writes``).
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,6 +76,7 @@ def time_rounds(
         if case.calls % windows:
             raise ValueError(f"{name}: {case.calls} steps do not split into {windows} windows")
     writers = [name for name, case in cases.items() if case.writes]
+    shuffled, order = random.Random(0), list(cases)
     seconds: dict[str, list[float]] = {name: [] for name in cases}
     walls: dict[str, list[float]] = {name: [] for name in cases}
     with torch_threads(1), no_idle_writes():
@@ -82,7 +88,9 @@ def time_rounds(
             own0 = {name: _cpu(case.threads) for name, case in cases.items()}
             spent, wall = dict.fromkeys(cases, 0.0), dict.fromkeys(cases, 0.0)
             for _ in range(windows):
-                for name, case in cases.items():
+                shuffled.shuffle(order)
+                for name in order:
+                    case = cases[name]
                     start, wall_start = time.thread_time(), time.perf_counter()
                     for _ in range(case.calls // windows):
                         case.step()

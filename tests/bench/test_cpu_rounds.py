@@ -50,6 +50,24 @@ def test_a_cases_background_work_is_charged_to_it_and_not_to_the_case_beside_it(
     assert cpu["does nothing"].median < 0.2 * BURN_S
 
 
+def test_every_case_follows_every_other_case_and_holds_every_place_in_a_window(monkeypatch):
+    # A step's cost depends on the step before it: a fixed order would charge one case
+    # its neighbour's leftovers in every window.
+    monkeypatch.setattr(cpu_rounds, "SETTLE_S", 0.0)
+    calls: list[str] = []
+    cases = {
+        name: cpu_rounds.StepCase(lambda name=name: calls.append(name), 40)
+        for name in ("a", "b", "c")
+    }
+    cpu_rounds.time_rounds(cases, rounds=1, windows=40, warmup=0)
+    windows = [calls[k : k + 3] for k in range(0, len(calls), 3)]
+    assert all(sorted(w) == ["a", "b", "c"] for w in windows)
+    for name in cases:
+        assert {w.index(name) for w in windows} == {0, 1, 2}
+    follows = {(calls[k], calls[k + 1]) for k in range(len(calls) - 1)}
+    assert follows >= {(x, y) for x in cases for y in cases if x != y}
+
+
 def test_steps_that_do_not_split_into_the_windows_are_refused():
     with pytest.raises(ValueError, match="do not split"):
         cpu_rounds.time_rounds({"odd": cpu_rounds.StepCase(lambda: None, 5)}, 1, windows=2)
