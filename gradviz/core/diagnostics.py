@@ -92,28 +92,40 @@ def finiteness_sum(t: torch.Tensor) -> torch.Tensor:
 _KEPT_BITWISE = (torch.float32, torch.float64)
 
 
-def finite_in_place(tensors: list[torch.Tensor]) -> bool | None:
+def finite_in_place(tensors: list, flag: torch.Tensor | None = None) -> bool | None:
     """Whether every entry of CPU tensors is finite, exactly, in one multi-tensor pass: the
     non-finite check of torch's GradScaler with an unscale factor of 1, which it does not
     multiply by (it writes each value back as it read it: a test holds it to that, NaN
     payloads and subnormals under flush-to-zero included). A quarter of the cost of copying
     a small model's gradients end to end and summing them, and a third of a sum per tensor.
-    None where it is not used: an old torch without it, a dtype other than float32 and
-    float64, a tensor on another device, one that is itself part of a graph (a gradient
-    made with ``create_graph=True``, perhaps saved for a gradient penalty's backward: torch
-    does not count this write as a change today, and a torch that did would make that
-    backward fail), or one whose entries share memory (the kernel refuses to write it)."""
-    check = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
-    if check is None or any(t.requires_grad or t.dtype not in _KEPT_BITWISE for t in tensors):
+    None where it is not used: an old torch without it, a None among the tensors, a dtype
+    other than float32 and float64, a tensor on another device, one that is itself part of
+    a graph (a gradient made with ``create_graph=True``, perhaps saved for a gradient
+    penalty's backward: torch does not count this write as a change today, and a torch
+    that did would make that backward fail), or one whose entries share memory (the kernel
+    refuses to write it). ``flag``: a (1,) float32 CPU tensor of 0 kept by a caller that
+    tests at every step (the kernel only ever writes 1 into it; it is 0 again on return),
+    instead of one allocated per call."""
+    if _CHECK is None:
         return None
-    found = torch.zeros(1)  # a tensor on another device: the kernel refuses, None below
+    for t in tensors:  # a loop, not any(): this runs at every logged step
+        if t is None or t.requires_grad or t.dtype not in _KEPT_BITWISE:
+            return None
+    found = torch.zeros(1) if flag is None else flag
     try:
-        check(tensors, found, _ONE)
-    except RuntimeError:
+        _CHECK(tensors, found, _ONE)
+    except RuntimeError:  # a tensor on another device, or with shared entries
+        if flag is not None:
+            flag.zero_()  # the tensors before the refused one may have set it
         return None
-    return not found.item()
+    if not found.item():
+        return True
+    if flag is not None:
+        flag.zero_()
+    return False
 
 
+_CHECK = getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None)
 _ONE = torch.ones(1)  # the unscale factor of ``finite_in_place``: read, never written
 
 

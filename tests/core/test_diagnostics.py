@@ -107,3 +107,16 @@ def test_the_in_place_finiteness_test_answers_only_where_it_leaves_every_bit():
         assert diagnostics.finite_in_place([torch.ones(2), t]) is None
         assert torch.equal(t.view(torch.int16), before.view(torch.int16))
     assert diagnostics.finite_in_place([torch.ones(2, requires_grad=True)]) is None
+
+
+def test_the_in_place_finiteness_test_leaves_a_kept_flag_ready_for_the_next_step():
+    # A recorder keeps one flag from step to step: a non-finite step must not leave it set
+    # (every later clean step would then read non-finite), nor a refused call.
+    flag = torch.zeros(1)
+    assert diagnostics.finite_in_place([torch.tensor([1.0, math.nan])], flag) is False
+    assert diagnostics.finite_in_place([torch.ones(3)], flag) is True
+    assert diagnostics.finite_in_place([torch.tensor([math.inf]), None], flag) is None
+    shared = torch.tensor([math.inf]).expand(2)  # entries sharing memory: refused
+    assert diagnostics.finite_in_place([torch.tensor([math.inf]), shared], flag) is None
+    assert flag.item() == 0.0
+    assert diagnostics.finite_in_place([torch.ones(3)], flag) is True

@@ -29,7 +29,10 @@ ORIGIN_KEYS = ("phase", "module", "op", "cause", "step")
 
 def untraced():
     """The context the recorder's own work runs in (no tracer's, where one is armed)."""
-    return UNTRACED[-1]() if UNTRACED else contextlib.nullcontext()
+    return UNTRACED[-1]() if UNTRACED else _NO_TRACER
+
+
+_NO_TRACER = contextlib.nullcontext()  # holds no state: entered by any number of blocks
 
 
 class OriginNotes:

@@ -248,7 +248,8 @@ class Recorder:
                 self._record_skip(number, skip)
                 return
             bad_now = self._first_bad.check(grads, number, self._workspace, layout)
-            self._note_origin(number, loss, bad_now)
+            # The loss as logged (on the CPU already read: not read again).
+            self._note_origin(number, (values or {}).get("loss", loss), bad_now)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
                     grads = [None if g is None else g.detach() / scale for g in grads]

@@ -82,8 +82,8 @@ def wall_times(buffer: list[tuple[int, float, Values]]) -> np.ndarray:
 
 
 def scalar_values(loss, scalars: dict) -> Values:
-    """Named numbers of one logged step: detached 0-d tensors (left on their device, read
-    in a batch later) or floats; ``loss`` first when given."""
+    """Named numbers of one logged step: floats, and an accelerator's tensors as detached 0-d
+    tensors (left on their device, read in a batch later); ``loss`` first when given."""
     named = {"loss": loss, **scalars} if loss is not None else dict(scalars)
     values: Values = {}
     for name, value in named.items():
@@ -95,6 +95,9 @@ def scalar_values(loss, scalars: dict) -> Values:
                     f"rec.log({name}=...) takes a number or a 0-d tensor, not a tensor of "
                     f"shape {tuple(value.shape)}."
                 )
+            if value.device.type == "cpu":  # a read costs no synchronisation here
+                values[name] = value.item()
+                continue
             value = value.detach()  # one op per step: the stack at the flush does the rest
             values[name] = value if value.ndim == 0 else value.reshape(())
         elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
