@@ -102,10 +102,64 @@ def test_a_gradient_spoilt_after_the_backward_is_no_modules_doing(tmp_path):
     assert first["tensor"] == "2.bias" and "origin" not in first
 
 
+def _untouched(model: nn.Module) -> bool:
+    """No module of ``model`` has a hook or a wrapped call left (see ``note_each_call``)."""
+    return all(
+        not m._forward_hooks and not m._forward_pre_hooks and m._compiled_call_impl is None
+        for m in model.modules()
+    )
+
+
 def test_a_clean_run_leaves_no_hooks_and_no_origin(tmp_path):
     model = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
     assert _train(model, tmp_path / "run", [torch.randn(3, 2)] * 3) is None
-    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+    assert _untouched(model)
+
+
+def test_a_copy_or_a_pickle_of_a_watched_model_carries_nothing_of_the_watch(tmp_path):
+    # An EMA copy made while watching must compute with its own weights and note nothing
+    # into the watch; ``torch.save(model)`` must load as a plain model.
+    import copy
+    import io
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
+    x = torch.randn(3, 2)
+    with gradviz.watch(model, tmp_path / "run", every=1) as rec:
+        model(x).sum().backward()
+        rec.log()
+        assert not _untouched(model)  # the watch is on
+        ema = copy.deepcopy(model)
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        with torch.no_grad():
+            for p in ema.parameters():
+                p.mul_(2)
+        assert not torch.equal(ema(x), model(x))
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    for copied in (ema, loaded):
+        assert _untouched(copied)
+    assert torch.equal(loaded(x), model(x))
+
+
+def test_a_submodule_its_user_compiled_keeps_its_compiled_call_and_is_still_watched(tmp_path):
+    calls = []
+
+    class Compiled:  # stands in for what ``nn.Module.compile`` puts there
+        def __init__(self, module):
+            self.module = module
+
+        def __call__(self, *args, **kwargs):
+            calls.append(1)
+            return self.module._call_impl(*args, **kwargs)
+
+    model = nn.Sequential(nn.Sequential(nn.Identity(), LogOf()), nn.Linear(2, 2))
+    compiled = Compiled(model[0][1])
+    model[0][1]._compiled_call_impl = compiled
+    batches = [torch.rand(4, 2) + 0.5, torch.zeros(4, 2)]  # log of 0 at step 1
+    first = _train(model, tmp_path / "run", batches)
+    assert len(calls) == 2 and model[0][1]._compiled_call_impl is compiled
+    assert (first["step"], first["origin"]["module"]) == (1, "0.1")
 
 
 def test_inspect_says_where_it_started_and_each_rank_keeps_it(tmp_path, capsys):
@@ -179,7 +233,7 @@ def test_a_nan_made_in_a_modules_backward_names_that_module_and_the_hooks_then_g
             loss.backward()
             rec.log(loss=loss)
             # Found at step 0: nothing is hooked for the steps after it.
-            assert all(not m._forward_hooks for m in model.modules())
+            assert _untouched(model)
     first = Reader(tmp_path / "run").describe()["first_nonfinite"]
     origin = first["origin"]
     assert (origin["phase"], origin["module"], origin["step"]) == ("backward", "1", 0)
