@@ -162,6 +162,35 @@ def test_a_submodule_its_user_compiled_keeps_its_compiled_call_and_is_still_watc
     assert (first["step"], first["origin"]["module"]) == (1, "0.1")
 
 
+def test_a_large_output_is_let_go_once_its_consumer_ran_and_its_nan_still_found(tmp_path):
+    # The Linear's output (larger than the outputs kept through a step) is needed by no one
+    # once ReLU ran (ReLU keeps its own result): the watch must not hold it either.
+    import weakref
+
+    from gradviz.core.origin.modules import KEEP_NUMEL
+
+    width = KEEP_NUMEL // 4 + 1
+    seen: dict[str, object] = {}
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen["alive after relu"] = seen["ref"]() is not None
+            return x
+
+    model = nn.Sequential(nn.Linear(4, width), nn.ReLU(), Probe(), nn.Linear(width, 1))
+    model[0].register_forward_hook(lambda m, a, out: seen.update(ref=weakref.ref(out)))
+    batches = [torch.randn(8, 4), torch.full((8, 4), 1e38)]  # 1e38 * w overflows: Inf
+    with torch.no_grad():
+        model[0].weight.fill_(10.0)
+    first = _train(model, tmp_path / "run", batches)
+    assert seen["alive after relu"] is False
+    assert (first["step"], first["origin"]["phase"], first["origin"]["module"]) == (
+        1,
+        "forward",
+        "0",
+    )
+
+
 def test_inspect_says_where_it_started_and_each_rank_keeps_it(tmp_path, capsys):
     from gradviz.cli import main
 

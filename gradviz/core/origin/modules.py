@@ -40,6 +40,7 @@ forwards' sums only.
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 from torch import nn
@@ -127,7 +128,12 @@ class ModuleOrigin:
         # is a gradient's node's sequence number (None for the forward).
         self._entries: list[tuple[str, str, torch.Tensor, bool, int | None]] = []
         self._summed = 0
-        self._last_output: torch.Tensor | None = None  # the output noted last
+        # The output noted last: held where it is kept anyway (``_last_output``), else by a
+        # weak reference (``_last_summed``): holding a large output past the operation that
+        # consumed it (a convolution's, before its ReLU) kept megabytes the allocator then
+        # freed and faulted in again, measured 2-3% of a CNN's step.
+        self._last_output: torch.Tensor | None = None
+        self._last_summed: weakref.ref | None = None
         # (module, output) whose gradient autograd keeps for this step (``retain_grad``):
         # read only on suspicion, in the backward's order (see ``_retained_entries``).
         self._retained: list[tuple[str, torch.Tensor]] = []
@@ -229,6 +235,8 @@ class ModuleOrigin:
                 self._note_output(module, t, order)
                 last = self._last_output
         self._last_output = last
+        if notes:
+            self._last_summed = None  # a small output came after it
         if len(entries) - self._summed > self._limit:
             self._sum_kept()
 
@@ -237,12 +245,17 @@ class ModuleOrigin:
         if not (self.armed and torch.is_grad_enabled()):
             return
         if isinstance(output, torch.Tensor):
-            if output is not self._last_output:
+            if not self._is_last(output):
                 self._note_output(module, output)
         elif isinstance(output, (tuple, list)):
             for t in output:
-                if isinstance(t, torch.Tensor) and t is not self._last_output:
+                if isinstance(t, torch.Tensor) and not self._is_last(t):
                     self._note_output(module, t)
+
+    def _is_last(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is the output noted last (a container returning its child's)."""
+        summed = self._last_summed
+        return t is self._last_output or (summed is not None and summed() is t)
 
     def _note_output(self, module, t: torch.Tensor, order: int | None = None) -> None:
         """Note ``t`` from ``module``'s forward and watch the gradient that will reach it.
@@ -258,7 +271,10 @@ class ModuleOrigin:
             return
         key = id(module)
         name = self._names.get(key, type(module).__name__)
-        self._last_output = t
+        if self._lazy and numel <= KEEP_NUMEL:  # kept for the step: held anyway
+            self._last_output, self._last_summed = t, None
+        else:
+            self._last_output, self._last_summed = None, weakref.ref(t)
         if not t.requires_grad:
             self._add("forward", name, t)
             return
@@ -378,7 +394,7 @@ class ModuleOrigin:
             if kept:
                 entries[k] = (phase, name, finiteness_sum(t.detach()), False, order)
         self._summed = len(entries)
-        self._last_output = None
+        self._last_output = self._last_summed = None
 
     def _end_entries(self, read: bool = True) -> list:
         """This step's entries, in the backward's order where ``read`` (else none: a clean
@@ -387,6 +403,7 @@ class ModuleOrigin:
         entries, retained, by_bias = self._entries, self._retained, self._by_bias
         bias_copy, flat = self._bias_copy, self._bias_flat
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
+        self._last_summed = None
         self._by_bias, self._biased, self._bias_copy = [], set(), None
         self._bias_flat, self._notes = None, None
         if by_bias and not self._copied and self._handles:
