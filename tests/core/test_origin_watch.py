@@ -142,6 +142,19 @@ def test_a_copy_or_a_pickle_of_a_watched_model_carries_nothing_of_the_watch(tmp_
     assert torch.equal(loaded(x), model(x))
 
 
+def test_where_dataparallel_could_replicate_a_replica_runs_its_own_weights(tmp_path, monkeypatch):
+    # DataParallel's replicas copy a module's attributes (``_replicate_for_data_parallel``):
+    # a wrapped call would come along and run the original module on the replica's input.
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    model = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
+    x = torch.randn(3, 2)
+    with gradviz.watch(model, tmp_path / "run"):
+        replica = model[0]._replicate_for_data_parallel()
+        replica.weight, replica.bias = torch.ones(2, 2), torch.zeros(2)
+        assert torch.equal(replica(x), x @ torch.ones(2, 2))
+        assert model[0]._forward_hooks  # watched by a hook, which the replica shares
+
+
 def test_a_submodule_its_user_compiled_keeps_its_compiled_call_and_is_still_watched(tmp_path):
     calls = []
 

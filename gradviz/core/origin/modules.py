@@ -455,8 +455,10 @@ def note_each_call(module: nn.Module, note, before=None) -> list:
     compiled call; unset here) the call is wrapped there instead, and the module itself
     then takes torch's path without hooks. A deep copy or a pickle of the module (an EMA
     copy, ``torch.save(model)``) holds no wrapper. A module its user compiled, or a torch
-    that calls modules otherwise, gets forward hooks."""
-    if _CALLS_COMPILED_IMPL and getattr(module, "_compiled_call_impl", False) is None:
+    that calls modules otherwise, gets forward hooks; so does every module where more than
+    one CUDA device is present: ``nn.DataParallel``'s replicas copy a module's attributes,
+    this wrapper with them, and their calls would then run the original module."""
+    if _wrappable(module):
         return [_NotedCall(module, note, before)]
     handles = [] if before is None else [module.register_forward_pre_hook(before)]
     return [*handles, module.register_forward_hook(note)]
@@ -464,6 +466,12 @@ def note_each_call(module: nn.Module, note, before=None) -> list:
 
 #: Whether ``nn.Module.__call__`` calls an instance's ``_compiled_call_impl`` where set.
 _CALLS_COMPILED_IMPL = nn.Module.__call__ is getattr(nn.Module, "_wrapped_call_impl", None)
+
+
+def _wrappable(module: nn.Module) -> bool:
+    """Whether ``module``'s call can be wrapped (see ``note_each_call``)."""
+    unset = getattr(module, "_compiled_call_impl", False) is None
+    return _CALLS_COMPILED_IMPL and unset and torch.cuda.device_count() < 2
 
 
 class _NotedCall:
