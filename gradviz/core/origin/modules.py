@@ -155,17 +155,18 @@ class ModuleOrigin:
         self._copied = False
         self._arm_trigger(next((b for b in self._biases.values() if b.requires_grad), None))
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
+        noted = [m for m in model.modules() if m is not model and not isinstance(m, _PASSIVE)]
         self._handles = note_each_call(model, self._on_root_output, self._on_root_input)
-        for m in model.modules():
-            if m is not model and not isinstance(m, _PASSIVE):
-                self._handles += note_each_call(m, self._on_output)
+        for m in noted:
+            self._handles += note_each_call(m, self._on_output)
         # A lazy forward's outputs (module, output, autograd's sequence counter), noted as
         # the modules return and looked at as the forward ends (``_take_notes``); None
         # outside the model's forward.
         self._notes: list[tuple[nn.Module, torch.Tensor, int | None]] | None = None
         # Beyond a forward and a backward's worth of entries (submodules called one by
-        # one, outside the root, again and again) the older ones are summed.
-        self._limit = 4 * len(self._handles) + 16
+        # one, outside the root, again and again) the older ones are summed: counted from
+        # the modules noted, not from how they are noted (a wrapper or two hooks).
+        self._limit = 4 * (len(noted) + 2) + 16
 
     def remove(self) -> None:
         self._arm_trigger(None)
