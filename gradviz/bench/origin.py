@@ -123,15 +123,15 @@ def time_group(build, folder: Path, cases, calls: int, windows: int, repeats: in
     among them."""
     # The first of identical models a process builds ran about 1% slower than the others
     # (where its memory lies, measured: a group whose bare step was built first read every
-    # case 1% cheaper): a model built first and left out of the timing takes that place.
-    first = training_step(build, folder, BASELINE)
+    # case 1% cheaper): a model built first and left out of the timing takes that place
+    # (held until the function returns).
+    _first = training_step(build, folder, BASELINE)
     steps = build_cases(build, folder, cases, calls)
     try:
         cpu, _ = time_rounds(steps, repeats, windows=windows)
     finally:
         for case in steps.values():
             case.step.close()
-        del first
     return cpu
 
 

@@ -455,7 +455,8 @@ def note_each_call(module: nn.Module, note, before=None) -> list:
     module's calls go through ``_compiled_call_impl`` (where ``nn.Module.compile`` puts a
     compiled call; unset here) the call is wrapped there instead, and the module itself
     then takes torch's path without hooks. A deep copy or a pickle of the module (an EMA
-    copy, ``torch.save(model)``) holds no wrapper. A module its user compiled, or a torch
+    copy, ``torch.save(model)``) holds no wrapper: ``nn.Module.__getstate__`` leaves that
+    attribute out (a test holds torch to it). A module its user compiled, or a torch
     that calls modules otherwise, gets forward hooks; so does every module where more than
     one CUDA device is present: ``nn.DataParallel``'s replicas copy a module's attributes,
     this wrapper with them, and their calls would then run the original module."""
@@ -494,12 +495,6 @@ class _NotedCall:
     def remove(self) -> None:
         if self.module._compiled_call_impl is self:  # not a compiled call set since
             self.module._compiled_call_impl = None
-
-    def __deepcopy__(self, memo) -> None:
-        return None  # the copy calls its modules as torch does
-
-    def __reduce__(self):
-        return type(None), ()  # unpickled as None: the module as torch leaves it
 
 
 def _split(flat: torch.Tensor, biases: list[nn.Parameter]) -> dict[int, torch.Tensor]:
