@@ -142,6 +142,25 @@ def test_a_copy_or_a_pickle_of_a_watched_model_carries_nothing_of_the_watch(tmp_
     assert torch.equal(loaded(x), model(x))
 
 
+def test_a_copy_made_before_the_first_step_is_recorded_carries_nothing_and_saves(tmp_path):
+    # The usual EMA: copied right after the watch starts, while the first step's graph is
+    # still being noted on every module (and with origin=False, where only that runs).
+    import copy
+    import io
+
+    for origin in (True, False):
+        model = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
+        with gradviz.watch(model, tmp_path / f"run{origin}", origin=origin) as rec:
+            ema = copy.deepcopy(model)
+            assert _untouched(ema)
+            torch.save(ema, io.BytesIO())
+            model(torch.randn(3, 2)).sum().backward()
+            rec.log()
+        assert _untouched(model)
+    graph = Reader(tmp_path / "runFalse").rank(0).meta["graph"]
+    assert graph["order"] == ["", "0", "1", "2"]  # the graph is noted all the same
+
+
 def test_where_dataparallel_could_replicate_a_replica_runs_its_own_weights(tmp_path, monkeypatch):
     # DataParallel's replicas copy a module's attributes (``_replicate_for_data_parallel``):
     # a wrapped call would come along and run the original module on the replica's input.

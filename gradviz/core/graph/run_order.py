@@ -1,12 +1,13 @@
 """The graph a watch recording stores once: the module tree, the order the modules ran in
 during the first recorded step, and the data flow between them as autograd recorded it.
 
-Forward hooks on every module, for that one step only, note which autograd node made each
-module's output. When the step is recorded, walking autograd's graph back from each of those
-nodes to the nearest one another module made gives the module-level data flow: real edges
-(a skip connection is an edge into the block whose own ``add`` consumed it), never the run
-order guessed into a chain. A container whose output its own code made (the residual
-``add`` of a block) gets an operation node named after that operation.
+Every module's call (wrapped, or hooked: see ``core.module_calls``), for that one step
+only, notes which autograd node made each module's output. When the step is recorded,
+walking autograd's graph back from each of those nodes to the nearest one another module
+made gives the module-level data flow: real edges (a skip connection is an edge into the
+block whose own ``add`` consumed it), never the run order guessed into a chain. A
+container whose output its own code made (the residual ``add`` of a block) gets an
+operation node named after that operation.
 
 Plain JSON in the recording's metadata under ``graph``::
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from torch import nn
 
 from gradviz.core.graph.model import INPUT_ID, LOSS_ID, module_id, op_id
+from gradviz.core.module_calls import note_each_call
 
 VERSION = 1
 #: Past this many modules only the tree is stored (a hook per module costs every forward
@@ -58,8 +60,9 @@ class RunOrder:
         if len(self._named) > MAX_HOOKED_MODULES:
             return
         for path, sub in self._named:
-            self._handles.append(sub.register_forward_pre_hook(self._pre_hook(path)))
-            self._handles.append(sub.register_forward_hook(self._post_hook(path)))
+            # A wrapped call, not hooks where it can be: a copy of the model made before
+            # the first step is recorded (an EMA copy) then carries nothing of this.
+            self._handles += note_each_call(sub, self._post_hook(path), self._pre_hook(path))
 
     def _pre_hook(self, path: str):
         def hook(_module, args) -> None:

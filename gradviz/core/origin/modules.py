@@ -47,6 +47,7 @@ from torch import nn
 
 from gradviz.core.diagnostics import finiteness_sum
 from gradviz.core.kept_copies import KeptCopies
+from gradviz.core.module_calls import note_each_call
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
 #: containers: not noted, because a note costs every call of a module microseconds.
@@ -442,59 +443,6 @@ class ModuleOrigin:
             return None
         finally:
             entries.clear()  # the kept tensors go now, not when the last hook does
-
-
-def note_each_call(module: nn.Module, note, before=None) -> list:
-    """Have ``note(module, args, output)`` called as each call of ``module`` returns (as a
-    forward hook is), and ``before(module, args)`` as it starts where given (a forward
-    pre-hook); returns the handles whose ``remove()`` stops it.
-
-    A forward hook sends every call of its module down ``nn.Module``'s general path, whose
-    hook machinery costs about 3 µs a call between a step's operations: measured 0.7% of a
-    6-layer transformer encoder's training step for its 36 computing modules. Where the
-    module's calls go through ``_compiled_call_impl`` (where ``nn.Module.compile`` puts a
-    compiled call; unset here) the call is wrapped there instead, and the module itself
-    then takes torch's path without hooks. A deep copy or a pickle of the module (an EMA
-    copy, ``torch.save(model)``) holds no wrapper: ``nn.Module.__getstate__`` leaves that
-    attribute out (a test holds torch to it). A module its user compiled, or a torch
-    that calls modules otherwise, gets forward hooks; so does every module where more than
-    one CUDA device is present: ``nn.DataParallel``'s replicas copy a module's attributes,
-    this wrapper with them, and their calls would then run the original module."""
-    if _wrappable(module):
-        return [_NotedCall(module, note, before)]
-    handles = [] if before is None else [module.register_forward_pre_hook(before)]
-    return [*handles, module.register_forward_hook(note)]
-
-
-#: Whether ``nn.Module.__call__`` calls an instance's ``_compiled_call_impl`` where set.
-_CALLS_COMPILED_IMPL = nn.Module.__call__ is getattr(nn.Module, "_wrapped_call_impl", None)
-
-
-def _wrappable(module: nn.Module) -> bool:
-    """Whether ``module``'s call can be wrapped (see ``note_each_call``)."""
-    unset = getattr(module, "_compiled_call_impl", False) is None
-    return _CALLS_COMPILED_IMPL and unset and torch.cuda.device_count() < 2
-
-
-class _NotedCall:
-    """A module's call, wrapped: noted as it starts and returns (see ``note_each_call``)."""
-
-    __slots__ = ("module", "note", "before")
-
-    def __init__(self, module: nn.Module, note, before=None) -> None:
-        self.module, self.note, self.before = module, note, before
-        module._compiled_call_impl = self
-
-    def __call__(self, *args, **kwargs):
-        if self.before is not None:
-            self.before(self.module, args)
-        output = self.module._call_impl(*args, **kwargs)
-        self.note(self.module, args, output)
-        return output
-
-    def remove(self) -> None:
-        if self.module._compiled_call_impl is self:  # not a compiled call set since
-            self.module._compiled_call_impl = None
 
 
 def _split(flat: torch.Tensor, biases: list[nn.Parameter]) -> dict[int, torch.Tensor]:
