@@ -46,7 +46,7 @@ RECORDING_LABEL = (
     "structure from the recording's tensor names: the order and the connections are not recorded"
 )
 RUN_LABEL = (
-    "structure and data flow from the first recorded step (forward hooks and autograd): "
+    "structure and data flow from the first recorded step (module calls and autograd): "
     "modules and their containers' own output operations; operations inside a module are "
     "not shown"
 )

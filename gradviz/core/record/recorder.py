@@ -65,7 +65,7 @@ class Recorder:
             raise GradvizError(
                 f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
             )
-        # A compiled module's forward hooks would be traced into its graph: no origin there.
+        # A compiled module's notes would be traced into its graph: no origin there.
         plain = _uncompiled(target) is target
         origin = origin and plain
         target = _uncompiled(target)
