@@ -113,8 +113,11 @@ def recording_lines(summary: dict) -> list[str]:
         f"  first non-finite gradient: {_first_words(summary['first_nonfinite'])}",
     ]
     origin = (summary["first_nonfinite"] or {}).get("origin")
+    unknown = (summary["first_nonfinite"] or {}).get("origin_unknown")
     if origin:  # watch(origin=True) recorded where the first non-finite value started
         lines.append(f"  where it started: {origin['cause']}")
+    elif unknown:  # it looked, and says why it could not tell
+        lines.append(f"  where it started: not known: {unknown}")
     if len(per_rank) > 1:
         for r in per_rank:
             state = "complete" if r["complete"] else "not complete"

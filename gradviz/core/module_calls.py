@@ -25,16 +25,19 @@ from torch import nn
 _CALLS_COMPILED_IMPL = nn.Module.__call__ is getattr(nn.Module, "_wrapped_call_impl", None)
 
 
-def note_each_call(module: nn.Module, note, before=None) -> list:
+def note_each_call(module: nn.Module, note, before=None, *, with_kwargs: bool = False) -> list:
     """Have ``note(module, args, output)`` called as each call of ``module`` returns (as a
     forward hook is), and ``before(module, args)`` as it starts where given (a forward
-    pre-hook); returns the handles whose ``remove()`` stops it (see the module)."""
+    pre-hook; ``before(module, args, kwargs)`` ``with_kwargs``); returns the handles whose
+    ``remove()`` stops it (see the module)."""
     wrapper = getattr(module, "_compiled_call_impl", None)
     if wrapper is None and _wrappable(module):
         wrapper = _NotedCall(module)
     if isinstance(wrapper, _NotedCall):
-        return [wrapper.listen(note, before)]
-    handles = [] if before is None else [module.register_forward_pre_hook(before)]
+        return [wrapper.listen(note, before, with_kwargs)]
+    handles = []
+    if before is not None:
+        handles.append(module.register_forward_pre_hook(before, with_kwargs=with_kwargs))
     return [*handles, module.register_forward_hook(note)]
 
 
@@ -46,24 +49,28 @@ def _wrappable(module: nn.Module) -> bool:
 class _NotedCall:
     """A module's call, wrapped: its listeners are called as it starts and returns."""
 
-    __slots__ = ("module", "notes", "befores")
+    __slots__ = ("module", "notes", "befores", "befores_kw")
 
     def __init__(self, module: nn.Module) -> None:
-        self.module, self.notes, self.befores = module, (), ()
+        self.module, self.notes, self.befores, self.befores_kw = module, (), (), ()
         module._compiled_call_impl = self
 
     def __call__(self, *args, **kwargs):
         module = self.module
         for before in self.befores:
             before(module, args)
+        for before in self.befores_kw:
+            before(module, args, kwargs)
         output = module._call_impl(*args, **kwargs)
         for note in self.notes:
             note(module, args, output)
         return output
 
-    def listen(self, note, before=None) -> _Listening:
+    def listen(self, note, before=None, with_kwargs: bool = False) -> _Listening:
         self.notes += (note,)
-        if before is not None:
+        if before is not None and with_kwargs:
+            self.befores_kw += (before,)
+        elif before is not None:
             self.befores += (before,)
         return _Listening(self, note, before)
 
@@ -72,6 +79,7 @@ class _NotedCall:
         a compiled call was set since)."""
         self.notes = tuple(n for n in self.notes if n is not note)
         self.befores = tuple(b for b in self.befores if b is not before)
+        self.befores_kw = tuple(b for b in self.befores_kw if b is not before)
         if not self.notes and self.module._compiled_call_impl is self:
             self.module._compiled_call_impl = None
 

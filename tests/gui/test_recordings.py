@@ -697,3 +697,38 @@ def _logged_scalars(path) -> int:
         return 0
     stream = Reader(path).rank(0)
     return len(stream.scalar("lr").values) if "lr" in stream.scalar_names() else 0
+
+
+def test_a_recording_that_could_not_say_where_its_nan_began_says_so(qtbot, lab, tmp_path):
+    # A forward with noise of its own is not the same when replayed: the watch names no
+    # origin and keeps why; the page says it is not known, and why, instead of nothing.
+    import torch
+    from torch import nn
+
+    import gradviz
+
+    class Noisy(nn.Module):
+        """Noise of its own, then (from step 2) sqrt at 0 in the backward: 0 x Inf."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin, self.gen, self.kink = nn.Linear(3, 3), torch.Generator(), False
+
+        def forward(self, x):
+            y = self.lin(x) + torch.rand(x.shape, generator=self.gen)
+            return y + torch.sqrt((y - y.detach()).square()) if self.kink else y
+
+    torch.manual_seed(0)
+    model = nn.Sequential(Noisy(), nn.Linear(3, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for step in range(3):
+            model[0].kink = step == 2
+            model(torch.randn(4, 3)).sum().backward()
+            rec.log()
+    lab.window.pages.show_page(lab.recordings.page_index)
+    open_and_wait(qtbot, lab, tmp_path / "run")
+    page = lab.recordings.page
+    assert "step 2" in page.first_bad.text()
+    assert page.first_bad.text().endswith(" · where it began is not known")
+    assert "could not be run again" in page.first_bad.toolTip()
+    assert not page.origin.isVisible()

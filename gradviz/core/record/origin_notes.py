@@ -34,22 +34,48 @@ def untraced():
 
 _NO_TRACER = contextlib.nullcontext()  # holds no state: entered by any number of blocks
 
+#: Whether a loop that allows it has its bad step replayed rather than every step noted
+#: (see ``OriginNotes``; off only to compare the two ways).
+REPLAY = True
+
 
 class OriginNotes:
     """The first module-level origin seen in a run of ``model``, with its step.
 
-    On the CPU the module outputs and gradients are kept through the step and summed only
-    when the step's gradients or loss turned out non-finite; on an accelerator they are
-    summed on the device, at the recorded steps only (see ``core.origin.modules``). Once
-    the origin is found the hooks go: the steps after it cost nothing."""
+    Found one of two ways (see ``core.origin``):
+
+    - notes (``modules.ModuleOrigin``): every module's output and the gradient reaching it
+      are noted at every step. On the CPU they are kept through the step and summed only
+      when the step's gradients or loss turned out non-finite; on an accelerator they are
+      summed on the device, at the recorded steps only;
+    - replay (``replay.StepCalls``, on the CPU in one process): a step keeps only its calls
+      of the model, and one that went bad is run again with every module noted. A run
+      starts with notes; after a clean step whose parameters were still those of its
+      forward when it was logged (``rec.log`` before the optimizer's step) the notes go,
+      where they were not (``rec.log`` after it) the notes stay for good. A bad step that
+      does not run again as it ran (its replayed outputs differ) has no origin; ``unknown``
+      says why, and the notes come back for the steps after it.
+
+    Once the origin is found everything goes: the steps after it cost nothing."""
 
     def __init__(self, model: nn.Module, device: torch.device, *, single: bool = True) -> None:
         from gradviz.core.origin.modules import ModuleOrigin  # only where origin is asked for
+        from gradviz.core.origin.replay import StepCalls
 
+        lazy = device.type == "cpu"
+        self._model = model
         # ``single``: one process (in a distributed run a bias's gradient is averaged over
-        # the ranks, so it is not read as this rank's output gradient).
-        self._origin = ModuleOrigin(model, lazy=device.type == "cpu", read_biases=single)
+        # the ranks, so it is not read as this rank's output gradient, and a forward run
+        # again would wait for the other ranks' backward).
+        self._notes_args = {"lazy": lazy, "read_biases": single}
+        self._notes: ModuleOrigin | None = ModuleOrigin(model, **self._notes_args)
+        replays = REPLAY and lazy and single
+        self._calls: StepCalls | None = StepCalls(model) if replays else None
         self.found: dict | None = None
+        #: {"step", "why"}: a bad step whose origin could not be found by replaying it.
+        self.unknown: dict | None = None
+        #: How the origin is being looked for: "notes" or "replay".
+        self.way = "notes"
 
     def note(
         self, number: int, read: bool, loss=None, suspect: bool | None = None, read_next=True
@@ -62,29 +88,83 @@ class OriginNotes:
         logged loss, if any) tells a loss that was already non-finite from one whose
         backward made the first bad gradient. ``read_next``: whether the next step will be
         read (the hooks sleep through a step that will not)."""
-        found = self._origin.step_end(read=read and self.found is None, suspect=suspect)
+        read = read and self.found is None
+        if self._notes is not None:
+            found = self._notes.step_end(read=read, suspect=suspect)
+        else:
+            found = self._replayed(number) if read and suspect is not False else None
+        if found is None:
+            self._choose_way()
         if found is not None:
             self.found = {**_outside_modules(found, loss), "step": number}
-            self._origin.remove()  # only the first origin is kept: nothing more to look at
-        elif self.found is None:
-            self._origin.armed = read_next
+            self.remove()  # only the first origin is kept: nothing more to look at
+        elif self.found is None and self._notes is not None:
+            self._notes.armed = read_next
+
+    def _replayed(self, number: int) -> dict | None:
+        """The origin of step ``number``, from running it again (None where it is clean, or
+        cannot be run again as it ran: then why is kept in ``unknown``)."""
+        from gradviz.core.origin.modules import ModuleOrigin
+        from gradviz.core.origin.replay import NotReplayable
+
+        try:
+            return self._calls.replay(lambda m: ModuleOrigin(m, lazy=True, read_biases=False))
+        except NotReplayable as exc:
+            if self.unknown is None:
+                self.unknown = {"step": number, "why": f"the step could not be run again ({exc})"}
+            self._notes_for_good()
+            return None
+
+    def _choose_way(self) -> None:
+        """After a clean step taken with notes: go over to replaying where the parameters
+        were still those of its forwards when it was logged, stay with notes for good where
+        they were not (a step without a call of the model tells nothing). The step's calls
+        are let go."""
+        calls = self._calls
+        if calls is None:
+            return
+        if self.way == "notes" and calls.called:
+            if calls.why_not() is not None:
+                self._notes_for_good()
+                return
+            self._notes.remove()
+            self._notes, self.way = None, "replay"
+            calls.trust()
+        calls.clear()
+
+    def _notes_for_good(self) -> None:
+        from gradviz.core.origin.modules import ModuleOrigin
+
+        self._calls.remove()
+        self._calls = None
+        if self._notes is None:
+            self._notes = ModuleOrigin(self._model, **self._notes_args)
+        self.way = "notes"
 
     def forget(self, read_next: bool = True) -> None:
         """Drop the step's tensors unread (a step GradScaler skipped: its scaled gradients
         overflowed, which is no module's doing)."""
-        self._origin.step_end(read=False)
-        if self.found is None:
-            self._origin.armed = read_next
+        if self._notes is not None:
+            self._notes.step_end(read=False)
+            if self.found is None:
+                self._notes.armed = read_next
+        if self._calls is not None:
+            self._calls.clear()
 
     def attach(self, first: dict | None) -> None:
         """Add the origin to the run's ``first`` non-finite gradient where it was seen by
         that step (a later one started elsewhere)."""
-        found = self.found
+        found, unknown = self.found, self.unknown
         if first is not None and found is not None and found["step"] <= first["step"]:
             first["origin"] = {k: found[k] for k in ORIGIN_KEYS}
+        elif first is not None and unknown is not None and unknown["step"] <= first["step"]:
+            first["origin_unknown"] = unknown["why"]
 
     def remove(self) -> None:
-        self._origin.remove()
+        if self._notes is not None:
+            self._notes.remove()
+        if self._calls is not None:
+            self._calls.remove()
 
 
 def _outside_modules(found: dict, loss) -> dict:

@@ -419,6 +419,8 @@ def _first_fields(first: dict | None, with_rank: bool) -> dict | None:
     fields = {k: first.get(k) for k in keys}
     if "origin" in first:  # watch(origin=True): where the first non-finite value started
         fields["origin"] = first["origin"]
+    if "origin_unknown" in first:  # why the watch could not say where it started
+        fields["origin_unknown"] = first["origin_unknown"]
     return fields
 
 

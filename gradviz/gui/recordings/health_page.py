@@ -170,7 +170,10 @@ class ModelHealthPage(QWidget):
         if origin is not None:
             where = f"module {origin['module']}" if origin.get("module") else "outside modules"
             text += f" · began in the {origin['phase']}, {where}"
+        elif first.get("origin_unknown"):
+            text += " · where it began is not known"
         self.first_bad.setText(text)
+        self.first_bad.setToolTip(first.get("origin_unknown") or "")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The page's arrays, for File > Export view data (empty before a recording)."""

@@ -1,0 +1,253 @@
+"""Running a training step's forwards and backward again, to find where its NaN started.
+
+``watch(origin=True)`` on the CPU in one process names the module whose forward or backward
+first made a step's NaN or Inf by noting every module's output at every step
+(``modules.ModuleOrigin``): some 2.5% of a small transformer's step, spent on the rare step
+that goes bad. Where the loop allows it, a step instead keeps only what it takes to run it
+again (``StepCalls``): each call of the model (its arguments, the CPU generator's state, its
+outputs, detached, and the gradient that reached them, taken by a pre-hook on their
+autograd node) and the parameters' version counters as its first forward started. On a
+step whose gradients or loss turn out non-finite, the forwards run again as they ran with
+every module noted, then the backward from their outputs with those gradients, and the
+notes name the module, as they would have at the step itself.
+
+A replay is trusted only where it is the same computation:
+
+- the parameters are the ones the forwards used (their version counters: a loop that calls
+  ``rec.log`` after the optimizer's step has changed them, and is not replayed);
+- the replayed outputs equal the kept ones bit for bit, NaN payloads included (a forward
+  that draws from another generator, runs under an autocast it does not set itself, keeps
+  state of its own, or whose output the caller changed in place, gives other outputs).
+
+Where it is not, ``replay`` raises ``NotReplayable``. The replay leaves no trace: the
+generator's state and the buffers (BatchNorm's running statistics) are put back, and the
+gradients are taken by ``torch.autograd.grad`` (no ``.grad`` is written, no hook on a
+gradient's accumulation runs). The model's own forward hooks do run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from gradviz.core.module_calls import note_each_call
+
+#: Calls of the model kept through a step; a step with more (the model called in a loop
+#: between two ``rec.log``) is not replayed.
+MAX_CALLS = 16
+#: Parameters whose version counters a trusted loop's steps keep (see ``StepCalls.trust``).
+WATCHED_PARAMS = 8
+
+
+class NotReplayable(Exception):
+    """The step cannot be run again as it ran (the message says why)."""
+
+
+class _Call:
+    """One call of the model: what it was given, the CPU generator's state as it started,
+    its outputs (detached) and the gradient that reached each of them (None: none did)."""
+
+    __slots__ = ("args", "kwargs", "rng", "outputs", "grads")
+
+    def __init__(self, args: tuple, kwargs: dict, rng: torch.Tensor) -> None:
+        self.args, self.kwargs, self.rng = args, kwargs, rng
+        self.outputs: list[torch.Tensor] = []
+        self.grads: list[torch.Tensor | None] = []
+
+
+_VERSION = operator.attrgetter("_version")
+
+
+def _version_sum(params: list[torch.Tensor]) -> int:
+    """The parameters' version counters, summed: they only grow, so the sum changes exactly
+    where one of them does (one number to keep per step)."""
+    return sum(map(_VERSION, params))
+
+
+class StepCalls:
+    """The calls of ``model`` in the step under way (see the module)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self._model = model
+        self._params = list(model.parameters())
+        # The parameters whose version counters tell a change between a step's forward and
+        # ``rec.log``: all of them until the loop is trusted (``trust``), then a few.
+        self._watched = self._params
+        self.calls: list[_Call] = []
+        self._versions: int | None = None  # theirs (summed) as the step's first call started
+        self._overflow = False
+        self._paused = False
+        self._open: tuple | None = None  # (args, kwargs, generator state) of a call under way
+        self._handles = note_each_call(model, self._on_output, self._on_input, with_kwargs=True)
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self.clear()
+
+    def clear(self) -> None:
+        """End the step: its calls are let go."""
+        self.calls, self._versions, self._overflow, self._open = [], None, False, None
+
+    def trust(self) -> None:
+        """The loop was seen to call ``rec.log`` before changing the parameters (every one of
+        them was looked at): from now on a few, spread over the model, tell a change (a
+        loop that starts logging after the optimizer's step changes them all), and cost
+        less at every step."""
+        step = max(1, len(self._params) // WATCHED_PARAMS)
+        self._watched = self._params[::step][:WATCHED_PARAMS]
+
+    def _on_input(self, _module, args, kwargs) -> None:
+        self._open = None
+        if self._paused or not torch.is_grad_enabled():
+            return  # an evaluation under no_grad: no gradient will come of it
+        if self._versions is None:
+            self._versions = _version_sum(self._watched)
+        if len(self.calls) >= MAX_CALLS:
+            self._overflow = True
+            return
+        self._open = (args, kwargs, torch.get_rng_state())
+
+    def _on_output(self, _module, _args, output) -> None:
+        opened, self._open = self._open, None
+        if opened is None:
+            return
+        call = _Call(*opened)
+        outputs, grads = call.outputs, call.grads
+        for k, t in enumerate((output,) if type(output) is torch.Tensor else _tensors(output)):
+            outputs.append(t.detach())
+            grads.append(None)
+            node = t.grad_fn
+            if node is not None:
+                node.register_prehook(_GradientOf(grads, k, t.output_nr))
+        self.calls.append(call)
+
+    @property
+    def called(self) -> bool:
+        """Whether the model was called with gradients on in the step."""
+        return bool(self.calls) or self._overflow
+
+    def why_not(self) -> str | None:
+        """Why this step cannot be replayed, or None where it can be tried."""
+        if self._overflow:
+            return f"the model was called more than {MAX_CALLS} times in the step"
+        if not self.calls:
+            return "the model was not called with gradients on in the step"
+        if self._versions != _version_sum(self._watched):
+            return "the parameters changed after the forward (rec.log after the optimizer's step)"
+        return None
+
+    def replay(self, origin_of) -> dict | None:
+        """Run the step's calls again under ``origin_of(model)`` (a ``ModuleOrigin``,
+        removed after), then their backward; returns that origin's verdict (``step_end``).
+        Raises ``NotReplayable``."""
+        with self._replaying():
+            origin = origin_of(self._model)
+            try:
+                outputs, grads = self._forwards()
+                inputs = [p for p in self._params if p.requires_grad] + self._leaf_inputs()
+                if outputs and inputs:
+                    torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+                return origin.step_end(read=True, suspect=None)
+            finally:
+                origin.remove()
+
+    @contextlib.contextmanager
+    def _replaying(self) -> Iterator[None]:
+        """Where the step's calls run again: not taken as calls of a step, and the
+        generator's state and the buffers put back as they were after."""
+        why = self.why_not()
+        if why is not None:
+            raise NotReplayable(why)
+        rng = torch.get_rng_state()
+        buffers = [(b, b.detach().clone()) for b in self._model.buffers()]
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
+            with torch.no_grad():
+                for b, saved in buffers:
+                    b.copy_(saved)
+            torch.set_rng_state(rng)
+
+    def _forwards(self):
+        """Each call again, from its generator state; (outputs, gradients) to run the
+        backward from. Raises ``NotReplayable`` where an output is not the one kept."""
+        outputs, grads = [], []
+        for call in self.calls:
+            torch.set_rng_state(call.rng)
+            try:
+                again = _tensors(self._model(*call.args, **call.kwargs))
+            except Exception as exc:  # the model's own state refused a second call
+                raise NotReplayable(f"the model's forward raised {type(exc).__name__}") from None
+            if not _same(again, call.outputs):
+                raise NotReplayable("the replayed forward gave other outputs")
+            for t, g in zip(again, call.grads):
+                if g is not None and t.grad_fn is not None:
+                    outputs.append(t)
+                    grads.append(g)
+        return outputs, grads
+
+    def _leaf_inputs(self) -> list[torch.Tensor]:
+        """Tensors given to the calls that are leaves requiring grad (the backward reaches
+        them too: a module before any parameter is then still on its way)."""
+        seen, leaves = set(), []
+        for call in self.calls:
+            for t in _tensors((call.args, call.kwargs)):
+                if t.requires_grad and t.grad_fn is None and id(t) not in seen:
+                    seen.add(id(t))
+                    leaves.append(t)
+        return leaves
+
+
+class _GradientOf:
+    """A pre-hook on an output's autograd node: keeps the gradient that reached the output
+    (summed where the node runs twice: a graph's backward run again)."""
+
+    __slots__ = ("grads", "k", "nr")
+
+    def __init__(self, grads: list, k: int, nr: int) -> None:
+        self.grads, self.k, self.nr = grads, k, nr
+
+    def __call__(self, grad_outputs) -> None:
+        g = grad_outputs[self.nr]
+        if g is not None:
+            kept = self.grads[self.k]
+            self.grads[self.k] = g.detach() if kept is None else kept + g.detach()
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """The tensors in a call's arguments or output (tuples, lists and dicts, nested), in
+    order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+#: Integer dtypes of each element size: a float tensor viewed as one compares bit for bit.
+_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Whether two lists of tensors are equal bit for bit (NaN payloads included)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.dtype != y.dtype or x.shape != y.shape or x.device != y.device:
+            return False
+        bits = _BITS.get(x.element_size()) if x.is_floating_point() else None
+        if bits is not None:
+            x, y = x.detach().view(bits), y.view(bits)
+        if not torch.equal(x.detach(), y):
+            return False
+    return True
