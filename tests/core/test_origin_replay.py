@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.origin.replay import MAX_CALLS
 from gradviz.core.record import origin_notes
 from gradviz.core.record.reader import Reader
 
@@ -58,7 +57,9 @@ class Residual(nn.Module):
         return x + self.f(x)
 
 
-def _run(model, batches, *, switch=None, at=2, log_after_step=False, clip=False, kw=None):
+def _run(
+    model, batches, *, switch=None, at=2, log_after_step=False, clip=False, kw=None, bf16=False
+):
     """Train on ``batches`` (SGD, lr small), switching ``switch`` on at step ``at``; returns
     (first_nonfinite's origin, the way it was looked for, the recorder's origin notes)."""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -70,8 +71,9 @@ def _run(model, batches, *, switch=None, at=2, log_after_step=False, clip=False,
             if switch is not None:
                 switch.on = step >= at
             opt.zero_grad()
-            out = model(x) if kw is None else model(x, **kw(step))
-            loss = out.square().mean()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                out = model(x) if kw is None else model(x, **kw(step))
+            loss = out.float().square().mean()
             loss.backward()
             if clip:
                 nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -143,7 +145,13 @@ def _cases():
         model = nn.Sequential(layer, sw, nn.Linear(8, 1))
         return model, [torch.randn(2, 5, 8) for _ in range(4)], {"switch": sw}
 
+    def autocast():
+        # Under the CPU autocast (bfloat16 outputs): replayed under it too.
+        model, batches, kw = kink_backward()
+        return model, batches, {**kw, "bf16": True}
+
     return {
+        "autocast": autocast,
         "forward": log_forward,
         "backward": kink_backward,
         "clipped": kink_clipped,
@@ -234,13 +242,21 @@ def test_an_output_the_caller_changed_in_place_is_not_taken_for_the_replays():
     assert "other outputs" in first["origin_unknown"]
 
 
-def test_too_many_calls_in_a_step_keep_the_notes(tmp_path):
+@pytest.mark.parametrize("limit", ["calls", "bytes"])
+def test_too_many_or_too_large_calls_in_a_step_keep_the_notes(limit, tmp_path, monkeypatch):
+    from gradviz.core.origin import replay
+
+    calls = 3
+    if limit == "calls":
+        monkeypatch.setattr(replay, "MAX_CALLS", 2)
+    else:
+        monkeypatch.setattr(replay, "MAX_HELD_BYTES", 2 * 8 * 3 * 4)  # two calls' batches
     model = nn.Sequential(nn.Linear(3, 1))
     with gradviz.watch(model, tmp_path / "run") as rec:
-        for _ in range(2):
-            loss = sum(model(torch.randn(2, 3)).sum() for _ in range(MAX_CALLS + 1))
-            loss.backward()
-            rec.log()
+        loss = sum(model(torch.randn(8, 3)).sum() for _ in range(calls))
+        assert rec._origin._calls.calls == []  # what was held went at once
+        loss.backward()
+        rec.log()
         assert rec._origin.way == "notes" and rec._origin._calls is None
 
 

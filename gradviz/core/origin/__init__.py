@@ -1,7 +1,9 @@
 """Where a non-finite value starts: the operation, module, source line and cause.
 
 ``trace_nonfinite`` (a dispatch mode over any code) and ``find_origin`` are the library's;
-``modules`` holds the cheap module-level check that ``gradviz.watch`` runs every step.
+``modules`` holds the module-level check of ``gradviz.watch`` (every module's output and the
+gradient reaching it), run at every step or, where the loop allows it, only on a bad step
+run again (``replay``).
 """
 
 from gradviz.core.origin.result import Event, Origin

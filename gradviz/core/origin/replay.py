@@ -16,8 +16,9 @@ A replay is trusted only where it is the same computation:
 - the parameters are the ones the forwards used (their version counters: a loop that calls
   ``rec.log`` after the optimizer's step has changed them, and is not replayed);
 - the replayed outputs equal the kept ones bit for bit, NaN payloads included (a forward
-  that draws from another generator, runs under an autocast it does not set itself, keeps
-  state of its own, or whose output the caller changed in place, gives other outputs).
+  that draws from a generator of its own, keeps state of its own, or whose output the caller
+  changed in place, gives other outputs). The CPU generator's state and the CPU autocast
+  each call started under are kept and set again.
 
 Where it is not, ``replay`` raises ``NotReplayable``. The replay leaves no trace: the
 generator's state and the buffers (BatchNorm's running statistics) are put back, and the
@@ -39,6 +40,9 @@ from gradviz.core.module_calls import note_each_call
 #: Calls of the model kept through a step; a step with more (the model called in a loop
 #: between two ``rec.log``) is not replayed.
 MAX_CALLS = 16
+#: Bytes of earlier calls' arguments and outputs a step may hold (the last call's its caller
+#: holds anyway); a step holding more is not replayed.
+MAX_HELD_BYTES = 1 << 28
 #: Parameters whose version counters a trusted loop's steps keep (see ``StepCalls.trust``).
 WATCHED_PARAMS = 8
 
@@ -48,13 +52,14 @@ class NotReplayable(Exception):
 
 
 class _Call:
-    """One call of the model: what it was given, the CPU generator's state as it started,
-    its outputs (detached) and the gradient that reached each of them (None: none did)."""
+    """One call of the model: what it was given, the CPU generator's state and the CPU
+    autocast (None: off) as it started, its outputs (detached) and the gradient that reached
+    each of them (None: none did)."""
 
-    __slots__ = ("args", "kwargs", "rng", "outputs", "grads")
+    __slots__ = ("args", "kwargs", "rng", "autocast", "outputs", "grads")
 
-    def __init__(self, args: tuple, kwargs: dict, rng: torch.Tensor) -> None:
-        self.args, self.kwargs, self.rng = args, kwargs, rng
+    def __init__(self, args: tuple, kwargs: dict, rng: torch.Tensor, autocast) -> None:
+        self.args, self.kwargs, self.rng, self.autocast = args, kwargs, rng, autocast
         self.outputs: list[torch.Tensor] = []
         self.grads: list[torch.Tensor | None] = []
 
@@ -108,10 +113,19 @@ class StepCalls:
             return  # an evaluation under no_grad: no gradient will come of it
         if self._versions is None:
             self._versions = _version_sum(self._watched)
-        if len(self.calls) >= MAX_CALLS:
-            self._overflow = True
+        if self._overflow or (self.calls and self._too_many()):
+            self._overflow, self.calls = True, []  # what was held goes now
             return
-        self._open = (args, kwargs, torch.get_rng_state())
+        self._open = (args, kwargs, torch.get_rng_state(), _autocast_now())
+
+    def _too_many(self) -> bool:
+        """Whether the calls held so far in this step are as many, or as large, as a step
+        may hold (a loop calling the model with gradients on between two ``rec.log``, an
+        evaluation that forgot ``no_grad``, would otherwise be held whole)."""
+        if len(self.calls) >= MAX_CALLS:
+            return True
+        held = sum(t.nbytes for c in self.calls for t in _tensors((c.args, c.kwargs, c.outputs)))
+        return held > MAX_HELD_BYTES
 
     def _on_output(self, _module, _args, output) -> None:
         opened, self._open = self._open, None
@@ -183,7 +197,8 @@ class StepCalls:
         for call in self.calls:
             torch.set_rng_state(call.rng)
             try:
-                again = _tensors(self._model(*call.args, **call.kwargs))
+                with _autocast_as(call.autocast):
+                    again = _tensors(self._model(*call.args, **call.kwargs))
             except Exception as exc:  # the model's own state refused a second call
                 raise NotReplayable(f"the model's forward raised {type(exc).__name__}") from None
             if not _same(again, call.outputs):
@@ -220,6 +235,18 @@ class _GradientOf:
         if g is not None:
             kept = self.grads[self.k]
             self.grads[self.k] = g.detach() if kept is None else kept + g.detach()
+
+
+def _autocast_now() -> torch.dtype | None:
+    """The CPU autocast's dtype where one is on (a forward under it is replayed under it)."""
+    return torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+
+
+def _autocast_as(dtype: torch.dtype | None):
+    """The CPU autocast a call ran under (its dtype; None: off)."""
+    if dtype is None:
+        return torch.autocast("cpu", enabled=False)
+    return torch.autocast("cpu", dtype=dtype)
 
 
 def _tensors(value) -> list[torch.Tensor]:
