@@ -86,7 +86,7 @@ class StepCalls:
         self._versions: int | None = None  # theirs (summed) as the step's first call started
         self._overflow = False
         self._paused = False
-        self._open: tuple | None = None  # (args, kwargs, generator state) of a call under way
+        self._open: tuple | None = None  # a call under way: see ``_Call``
         self._handles = note_each_call(model, self._on_output, self._on_input, with_kwargs=True)
 
     def remove(self) -> None:
@@ -101,11 +101,12 @@ class StepCalls:
 
     def trust(self) -> None:
         """The loop was seen to call ``rec.log`` before changing the parameters (every one of
-        them was looked at): from now on a few, spread over the model, tell a change (a
-        loop that starts logging after the optimizer's step changes them all), and cost
-        less at every step."""
-        step = max(1, len(self._params) // WATCHED_PARAMS)
-        self._watched = self._params[::step][:WATCHED_PARAMS]
+        them was looked at): from now on a few trained ones, spread over the model, tell a
+        change (a loop that starts logging after the optimizer's step changes them all),
+        and cost less at every step."""
+        trained = [p for p in self._params if p.requires_grad] or self._params
+        step = max(1, len(trained) // WATCHED_PARAMS)
+        self._watched = trained[::step][:WATCHED_PARAMS]
 
     def _on_input(self, _module, args, kwargs) -> None:
         self._open = None
@@ -164,7 +165,7 @@ class StepCalls:
             origin = origin_of(self._model)
             try:
                 outputs, grads = self._forwards()
-                inputs = [p for p in self._params if p.requires_grad] + self._leaf_inputs()
+                inputs = self._leaf_inputs([p for p in self._params if p.requires_grad])
                 if outputs and inputs:
                     torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
                 return origin.step_end(read=True, suspect=None)
@@ -209,10 +210,11 @@ class StepCalls:
                     grads.append(g)
         return outputs, grads
 
-    def _leaf_inputs(self) -> list[torch.Tensor]:
-        """Tensors given to the calls that are leaves requiring grad (the backward reaches
-        them too: a module before any parameter is then still on its way)."""
-        seen, leaves = set(), []
+    def _leaf_inputs(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``params`` and the tensors given to the calls that are leaves requiring grad (the
+        backward reaches them too: a module before any parameter is then on its way), each
+        once."""
+        seen, leaves = {id(p) for p in params}, list(params)
         for call in self.calls:
             for t in _tensors((call.args, call.kwargs)):
                 if t.requires_grad and t.grad_fn is None and id(t) not in seen:
