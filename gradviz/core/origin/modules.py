@@ -1,4 +1,5 @@
-"""The module-level origin ``gradviz.watch`` checks at every step, cheaply.
+"""The module-level origin ``gradviz.watch`` checks at every step, cheaply (or, where the
+loop allows it, only on a bad step run again: see ``replay``, which notes that run here).
 
 The watched model's computing submodules (not containers, dropout, pooling and the like)
 note their output as their call returns (a wrapped call, or a forward hook: see
