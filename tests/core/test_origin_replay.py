@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_origin_watch import Kink, LogOf, Residual
 from torch import nn
 
 import gradviz
@@ -25,18 +26,6 @@ class Switch(nn.Module):
         return self.inner(x) if self.on else x
 
 
-class LogOf(nn.Module):
-    def forward(self, x):
-        return torch.log(x)
-
-
-class Kink(nn.Module):
-    """Finite forward; its backward is 0 x Inf = NaN."""
-
-    def forward(self, x):
-        return torch.sqrt((x - x.detach()).square()) + x
-
-
 class Scaled(nn.Module):
     """Takes a keyword: ``x / scale`` (Inf where scale is 0)."""
 
@@ -46,15 +35,6 @@ class Scaled(nn.Module):
 
     def forward(self, x, *, scale):
         return self.lin(x) / scale
-
-
-class Residual(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.f = nn.Linear(2, 2)
-
-    def forward(self, x):
-        return x + self.f(x)
 
 
 def _run(
@@ -110,10 +90,7 @@ def _cases():
         return model, batches, {**kw, "clip": True}
 
     def residual_overflow():
-        model = nn.Sequential(Residual(), nn.Linear(2, 1))
-        with torch.no_grad():
-            model[0].f.weight.copy_(torch.eye(2))
-            model[0].f.bias.zero_()
+        model = nn.Sequential(Residual(), nn.Linear(2, 1))  # f is the identity
         batches = [torch.ones(3, 2), torch.ones(3, 2), torch.full((3, 2), 2e38)]
         return model, batches, {}
 
