@@ -184,6 +184,48 @@ class OwnDraw(nn.Module):
         return self.lin(x) + torch.rand(x.shape, generator=self.gen)
 
 
+class Counted(nn.Module):
+    """Kinks (from its backward: NaN) at its call ``at``, counted by itself."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.lin, self.at, self.calls = nn.Linear(3, 3), at, 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = self.lin(x)
+        return Kink()(y) if self.calls - 1 == self.at else y
+
+
+@pytest.mark.parametrize("stateful", ["generator", "counter"])
+def test_a_forward_that_changes_the_models_own_state_keeps_the_notes(stateful):
+    # Seen on the first step (its own generator's state, a call counter): such a forward is
+    # not the same when run again, so the notes stay, and they name the origin.
+    torch.manual_seed(0)
+    if stateful == "generator":
+        sw = Switch(Kink())
+        model, kw = nn.Sequential(OwnDraw(), sw, nn.Linear(3, 1)), {"switch": sw}
+        expected = ("backward", "1.inner")
+    else:
+        model, kw = nn.Sequential(Counted(at=2), nn.Linear(3, 1)), {}
+        expected = ("backward", "0")
+    origin, way, notes = _run(model, [torch.randn(4, 3) for _ in range(4)], **kw)
+    assert way == "notes" and notes._calls is None
+    assert (origin["phase"], origin["module"], origin["step"]) == (*expected, 2)
+
+
+_NOISE = torch.Generator().manual_seed(2)  # not the model's: no attribute of it changes
+
+
+class GlobalDraw(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) + torch.rand(x.shape, generator=_NOISE)
+
+
 def test_a_forward_that_is_not_the_same_twice_says_its_origin_is_not_known(capsys):
     # Replayed, its noise is drawn afresh: the (finite) outputs differ, and the recording
     # says why it names no origin rather than naming one the step may not have had.
@@ -191,7 +233,7 @@ def test_a_forward_that_is_not_the_same_twice_says_its_origin_is_not_known(capsy
 
     torch.manual_seed(0)
     sw = Switch(Kink())
-    model = nn.Sequential(OwnDraw(), sw, nn.Linear(3, 1))
+    model = nn.Sequential(GlobalDraw(), sw, nn.Linear(3, 1))
     origin, way, notes = _run(model, [torch.randn(4, 3) for _ in range(4)], switch=sw)
     assert origin is None and way == "notes" and notes._calls is None
     first = Reader(_run.tmp / "run0").describe()["first_nonfinite"]
@@ -199,6 +241,22 @@ def test_a_forward_that_is_not_the_same_twice_says_its_origin_is_not_known(capsy
     assert first["step"] == 2 and first["origin_unknown"] == why
     assert main(["inspect", str(_run.tmp / "run0")]) == 0
     assert f"  where it started: not known: {why}" in capsys.readouterr().out.splitlines()
+
+
+def test_a_bad_step_that_runs_again_clean_says_its_origin_is_not_known(tmp_path):
+    # The NaN is the user's own, written into a gradient after the backward: the replayed
+    # step is finite, so it was not the model's doing (or not the same step).
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for step in range(3):
+            model(torch.randn(4, 3)).sum().backward()
+            if step == 2:
+                model[2].bias.grad.fill_(float("nan"))
+            rec.log()
+            model.zero_grad()
+    first = Reader(tmp_path / "run").describe()["first_nonfinite"]
+    assert first["tensor"] == "2.bias" and "origin" not in first
+    assert first["origin_unknown"].startswith("run again, the step made no NaN or Inf: it came")
 
 
 def test_an_output_the_caller_changed_in_place_is_not_taken_for_the_replays():

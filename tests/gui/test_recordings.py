@@ -700,29 +700,32 @@ def _logged_scalars(path) -> int:
 
 
 def test_a_recording_that_could_not_say_where_its_nan_began_says_so(qtbot, lab, tmp_path):
-    # A forward with noise of its own is not the same when replayed: the watch names no
-    # origin and keeps why; the page says it is not known, and why, instead of nothing.
+    # A forward drawing noise from a generator that is not the model's is not the same when
+    # replayed: the watch names no origin and keeps why; the page says it is not known, and
+    # why, instead of nothing.
     import torch
     from torch import nn
 
     import gradviz
 
+    noise = torch.Generator()  # not the model's own: the watch cannot see it drawn from
+
     class Noisy(nn.Module):
-        """Noise of its own, then (from step 2) sqrt at 0 in the backward: 0 x Inf."""
+        """Noise, then (from step 2) sqrt at 0 in the backward: 0 x Inf."""
 
         def __init__(self):
             super().__init__()
-            self.lin, self.gen, self.kink = nn.Linear(3, 3), torch.Generator(), False
+            self.lin, self.kink = nn.Linear(3, 3), False
 
         def forward(self, x):
-            y = self.lin(x) + torch.rand(x.shape, generator=self.gen)
+            y = self.lin(x) + torch.rand(x.shape, generator=noise)
             return y + torch.sqrt((y - y.detach()).square()) if self.kink else y
 
     torch.manual_seed(0)
     model = nn.Sequential(Noisy(), nn.Linear(3, 1))
     with gradviz.watch(model, tmp_path / "run") as rec:
         for step in range(3):
-            model[0].kink = step == 2
+            model[0].kink = step == 2  # set between the steps: not a change of the forward's
             model(torch.randn(4, 3)).sum().backward()
             rec.log()
     lab.window.pages.show_page(lab.recordings.page_index)

@@ -15,10 +15,13 @@ A replay is trusted only where it is the same computation:
 
 - the parameters are the ones the forwards used (their version counters: a loop that calls
   ``rec.log`` after the optimizer's step has changed them, and is not replayed);
+- the forward changed nothing of the model's own plain state on the calls looked at before
+  the loop was trusted (a call counter, a cache, a generator of its own: ``stateful``);
 - the replayed outputs equal the kept ones bit for bit, NaN payloads included (a forward
-  that draws from a generator of its own, keeps state of its own, or whose output the caller
-  changed in place, gives other outputs). The CPU generator's state and the CPU autocast
-  each call started under are kept and set again.
+  that draws from a generator that is not the model's, or whose output the caller changed in
+  place, gives other outputs), and a bad step runs again bad (one that runs again clean was
+  not the same step, or its NaN came from outside the model). The CPU generator's state and
+  the CPU autocast each call started under are kept and set again.
 
 Where it is not, ``replay`` raises ``NotReplayable``. The replay leaves no trace: the
 generator's state and the buffers (BatchNorm's running statistics) are put back, and the
@@ -87,6 +90,12 @@ class StepCalls:
         self._overflow = False
         self._paused = False
         self._open: tuple | None = None  # a call under way: see ``_Call``
+        #: Whether a call of the model was seen to change the model's own plain state (a
+        #: call counter, a cache, its own generator): such a forward is not the same when
+        #: run again. Looked at on the calls before the loop is trusted (``trust``).
+        self.stateful = False
+        self._state_before: list | None = None
+        self._looks = True
         self._handles = note_each_call(model, self._on_output, self._on_input, with_kwargs=True)
 
     def remove(self) -> None:
@@ -104,6 +113,7 @@ class StepCalls:
         them was looked at): from now on a few trained ones, spread over the model, tell a
         change (a loop that starts logging after the optimizer's step changes them all),
         and cost less at every step."""
+        self._looks = False
         trained = [p for p in self._params if p.requires_grad] or self._params
         step = max(1, len(trained) // WATCHED_PARAMS)
         self._watched = trained[::step][:WATCHED_PARAMS]
@@ -118,6 +128,8 @@ class StepCalls:
             self._overflow, self.calls = True, []  # what was held goes now
             return
         self._open = (args, kwargs, torch.get_rng_state(), _autocast_now())
+        if self._looks:
+            self._state_before = _plain_state(self._model)
 
     def _too_many(self) -> bool:
         """Whether the calls held so far in this step are as many, or as large, as a step
@@ -132,6 +144,8 @@ class StepCalls:
         opened, self._open = self._open, None
         if opened is None:
             return
+        if self._looks and self._state_before != _plain_state(self._model):
+            self.stateful = True
         call = _Call(*opened)
         outputs, grads = call.outputs, call.grads
         for k, t in enumerate((output,) if type(output) is torch.Tensor else _tensors(output)):
@@ -150,7 +164,7 @@ class StepCalls:
     def why_not(self) -> str | None:
         """Why this step cannot be replayed, or None where it can be tried."""
         if self._overflow:
-            return f"the model was called more than {MAX_CALLS} times in the step"
+            return "the model was called too often in the step, or with too much to keep"
         if not self.calls:
             return "the model was not called with gradients on in the step"
         if self._versions != _version_sum(self._watched):
@@ -237,6 +251,34 @@ class _GradientOf:
         if g is not None:
             kept = self.grads[self.k]
             self.grads[self.k] = g.detach() if kept is None else kept + g.detach()
+
+
+#: A module's own attributes that are torch's bookkeeping (its tensors, children, hooks).
+_TORCH_OWN = frozenset(vars(nn.Module())) | {"_compiled_call_impl"}
+
+
+def _plain_state(model: nn.Module) -> list:
+    """What a forward could change of the model besides its tensors: each module's own
+    attributes, numbers and strings by value, a generator by its state, a plain tensor by
+    its version, a container by its length, anything else by identity."""
+    state = []
+    for m in model.modules():
+        for key, value in vars(m).items():
+            if key not in _TORCH_OWN:
+                state.append((id(m), key, _fingerprint(value)))
+    return state
+
+
+def _fingerprint(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.Generator):
+        return bytes(value.get_state().numpy())
+    if isinstance(value, torch.Tensor):
+        return (id(value), value._version)
+    if isinstance(value, (list, tuple, dict, set)):
+        return (id(value), len(value))
+    return id(value)
 
 
 def _autocast_now() -> torch.dtype | None:

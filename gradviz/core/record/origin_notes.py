@@ -23,6 +23,12 @@ STEP_LISTENERS: list = []
 #: diagnose`` pauses its tracer there: the recorder's sums are not the user's).
 UNTRACED: list = []
 
+#: Why a bad step's origin is not known where running it again made nothing non-finite.
+_RAN_CLEAN = (
+    "run again, the step made no NaN or Inf: it came from outside the model's forward and "
+    "backward, or that forward is not the same twice"
+)
+
 #: What a recording's ``first_nonfinite["origin"]`` holds.
 ORIGIN_KEYS = ("phase", "module", "op", "cause", "step")
 
@@ -51,10 +57,11 @@ class OriginNotes:
     - replay (``replay.StepCalls``, on the CPU in one process): a step keeps only its calls
       of the model, and one that went bad is run again with every module noted. A run
       starts with notes; after a clean step whose parameters were still those of its
-      forward when it was logged (``rec.log`` before the optimizer's step) the notes go,
-      where they were not (``rec.log`` after it) the notes stay for good. A bad step that
-      does not run again as it ran (its replayed outputs differ) has no origin; ``unknown``
-      says why, and the notes come back for the steps after it.
+      forward when it was logged (``rec.log`` before the optimizer's step), and whose
+      forward changed nothing of the model's own plain state (a call counter, a generator of
+      its own), the notes go; otherwise they stay for good. A bad step that does not run
+      again as it ran (its replayed outputs differ, or it runs again clean) has no origin:
+      ``unknown`` says why, and the notes come back for the steps after it.
 
     Once the origin is found everything goes: the steps after it cost nothing."""
 
@@ -108,12 +115,20 @@ class OriginNotes:
         from gradviz.core.origin.replay import NotReplayable
 
         try:
-            return self._calls.replay(lambda m: ModuleOrigin(m, lazy=True, read_biases=False))
+            found = self._calls.replay(lambda m: ModuleOrigin(m, lazy=True, read_biases=False))
         except NotReplayable as exc:
-            if self.unknown is None:
-                self.unknown = {"step": number, "why": f"the step could not be run again ({exc})"}
-            self._notes_for_good()
+            self._not_known(number, f"the step could not be run again ({exc})")
             return None
+        if found is None:  # a bad step that runs again clean
+            self._not_known(number, _RAN_CLEAN)
+        return found
+
+    def _not_known(self, number: int, why: str) -> None:
+        """Step ``number`` was bad and its origin is not known: keep why (the first such
+        step's), and take the notes for the steps after it."""
+        if self.unknown is None:
+            self.unknown = {"step": number, "why": why}
+        self._notes_for_good()
 
     def _choose_way(self) -> None:
         """After a clean step taken with notes: go over to replaying where the parameters
@@ -124,7 +139,7 @@ class OriginNotes:
         if calls is None:
             return
         if self.way == "notes" and calls.called:
-            if calls.why_not() is not None:
+            if calls.stateful or calls.why_not() is not None:
                 self._notes_for_good()
                 return
             self._notes.remove()
