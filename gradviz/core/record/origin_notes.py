@@ -131,10 +131,10 @@ class OriginNotes:
         self._notes_for_good()
 
     def _choose_way(self) -> None:
-        """After a clean step taken with notes: go over to replaying where the parameters
-        were still those of its forwards when it was logged, stay with notes for good where
-        they were not (a step without a call of the model tells nothing). The step's calls
-        are let go."""
+        """After a step taken with notes that found no origin: go over to replaying where
+        the parameters were still those of its forwards when it was logged and the forwards
+        changed nothing of the model's own plain state, stay with notes for good where not
+        (a step without a call of the model tells nothing). The step's calls are let go."""
         calls = self._calls
         if calls is None:
             return
