@@ -363,3 +363,42 @@ def test_a_before_with_keywords_gets_them_wrapped_or_hooked(monkeypatch):
             h.remove()
         assert model._compiled_call_impl is None and not model._forward_pre_hooks
     assert seen == [{"scale": 2.0}, {"scale": 2.0}]
+
+
+class _RefusesTwice(torch.autograd.Function):
+    """A backward that works once per forward's graph and raises when run again (a custom
+    Function with a counter of its own, outside the model's attributes)."""
+
+    runs = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _RefusesTwice.runs += 1
+        if _RefusesTwice.runs > 3:
+            raise RuntimeError("refused")
+        return grad * float("nan") if _RefusesTwice.runs == 3 else grad
+
+
+class Refuses(nn.Module):
+    def forward(self, x):
+        return _RefusesTwice.apply(x)
+
+
+def test_a_replay_whose_backward_raises_names_no_origin_and_the_loop_goes_on(tmp_path):
+    _RefusesTwice.runs = 0
+    model = nn.Sequential(nn.Linear(3, 3), Refuses(), nn.Linear(3, 1))
+    with gradviz.watch(model, tmp_path / "run") as rec:
+        for _ in range(3):
+            model(torch.randn(4, 3)).sum().backward()  # NaN from the third backward
+            rec.log()
+            model.zero_grad()
+    first = Reader(tmp_path / "run").describe()["first_nonfinite"]
+    assert first["step"] == 2 and "origin" not in first
+    assert (
+        first["origin_unknown"]
+        == "the step could not be run again (its backward raised RuntimeError)"
+    )

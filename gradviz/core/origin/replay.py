@@ -181,7 +181,11 @@ class StepCalls:
                 outputs, grads = self._forwards()
                 inputs = self._leaf_inputs([p for p in self._params if p.requires_grad])
                 if outputs and inputs:
-                    torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+                    try:
+                        torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+                    except Exception as exc:  # never the user's loop's failure
+                        name = type(exc).__name__
+                        raise NotReplayable(f"its backward raised {name}") from None
                 return origin.step_end(read=True, suspect=None)
             finally:
                 origin.remove()

@@ -119,6 +119,9 @@ class OriginNotes:
         except NotReplayable as exc:
             self._not_known(number, f"the step could not be run again ({exc})")
             return None
+        except Exception as exc:  # a watch must not stop the loop it watches
+            self._not_known(number, f"the step could not be run again ({type(exc).__name__})")
+            return None
         if found is None:  # a bad step that runs again clean
             self._not_known(number, _RAN_CLEAN)
         return found
