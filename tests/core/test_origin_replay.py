@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_origin_watch import Kink, LogOf, Residual
+from test_origin_watch import Kink, LogOf, Residual, _untouched
 from torch import nn
 
 import gradviz
@@ -402,3 +402,30 @@ def test_a_replay_whose_backward_raises_names_no_origin_and_the_loop_goes_on(tmp
         first["origin_unknown"]
         == "the step could not be run again (its backward raised RuntimeError)"
     )
+
+
+class _Interrupts(nn.Module):
+    """Ctrl-C as the watch runs the bad step again (its fourth call)."""
+
+    calls = 0
+
+    def forward(self, x):
+        _Interrupts.calls += 1
+        if _Interrupts.calls == 4:
+            raise KeyboardInterrupt
+        return x
+
+
+def test_an_interrupt_while_the_bad_step_runs_again_loses_no_step(tmp_path):
+    _Interrupts.calls = 0
+    sw = Switch(Kink())
+    model = nn.Sequential(nn.Linear(3, 3), _Interrupts(), sw, nn.Linear(3, 1))
+    with pytest.raises(KeyboardInterrupt), gradviz.watch(model, tmp_path / "run") as rec:
+        for step in range(3):
+            sw.on = step == 2
+            model(torch.randn(4, 3)).sum().backward()
+            rec.log()
+            model.zero_grad()
+    summary = Reader(tmp_path / "run").describe()
+    assert summary["complete"] and summary["first_nonfinite"]["step"] == 2
+    assert _untouched(model)  # the replay's notes went with it

@@ -248,12 +248,14 @@ class Recorder:
                 self._record_skip(number, skip)
                 return
             bad_now = self._first_bad.check(grads, number, self._workspace, layout)
-            # The loss as logged (on the CPU already read: not read again).
-            self._note_origin(number, (values or {}).get("loss", loss), bad_now)
             if self._wants(bad_now):
                 if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
                     grads = [None if g is None else g.detach() / scale for g in grads]
                 self._sink.hold(self._gather(number, loss, names, grads))
+            # After the step is held (its origin joins it when it is written): a bad step's
+            # origin may run the step again, and an interrupt there must not lose the step.
+            # The loss as logged (on the CPU already read: not read again).
+            self._note_origin(number, (values or {}).get("loss", loss), bad_now)
         self._next_step(number)
 
     def _next_step(self, number: int) -> None:
