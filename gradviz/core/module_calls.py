@@ -18,6 +18,8 @@ the original module.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import nn
 
@@ -39,6 +41,19 @@ def note_each_call(module: nn.Module, note, before=None, *, with_kwargs: bool = 
     if before is not None:
         handles.append(module.register_forward_pre_hook(before, with_kwargs=with_kwargs))
     return [*handles, module.register_forward_hook(note)]
+
+
+def call_tensors(value, depth: int = 0) -> Iterator[torch.Tensor]:
+    """The tensors in a module call's arguments or output (tuples, lists and dicts' values,
+    3 levels deep), in order."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 3 and isinstance(value, (tuple, list)):
+        for item in value:
+            yield from call_tensors(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in value.values():
+            yield from call_tensors(item, depth + 1)
 
 
 def _wrappable(module: nn.Module) -> bool:

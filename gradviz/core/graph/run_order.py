@@ -27,7 +27,7 @@ from __future__ import annotations
 from torch import nn
 
 from gradviz.core.graph.model import INPUT_ID, LOSS_ID, module_id, op_id
-from gradviz.core.module_calls import note_each_call
+from gradviz.core.module_calls import call_tensors, note_each_call
 
 VERSION = 1
 #: Past this many modules only the tree is stored (a hook per module costs every forward
@@ -69,7 +69,7 @@ class RunOrder:
             self._order.setdefault(path, None)
             if path in self._leaves and any(
                 getattr(a, "grad_fn", 1) is None and getattr(a, "is_floating_point", bool)()
-                for a in _tensors(args)
+                for a in call_tensors(args)
             ):
                 self._from_input.setdefault(path, None)
 
@@ -78,10 +78,10 @@ class RunOrder:
     def _post_hook(self, path: str):
         def hook(_module, _args, output) -> None:
             own = module_id(path) if path in self._leaves else op_id(path)
-            first = next(_tensors(output), None)
+            first = next(call_tensors(output), None)
             if first is not None and path not in self._shapes:
                 self._shapes[path] = [int(d) for d in first.shape]
-            for t in _tensors(output):
+            for t in call_tensors(output):
                 node = getattr(t, "grad_fn", None)
                 if node is not None and node not in self._producer:
                     self._producer[node] = own  # children hook first: the innermost wins
@@ -137,15 +137,3 @@ class RunOrder:
                 continue
             stack.extend(n for n, _ in node.next_functions if n is not None)
         return list(found)
-
-
-def _tensors(value, depth: int = 0):
-    """The tensors in a module's arguments or output (tuples, lists, dicts; 3 levels)."""
-    if hasattr(value, "grad_fn") and hasattr(value, "is_floating_point"):
-        yield value
-    elif depth < 3 and isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _tensors(item, depth + 1)
-    elif depth < 3 and isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item, depth + 1)

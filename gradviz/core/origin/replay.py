@@ -34,11 +34,12 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Iterator
+from itertools import chain
 
 import torch
 from torch import nn
 
-from gradviz.core.module_calls import note_each_call
+from gradviz.core.module_calls import call_tensors, note_each_call
 
 #: Calls of the model kept through a step; a step with more (the model called in a loop
 #: between two ``rec.log``) is not replayed.
@@ -137,7 +138,7 @@ class StepCalls:
         evaluation that forgot ``no_grad``, would otherwise be held whole)."""
         if len(self.calls) >= MAX_CALLS:
             return True
-        held = sum(t.nbytes for c in self.calls for t in _tensors((c.args, c.kwargs, c.outputs)))
+        held = sum(t.nbytes for c in self.calls for t in _held(c))
         return held > MAX_HELD_BYTES
 
     def _on_output(self, _module, _args, output) -> None:
@@ -148,7 +149,7 @@ class StepCalls:
             self.stateful = True
         call = _Call(*opened)
         outputs, grads = call.outputs, call.grads
-        for k, t in enumerate((output,) if type(output) is torch.Tensor else _tensors(output)):
+        for k, t in enumerate((output,) if type(output) is torch.Tensor else call_tensors(output)):
             outputs.append(t.detach())
             grads.append(None)
             node = t.grad_fn
@@ -217,7 +218,7 @@ class StepCalls:
             torch.set_rng_state(call.rng)
             try:
                 with _autocast_as(call.autocast):
-                    again = _tensors(self._model(*call.args, **call.kwargs))
+                    again = list(call_tensors(self._model(*call.args, **call.kwargs)))
             except Exception as exc:  # the model's own state refused a second call
                 raise NotReplayable(f"the model's forward raised {type(exc).__name__}") from None
             if not _same(again, call.outputs):
@@ -234,7 +235,7 @@ class StepCalls:
         once."""
         seen, leaves = {id(p) for p in params}, list(params)
         for call in self.calls:
-            for t in _tensors((call.args, call.kwargs)):
+            for t in chain(call_tensors(call.args), call_tensors(call.kwargs)):
                 if t.requires_grad and t.grad_fn is None and id(t) not in seen:
                     seen.add(id(t))
                     leaves.append(t)
@@ -297,16 +298,9 @@ def _autocast_as(dtype: torch.dtype | None):
     return torch.autocast("cpu", dtype=dtype)
 
 
-def _tensors(value) -> list[torch.Tensor]:
-    """The tensors in a call's arguments or output (tuples, lists and dicts, nested), in
-    order."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
+def _held(call: _Call) -> Iterator[torch.Tensor]:
+    """The tensors a kept call holds: its arguments and its outputs."""
+    return chain(call_tensors(call.args), call_tensors(call.kwargs), call.outputs)
 
 
 #: Integer dtypes of each element size: a float tensor viewed as one compares bit for bit.
