@@ -81,8 +81,11 @@ class OriginNotes:
         self.found: dict | None = None
         #: {"step", "why"}: a bad step whose origin could not be found by replaying it.
         self.unknown: dict | None = None
-        #: How the origin is being looked for: "notes" or "replay".
-        self.way = "notes"
+
+    @property
+    def way(self) -> str:
+        """How the origin is being looked for: "notes" or "replay"."""
+        return "notes" if self._notes is not None else "replay"
 
     def note(
         self, number: int, read: bool, loss=None, suspect: bool | None = None, read_next=True
@@ -141,12 +144,12 @@ class OriginNotes:
         calls = self._calls
         if calls is None:
             return
-        if self.way == "notes" and calls.called:
+        if self._notes is not None and calls.called:
             if calls.stateful or calls.why_not() is not None:
                 self._notes_for_good()
                 return
             self._notes.remove()
-            self._notes, self.way = None, "replay"
+            self._notes = None
             calls.trust()
         calls.clear()
 
@@ -157,7 +160,6 @@ class OriginNotes:
         self._calls = None
         if self._notes is None:
             self._notes = ModuleOrigin(self._model, **self._notes_args)
-        self.way = "notes"
 
     def forget(self, read_next: bool = True) -> None:
         """Drop the step's tensors unread (a step GradScaler skipped: its scaled gradients
