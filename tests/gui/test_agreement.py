@@ -88,10 +88,42 @@ def _watch_recording(path, steps: int, nan_at: int):
     return path
 
 
+def _unreplayable_recording(path, steps: int, nan_at: int):
+    """A watch recording whose first non-finite step (``nan_at``, made in a backward) could
+    not be run again as it ran: its forward draws noise from a generator that is not the
+    model's, so the recording says why it names no origin (``origin_unknown``)."""
+    import torch
+    from torch import nn
+
+    import gradviz
+
+    noise = torch.Generator().manual_seed(1)
+
+    class Noisy(nn.Module):
+        kink = False
+
+        def forward(self, h):
+            h = h + torch.rand(h.shape, generator=noise)
+            return h + torch.sqrt((h - h.detach()).square()) if self.kink else h
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), Noisy(), nn.Tanh(), nn.Linear(8, 1))
+    x = torch.randn(16, 4)
+    with gradviz.watch(model, str(path), every=1) as rec:
+        for step in range(steps):
+            model[1].kink = step == nan_at
+            loss = model(x).square().mean()
+            model.zero_grad()
+            loss.backward()
+            rec.log(loss=loss)
+    return path
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> dict[str, dict]:
     """The recordings the stories open, each with the CLI's numbers for it, by path:
-    ``{"kind": "lab" | "watch" | "damaged", "inspect": {...}, "fit": {...} or None}``."""
+    ``{"kind": "lab" | "watch" | "damaged" | "watch-unknown", "inspect": {...}, "fit": {...}
+    or None}``."""
     root = tmp_path_factory.mktemp("agreement")
     found: dict[str, dict] = {}
     for name, method in (("naive", "naive"), ("safe", "safe")):
@@ -106,6 +138,8 @@ def prepared(tmp_path_factory) -> dict[str, dict]:
     (damaged / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()  # steps 16-31
     found[str(watch)] = {"kind": "watch", "fit": None}
     found[str(damaged)] = {"kind": "damaged", "fit": None}
+    unknown = _unreplayable_recording(root / "unknown", steps=8, nan_at=5)
+    found[str(unknown)] = {"kind": "watch-unknown", "fit": None}
     import zarr  # its I/O threads live as long as the process: start them before the test
 
     from gradviz.core.record.reader import Reader
@@ -273,7 +307,7 @@ class AgreementMachine(RuleBasedStateMachine):
             self.wait_for_live_frame()
         self.taken.append("change_n_or_method")
 
-    @rule(kind=st.sampled_from(["lab-naive", "lab-safe", "watch", "damaged"]))
+    @rule(kind=st.sampled_from(["lab-naive", "lab-safe", "watch", "damaged", "watch-unknown"]))
     def open_recording(self, kind: str) -> None:
         if kind.startswith("lab-"):
             name = kind.removeprefix("lab-")
@@ -508,6 +542,7 @@ class AgreementMachine(RuleBasedStateMachine):
         per_rank = next(p for p in inspect["per_rank"] if p["rank"] == data.rank)
         first = per_rank["first_nonfinite"]
         assert r["first_nonfinite_step"] == (None if first is None else first["step"])
+        self.check_origin(r, first or {})
         assert bool(r["damage"]) == bool(inspect["damaged"])
         assert inspect["complete"] == (not inspect["damaged"] and per_rank["complete"])
         timeline = r["timeline"]
@@ -528,6 +563,26 @@ class AgreementMachine(RuleBasedStateMachine):
             # The cursor of the map and of the loss stand on the selected step's column.
             assert r["health"]["cursor_step"] == step
             assert r["loss"]["cursor_step"] == step
+
+    def check_origin(self, r: dict, first: dict) -> None:
+        """Where the first non-finite value began, as the page says it (the button, the
+        origin panel, the button's tooltip), against ``inspect --json``: the origin, or why
+        the recording names none."""
+        origin, unknown, button = (
+            first.get("origin"),
+            first.get("origin_unknown"),
+            r["first_nonfinite"],
+        )
+        if origin:
+            assert r["origin"] is not None and r["origin"]["cause"] == origin["cause"]
+            assert f"began in the {origin['phase']}" in button
+            self.compared.add("origin")
+        else:
+            assert r["origin"] is None and "began in the" not in button
+        assert button.endswith(" · where it began is not known") == bool(unknown)
+        assert r["first_nonfinite_why"] == (unknown or "")
+        if unknown:
+            self.compared.add("origin unknown")
 
     @invariant()
     def the_runs_page_agrees_with_its_sources(self) -> None:
@@ -719,6 +774,7 @@ WALKTHROUGH = (
     ("scrub_the_timeline", {"where": 0.3}),
     ("open_recording", {"kind": "damaged"}),
     ("scrub_the_timeline", {"where": 0.6}),
+    ("open_recording", {"kind": "watch-unknown"}),
     ("switch_page", {"where": 1.0}),
     ("press_an_add_button", {"which": 1.0}),
     ("open_recording", {"kind": "watch"}),
@@ -788,9 +844,8 @@ def test_every_readout_agrees_with_the_source_in_focus(
     assert {"open_recording", "scrub_the_timeline", "show_first_nan", "click_follow"} <= set(
         taken
     ), taken
-    assert {"live", "fit", "graph", "graph origin", "loss marks"} <= machine.compared, (
-        machine.compared
-    )
+    required = {"live", "fit", "graph", "graph origin", "loss marks", "origin", "origin unknown"}
+    assert required <= machine.compared, machine.compared
     _run(qtbot, lab, prepared, examples=2, steps=6)
 
 

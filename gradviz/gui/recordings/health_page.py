@@ -163,6 +163,7 @@ class ModelHealthPage(QWidget):
         self.timeline.set_first_bad_step(None if first is None else int(first["step"]))
         origin = None if first is None else first.get("origin")
         self.origin.show_origin(origin)
+        self.first_bad.setToolTip("" if first is None else first.get("origin_unknown") or "")
         if first is None:
             self.first_bad.setText("No non-finite gradient")
             return
@@ -173,7 +174,6 @@ class ModelHealthPage(QWidget):
         elif first.get("origin_unknown"):
             text += " · where it began is not known"
         self.first_bad.setText(text)
-        self.first_bad.setToolTip(first.get("origin_unknown") or "")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The page's arrays, for File > Export view data (empty before a recording)."""
@@ -191,9 +191,10 @@ class ModelHealthPage(QWidget):
         }
 
     def readouts(self) -> dict:
-        """The page as it reads: the header, the first non-finite button (and the step it
-        names), the damage line, the origin panel, the timeline, the health map's and the
-        loss plot's cursors, the readout under the map and the histogram's counts line."""
+        """The page as it reads: the header, the first non-finite button (the step it names,
+        and its tooltip: why the recording names no origin, where it says), the damage
+        line, the origin panel, the timeline, the health map's and the loss plot's cursors,
+        the readout under the map and the histogram's counts line."""
         data = self.data
         first_text = self.first_bad.text()
         return {
@@ -202,6 +203,7 @@ class ModelHealthPage(QWidget):
             "rank": self.rank.currentData(),
             "first_nonfinite": first_text,
             "first_nonfinite_step": step_in(first_text) if self.first_bad.isEnabled() else None,
+            "first_nonfinite_why": self.first_bad.toolTip(),
             "damage": self.damage_label.text() if self.damage_label.isVisibleTo(self) else "",
             "origin": self.origin.values() if self.origin.isVisibleTo(self) else None,
             "timeline": self.timeline.readouts(),
