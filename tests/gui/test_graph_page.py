@@ -76,6 +76,10 @@ def test_the_origin_and_the_modules_after_it_are_marked_from_the_first_nonfinite
     assert page.node_health("m:b2.fc1").worst in (Health.FINITE, Health.ZERO)
     page.timeline.select_step(3)  # the page's own timeline moves Model health's too
     assert health.timeline.step == 3 and page.step == 3
+    # Its Follow and state say what Model health's say of the same (complete) recording.
+    ours, theirs = page.timeline.readouts(), health.timeline.readouts()
+    assert ours["state"] == theirs["state"] == "complete"
+    assert not page.timeline.follow.isEnabled() and not health.timeline.follow.isEnabled()
     marks = page.marks()
     assert marks["origin"] == {"m:b2.fc1"}
     assert marks["after"] >= AFTER and not (BEFORE & marks["after"])

@@ -60,6 +60,7 @@ class GraphWiring(QObject):
         self.page = GraphPage()
         self.index = window.pages.add_page(PAGE_TITLE, self.page)
         recordings.showing_recordings.append(self.index)
+        recordings.more_timelines.append(self.page.timeline)
         self.tasks = BackgroundTasks(self)
         self.tasks.succeeded.connect(self._on_graph_read)
         self.tasks.failed.connect(self._on_graph_failed)

@@ -109,6 +109,9 @@ class Recordings(QObject):
         self.choose_path: Callable[[], str] = self._choose_path
         #: Pages that stay on screen when a recording is read (they show it too).
         self.showing_recordings: list[int] = [self.overlay_index]
+        #: Other pages' timelines over the recording shown (the Graph page's): told its state
+        #: (following, complete, damaged) as Model health's is, so none offers Follow alone.
+        self.more_timelines: list[Timeline] = []
         #: ``(parent, suffix) -> path`` for every export ('' cancels); a save dialog.
         self.choose_export_path: Callable[[QWidget, str], str] = ask_path
         self._make_menu()
@@ -277,7 +280,7 @@ class Recordings(QObject):
         damaged = data.damaged if data is not None else ()
         text = damage_label(damaged) if state is FollowState.DAMAGED else state.label
         done = (FollowState.COMPLETE, FollowState.FAILED, FollowState.DAMAGED)
-        for timeline in (self.page.timeline, self.timeline):
+        for timeline in (self.page.timeline, self.timeline, *self.more_timelines):
             timeline.set_state_text(text, growing=state is FollowState.FOLLOWING)
             timeline.state_label.setToolTip(damage_line(damaged))
             timeline.set_followable(state not in done)
