@@ -129,3 +129,19 @@ def test_the_lightning_example_records_a_run(tmp_path):
     assert summary["complete"] and summary["first_nonfinite"] is None
     assert {"loss", "lr", "train_loss"} <= set(summary["scalars"])
     assert Reader(tmp_path / "run").rank(0).scalar("loss").steps.tolist() == list(range(12))
+
+
+# Every optimizer step is skipped, so the scheduler steps before any did: torch says so.
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`:UserWarning")
+def test_a_scaler_that_skips_every_step_still_has_the_steps_of_the_interval(tmp_path):
+    # 16-mixed on the CPU with an init scale far too high: float16's backward overflows at
+    # every step, and the GradScaler skips them all (the scale halving each time).
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
+    reader = _fit(tmp_path, _tiny_module(), plugins=[MixedPrecision("16-mixed", "cpu", scaler)])
+    stream = reader.rank(0)
+    assert [e["step"] for e in stream.skipped] == list(range(STEPS))
+    assert [e["scale"] for e in stream.skipped[:2]] == [2.0**60, 2.0**59]
+    assert list(stream.step_numbers()) == [0, 3, 6]  # every=3, skipped as they all were
+    assert reader.first_nonfinite() is None
