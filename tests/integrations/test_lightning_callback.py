@@ -40,6 +40,7 @@ def _lightning():
             super().__init__()
             self.net = tiny_net()
             self.nan_at = nan_at
+            self.returned: list[float] = []  # each training step's loss, as returned
 
         def training_step(self, batch, batch_idx):
             x, y = batch
@@ -47,6 +48,7 @@ def _lightning():
             if self.global_step == self.nan_at:
                 loss = loss * float("nan")
             self.log("train_mse", loss.detach())
+            self.returned.append(float(loss.detach()))
             return loss
 
         def configure_optimizers(self):
@@ -129,6 +131,19 @@ def test_the_lightning_example_records_a_run(tmp_path):
     assert summary["complete"] and summary["first_nonfinite"] is None
     assert {"loss", "lr", "train_loss"} <= set(summary["scalars"])
     assert Reader(tmp_path / "run").rank(0).scalar("loss").steps.tolist() == list(range(12))
+
+
+def test_gradient_accumulation_gives_one_value_per_optimizer_step(tmp_path):
+    module = _tiny_module()
+    stream = _fit(tmp_path, module, accumulate_grad_batches=2).rank(0)
+    loss = stream.scalar("loss")
+    assert list(loss.steps) == list(range(STEPS))  # not step 0 three times
+    # Each step's loss: the mean of its two micro-batches' losses (float64 reference).
+    micro = np.array(module.returned[: 2 * STEPS], dtype=np.float64).reshape(STEPS, 2)
+    np.testing.assert_allclose(loss.values, micro.mean(axis=1), rtol=1e-6)
+    for name in stream.scalar_names():
+        steps = list(stream.scalar(name).steps)
+        assert steps == sorted(set(steps)), name
 
 
 # Every optimizer step is skipped, so the scheduler steps before any did: torch says so.
