@@ -220,21 +220,54 @@ def _add_bench(sub) -> None:
     p.add_argument("--json", action="store_true", help="print results as JSON")
 
 
+DIAGNOSE_EPILOG = """\
+Options before SCRIPT.py are gradviz's; everything after it belongs to the script and
+reaches it unchanged as its sys.argv[1:] (its own --json, -h or -- included).
+
+example:
+  gradviz diagnose --json train.py --json --lr 0.1
+    train.py runs with sys.argv[1:] == ['--json', '--lr', '0.1'];
+    gradviz prints its own JSON summary as the last line of the output.
+"""
+
+
 def _add_diagnose(sub) -> None:
     p = sub.add_parser(
         "diagnose",
         help="run a training script with the NaN tracer armed; say where its first NaN began",
+        description="Run SCRIPT.py as __main__ with the non-finite tracer armed and say where "
+        "its first NaN or Inf began.",
+        epilog=DIAGNOSE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.add_argument("script", metavar="SCRIPT.py", help="the script, run as __main__")
-    p.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments")
+    p.add_argument(
+        "script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments"
+    )
+
+
+def _split_diagnose(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``diagnose``'s arguments as (gradviz's, up to and including SCRIPT; the script's,
+    verbatim). argparse alone drops a ``--`` after SCRIPT, which is the script's."""
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "--":  # gradviz's end of options: SCRIPT follows
+            return argv[: i + 2], argv[i + 2 :]
+        if not arg.startswith("-"):
+            return argv[: i + 1], argv[i + 1 :]
+    return argv, []
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if _means_the_gui(argv):
         argv = ["gui", *argv]  # `gradviz RUN --window-size 1024x700` is `gradviz gui ...`
+    script_args = None
+    if argv and argv[0] == "diagnose":
+        argv, script_args = _split_diagnose(argv)
     args = build_parser().parse_args(argv)
+    if script_args is not None:
+        args.script_args = script_args
     command = args.command or "gui"
     if args.command is None:  # plain `gradviz`: the gui's defaults
         args = build_parser().parse_args(["gui", *argv])

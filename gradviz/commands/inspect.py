@@ -81,10 +81,11 @@ def _inspect_recording(args) -> int:
         print_json(summary)
     else:
         print("\n".join(recording_lines(summary)))
-    return EXIT_DAMAGED if summary["damaged"] else 0
+    return EXIT_DAMAGED if summary["damaged"] or summary["ranks_ending_early"] else 0
 
 
-#: ``inspect`` of a recording that opens but has lost data (1; unreadable ones exit 2).
+#: ``inspect`` of a recording that opens but has lost data, or one of whose ranks' records
+#: end before another's last step (1; unreadable ones exit 2).
 EXIT_DAMAGED = 1
 
 
@@ -100,6 +101,8 @@ def recording_lines(summary: dict) -> list[str]:
         lines.append(f"  steps recorded: {only['steps']}, last step: {only['last_step']}")
     if summary["damaged"]:
         complete = "no (damaged: data is missing, see below)"
+    elif summary["ranks_ending_early"]:
+        complete = f"no ({summary['ranks_known']})"
     elif summary["complete"]:
         complete = "yes"
     else:
@@ -125,6 +128,8 @@ def recording_lines(summary: dict) -> list[str]:
                 f"  rank {r['rank']}: {r['steps']} steps recorded, last step {r['last_step']}, "
                 f"{state}; first non-finite gradient: {_first_words(r['first_nonfinite'])}"
             )
+    for r in summary["ranks_ending_early"]:
+        lines.append(f"  ends early: {r['reason']}")
     for d in summary["damaged"]:
         steps = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in d["missing_steps"])
         lost = f" steps {steps} {LOST};" if steps else ""
@@ -148,6 +153,10 @@ def _first_words(first: dict | None) -> str:
     own line does not."""
     if first is None:
         return "none"
+    if first.get("not_known"):  # a rank's records end before it: nothing is claimed
+        seen = first.get("seen")
+        there = "none" if seen is None else _first_words(seen)
+        return f"not known: {first['not_known']} (on the ranks known there: {there})"
     rank = f" ({_ranks_text(first['ranks'])})" if first.get("ranks") else ""
     return (
         f"step {first['step']}, {first['tensor']}{rank}, {first['kind']} at flat index "

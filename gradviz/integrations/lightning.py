@@ -8,7 +8,10 @@ DDP strategy the recorder checks each rank's own gradients before the all-reduce
 ``gradviz.watch``), unless the strategy registers a communication hook of its own. The
 training step's loss (``outputs["loss"]``) and the learning rate each optimizer used in that
 step are scalars at every step, with whatever the module logs with ``self.log``
-(``trainer.callback_metrics``, numbers only) when ``metrics=True``.
+(``trainer.callback_metrics``, numbers only) when ``metrics=True``: one value per optimizer
+step, also under ``accumulate_grad_batches`` (the loss is then the sum of the micro-batches'
+losses, each of which Lightning divided by their count: their mean; the metrics are the
+last micro-batch's).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class GradvizCallback(Callback):
         self.budget_bytes = budget_bytes
         self.metrics = metrics
         self.recorder: Recorder | None = None
+        self._loss: torch.Tensor | None = None  # the micro-batches' losses since the last step
+        self._steps_seen = 0  # the trainer's global_step at the last batch's end
 
     def on_fit_start(self, trainer, pl_module) -> None:
         wrapped = getattr(trainer.strategy, "model", None)
@@ -57,6 +62,7 @@ class GradvizCallback(Callback):
             wrapped if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) else None
         )
         scaler = getattr(trainer.precision_plugin, "scaler", None)
+        self._loss, self._steps_seen = None, trainer.global_step
         self.recorder = start_recorder(
             pl_module, self.path, self.every, self.budget_bytes, scaler, "lightning", ddp_model
         )
@@ -69,12 +75,18 @@ class GradvizCallback(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.recorder is None:
             return
-        # global_step has moved past the step just taken.
-        step = max(0, trainer.global_step - 1)
-        values = {}
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-            values["loss"] = loss
+            loss = loss.detach().reshape(())
+            self._loss = loss if self._loss is None else self._loss + loss
+        if trainer.global_step == self._steps_seen:
+            return  # a micro-batch of a step still accumulating
+        # global_step has moved past the step just taken.
+        self._steps_seen = trainer.global_step
+        step = trainer.global_step - 1
+        values = {}
+        if self._loss is not None:
+            values["loss"], self._loss = self._loss, None
         if self.metrics:
             for name, value in trainer.callback_metrics.items():
                 if name not in values and is_number(value):

@@ -109,3 +109,50 @@ def test_missing_broken_and_failing_scripts_are_one_sentence_and_exit_2(tmp_path
     assert failing.returncode == 2
     assert "stopped with KeyError at line 3" in failing.stderr
     assert len(failing.stderr.strip().splitlines()) == 1
+
+
+OWN_OPTIONS = """
+    import argparse, json, sys
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--lr", type=float, default=1.0)
+    parser.add_argument("rest", nargs="*")
+    seen = parser.parse_args()
+    print("script argv " + json.dumps(sys.argv[1:]))
+    print("script options " + json.dumps(vars(seen)))
+"""
+
+
+def _script_line(stdout: str, prefix: str):
+    line = next(line for line in stdout.splitlines() if line.startswith(prefix))
+    return json.loads(line[len(prefix) :])
+
+
+def test_options_after_the_script_are_the_scripts_own_also_its_json(tmp_path):
+    path = script(tmp_path, OWN_OPTIONS)
+    both = run_gradviz("diagnose", "--json", path, "--json", "--lr", "0.1")
+    assert both.returncode == 0, both.stderr
+    assert _script_line(both.stdout, "script argv ") == ["--json", "--lr", "0.1"]
+    assert _script_line(both.stdout, "script options ")["json"] is True
+    assert json.loads(both.stdout.strip().splitlines()[-1])["found"] is False  # gradviz's own
+    # The script's --json only: gradviz prints no JSON of its own.
+    only = run_gradviz("diagnose", path, "--json")
+    assert _script_line(only.stdout, "script options ") == {"json": True, "lr": 1.0, "rest": []}
+    assert not only.stdout.strip().splitlines()[-1].startswith("{")
+    # A "--" after the script is the script's too (as under `python train.py -- --json`).
+    dashes = run_gradviz("diagnose", path, "--", "--json")
+    assert _script_line(dashes.stdout, "script argv ") == ["--", "--json"]
+    assert _script_line(dashes.stdout, "script options ")["rest"] == ["--json"]
+    # -h after the script is the script's help, not gradviz's.
+    helped = run_gradviz("diagnose", path, "-h")
+    assert "usage: train.py" in helped.stdout and "gradviz diagnose" not in helped.stdout
+
+
+def test_the_help_says_whose_options_are_whose_with_an_example():
+    shown = run_gradviz("diagnose", "--help")
+    assert shown.returncode == 0
+    text = " ".join(shown.stdout.split())
+    assert (
+        "Options before SCRIPT.py are gradviz's; everything after it belongs to the script" in text
+    )
+    assert "gradviz diagnose --json train.py --json --lr 0.1" in text

@@ -124,13 +124,16 @@ def test_inspect_gives_each_rank_its_own_numbers_and_never_mixes_them(tmp_path, 
     r1 = RankWriter(tmp_path / "run", source="watch", tensors=["w"], rank=1, world_size=2)
     r1.append_many([(0, 1.0, rows, None, None), (1, 1.0, rows, None, None)])
     r1.append(2, 1.0, bad, None, first)  # rank 1 went bad and was cut off
-    summary = inspect_json(capsys, tmp_path / "run")
+    # Exit 1: rank 1's records end before rank 0's (its first step is still within them).
+    assert main(["inspect", str(tmp_path / "run"), "--json"]) == 1
+    summary = json.loads(capsys.readouterr().out)
     assert summary["per_rank"] == [
         {"rank": 0, "steps": 5, "last_step": 4, "complete": True, "first_nonfinite": None},
         {"rank": 1, "steps": 3, "last_step": 2, "complete": False, "first_nonfinite": first},
     ]
     assert summary["complete"] is False and summary["first_nonfinite"]["rank"] == 1
-    assert main(["inspect", str(tmp_path / "run")]) == 0
+    assert [r["rank"] for r in summary["ranks_ending_early"]] == [1]
+    assert main(["inspect", str(tmp_path / "run")]) == 1
     text = capsys.readouterr().out
     assert "rank 0: 5 steps recorded, last step 4, complete" in text
     assert "rank 1: 3 steps recorded, last step 2, not complete" in text

@@ -59,3 +59,31 @@ def _wait_for_both(ranks: list[subprocess.Popen]) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def run_two_ranks_to_their_end(script: str, init: str, *args: str) -> tuple[list[int], list[str]]:
+    """Run ``script`` as ranks 0 and 1 as ``run_two_ranks`` does, for a run in which a rank
+    is meant to die: both are waited for (none is killed because the other failed) until
+    the hang guard, and their exit codes and error output are returned."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with tempfile.TemporaryFile("w+") as err0, tempfile.TemporaryFile("w+") as err1:
+        ranks = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(rank), init, *args], env=env, stderr=err
+            )
+            for rank, err in ((0, err0), (1, err1))
+        ]
+        try:
+            deadline = time.monotonic() + HANG_GUARD_S
+            while time.monotonic() < deadline and any(r.poll() is None for r in ranks):
+                time.sleep(0.05)
+        finally:
+            for rank in ranks:
+                if rank.poll() is None:
+                    rank.kill()
+                rank.wait()
+        texts = []
+        for err in (err0, err1):
+            err.seek(0)
+            texts.append(err.read()[-4000:])
+        return [rank.returncode for rank in ranks], texts

@@ -122,7 +122,9 @@ def _healths(graph):
 def test_a_node_whose_statistics_are_lost_at_the_step_is_lost_never_finite(damaged):
     lost = _healths(graph_of_recording(damaged, step=20))
     assert {h["worst"] for h in lost.values()} == {"lost"}
-    assert all(h["lost_tensors"] >= 1 and h["grad_norm"] == 0.0 for h in lost.values())
+    # Nothing kept: the norm is not known (null), never 0.0.
+    assert all(h["lost_tensors"] >= 1 for h in lost.values())
+    assert all(h["grad_norm"] is None and h["finite_entries_norm"] is None for h in lost.values())
     kept = _healths(graph_of_recording(damaged, step=5))
     assert {h["worst"] for h in kept.values()} == {"finite"}
 
@@ -131,10 +133,14 @@ def test_a_modules_norm_is_its_tensors_finite_entries_together(damaged):
     at5 = _healths(graph_of_recording(damaged, step=5))
     # float64 reference: the gradients of m.w (all 6.0) and m.b (all 7.0) as one vector
     assert at5["m:m"]["grad_norm"] == pytest.approx(math.sqrt(3 * 6.0**2 + 3 * 7.0**2))
+    assert at5["m:m"]["finite_entries_norm"] == at5["m:m"]["grad_norm"]
     at41 = _healths(graph_of_recording(damaged, step=41))
     assert at41["m:m"]["worst"] == "NaN"
+    # A NaN entry makes the norm nan: null in JSON, as the window says "nan".
+    assert at41["m:m"]["grad_norm"] is None
     # the norm of the finite entries: m.w's three 42.0 and m.b's two 43.0 (its first is NaN)
-    assert at41["m:m"]["grad_norm"] == pytest.approx(math.sqrt(3 * 42.0**2 + 2 * 43.0**2))
+    expected = math.sqrt(3 * 42.0**2 + 2 * 43.0**2)
+    assert at41["m:m"]["finite_entries_norm"] == pytest.approx(expected)
     assert at41["m:m"]["counts"]["NaN"] == 1 and at41["m:m"]["counts"]["finite"] == 5
     assert at41["m:n"]["worst"] == "finite"  # the other module is not touched
 
@@ -158,4 +164,28 @@ def test_the_graph_page_rule_and_inspect_graph_agree_on_every_node_and_step(dama
             words = "lost" if h.worst is None else HEALTH_LABELS[Health(h.worst)]
             assert words == file[node_id]["worst"], (step, node_id)
             assert h.counts == tuple(file[node_id]["counts"].values()), (step, node_id)
-            assert h.norm == pytest.approx(file[node_id]["grad_norm"]), (step, node_id)
+            whole = None if math.isnan(h.grad_norm) or math.isinf(h.grad_norm) else h.grad_norm
+            assert whole == pytest.approx(file[node_id]["grad_norm"]), (step, node_id)
+            finite = None if h.worst is None else h.norm
+            assert finite == pytest.approx(file[node_id]["finite_entries_norm"]), (step, node_id)
+
+
+def test_an_all_nan_gradient_has_one_norm_nan_in_the_window_and_null_in_json(tmp_path):
+    """The window's words and ``inspect --graph --json`` from the one rule
+    (``core.health.gradient_norm``): an all-NaN gradient's norm is nan, never 0.0."""
+    from gradviz.core.common.health import group_health
+
+    path = tmp_path / "run"
+    tensors = {"m.w": torch.zeros(4, requires_grad=True), "m.b": torch.zeros(2, requires_grad=True)}
+    with gradviz.watch(tensors, path, every=1) as rec:
+        tensors["m.w"].grad = torch.full((4,), float("nan"))
+        tensors["m.b"].grad = torch.ones(2)
+        rec.log()
+    file = _healths(graph_of_recording(path, step=0))
+    assert file["p:m.w"]["grad_norm"] is None and file["p:m.w"]["finite_entries_norm"] == 0.0
+    assert file["m:m"]["grad_norm"] is None  # the module holds it: nan too
+    assert file["p:m.b"]["grad_norm"] == pytest.approx(math.sqrt(2))
+    series = Reader(path).rank(0).tensor("m.w")
+    shown = group_health(series.counts[:1], series.grad_norm[:1], [False])
+    assert shown.norm_words(str) == "nan (finite entries 0.0)"
+    assert math.isnan(shown.grad_norm)

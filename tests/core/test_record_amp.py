@@ -59,10 +59,13 @@ def test_log_after_update_records_skipped_steps_and_unscaled_statistics(tmp_path
     stream = reader.rank(0)
     assert stream.skipped == [{"step": OVERFLOW_STEP, "scale": 65536.0, "new_scale": 32768.0}]
     assert reader.first_nonfinite() is None
-    kept = [s for s in range(STEPS) if s != OVERFLOW_STEP]
-    assert list(stream.step_numbers()) == kept
+    # The skipped step is a recorded step of the interval too, its overflow as it was.
+    assert list(stream.step_numbers()) == list(range(STEPS))
     series = stream.tensor("0.weight")
-    np.testing.assert_allclose(series.grad_norm, [expected[s] for s in kept], rtol=1e-6)
+    kept = [s for s in range(STEPS) if s != OVERFLOW_STEP]
+    np.testing.assert_allclose(series.grad_norm[kept], [expected[s] for s in kept], rtol=1e-6)
+    _finite, _zero, nan, pos_inf, neg_inf = series.counts[OVERFLOW_STEP]
+    assert nan + pos_inf + neg_inf > 0
     # The scalars are still logged at every step, the skipped one included.
     assert list(stream.scalar("loss").steps) == list(range(STEPS))
 
@@ -124,7 +127,7 @@ def test_the_scaler_is_found_on_the_optimizer_step(tmp_path, capsys):
             rec.log(loss=loss)
     stream = Reader(tmp_path / "run").rank(0)
     assert [e["step"] for e in stream.skipped] == [OVERFLOW_STEP]
-    assert list(stream.step_numbers()) == [s for s in range(STEPS) if s != OVERFLOW_STEP]
+    assert list(stream.step_numbers()) == list(range(STEPS))  # the skipped one too
     assert list(stream.scalar("loss").steps) == list(range(STEPS))
     assert main(["inspect", str(tmp_path / "run")]) == 0
     assert "skipped by GradScaler" in capsys.readouterr().out
@@ -185,3 +188,32 @@ def test_a_skipped_overflow_is_not_the_origin_of_a_later_nan(tmp_path):
     # The NaN is the loss's own (multiplied in outside every module): its forward, not a module's.
     origin = first["origin"]
     assert origin["step"] == nan_at and (origin["phase"], origin["module"]) == ("forward", "")
+
+
+@pytest.mark.parametrize("placement", ["after update", "before step", "optimizer"])
+def test_a_scaler_that_skips_every_step_still_has_the_steps_of_the_interval(tmp_path, placement):
+    # fp16 autocast with an init scale far too high: every step's scaled gradients overflow
+    # float16 in the backward and are skipped (the scale halves each time: 2**60 is still
+    # far too high after 20 steps).
+    model, opt, x, y = _setup()
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
+    optimizer = opt if placement == "optimizer" else None
+    with gradviz.watch(model, tmp_path / "run", every=5, scaler=scaler, optimizer=optimizer) as rec:
+        for _ in range(20):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = nn.functional.mse_loss(model(x), y)
+            scaler.scale(loss).backward()
+            if placement == "before step":
+                rec.log(loss=loss)
+            scaler.step(opt)
+            scaler.update()
+            if placement != "before step":
+                rec.log(loss=loss)
+    reader = Reader(tmp_path / "run")
+    stream = reader.rank(0)
+    assert [e["step"] for e in stream.skipped] == list(range(20))
+    assert [e["scale"] for e in stream.skipped[:2]] == [2.0**60, 2.0**59]
+    assert list(stream.step_numbers()) == [0, 5, 10, 15]
+    np.testing.assert_allclose(stream.losses(), stream.scalar("loss").values[::5])
+    assert reader.first_nonfinite() is None  # the scaler working, not a failure

@@ -543,8 +543,10 @@ class AgreementMachine(RuleBasedStateMachine):
         first = per_rank["first_nonfinite"]
         assert r["first_nonfinite_step"] == (None if first is None else first["step"])
         self.check_origin(r, first or {})
-        assert bool(r["damage"]) == bool(inspect["damaged"])
-        assert inspect["complete"] == (not inspect["damaged"] and per_rank["complete"])
+        short = inspect["ranks_ending_early"]  # said on the same line as damage
+        assert bool(r["damage"]) == bool(inspect["damaged"] or short)
+        whole = not inspect["damaged"] and not short
+        assert inspect["complete"] == (whole and per_rank["complete"])
         timeline = r["timeline"]
         assert timeline["count"] == data.n_steps
         if not inspect["damaged"]:

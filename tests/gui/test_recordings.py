@@ -735,3 +735,54 @@ def test_a_recording_that_could_not_say_where_its_nan_began_says_so(qtbot, lab, 
     assert page.first_bad.text().endswith(" · where it began is not known")
     assert "could not be run again" in page.first_bad.toolTip()
     assert not page.origin.isVisible()
+
+
+def test_a_step_axis_whose_interval_changes_says_its_columns_are_not_to_scale(qtbot, lab, tmp_path):
+    """watch(every=10) records every step once the gradients go NaN (step 153): 16 columns
+    for steps 0-150 and 3 for 151-155, under an axis that read "step" as if to scale."""
+    import torch
+
+    from gradviz.core.record.recorder import watch
+
+    path = tmp_path / "run"
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        x = torch.randn(8, 3)
+        with watch(model, path, every=10) as rec:
+            for step in range(156):
+                model.zero_grad()
+                loss = model(x).pow(2).mean() * (float("nan") if step == 153 else 1.0)
+                loss.backward()
+                rec.log(loss=loss)
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p -= 0.01 * p.grad
+    open_and_wait(qtbot, lab, path)
+    page = lab.recordings.page
+    health, loss = page.health.readouts(), page.loss.readouts()
+    label = (
+        "recorded step, one column each: not to scale (every 10 steps to step 150, "
+        "then every 3 steps to step 153, then every step to step 155)"
+    )
+    assert health["axis_label"] == loss["axis_label"] == label
+    # The x of a step is its column's: step 150 is the 16th column, step 153 the 17th.
+    axis = page.health.axis
+    assert axis.x_of_step(150) == 15.5 and axis.x_of_step(153) == 16.5
+    assert axis.x_of_step(151) is None  # not recorded: no column
+    assert axis.step_of(16.5) == "153" and page.loss.axis.step_of(16.5) == "153"
+    # A recording at one interval is to scale: its axis is labelled "step".
+    even = tmp_path / "even"
+    write_recording(even, steps=12)
+    open_and_wait(qtbot, lab, even)
+    assert page.health.readouts()["axis_label"] == page.loss.readouts()["axis_label"] == "step"
+
+
+def test_a_step_axis_label_counts_the_interval_changes_it_does_not_name():
+    from gradviz.gui.pages.recordings.health_plots import step_axis_label
+
+    assert step_axis_label(np.array([0, 5, 10])) == step_axis_label(np.array([7])) == "step"
+    assert step_axis_label(np.array([0, 1, 3, 6, 10, 15])) == (
+        "recorded step, one column each: not to scale "
+        "(the interval between recorded steps changes 4 times)"
+    )

@@ -107,3 +107,33 @@ def test_opening_a_second_recording_clears_the_readout_of_the_first(
     (damaged / "rank0" / "stats" / "c" / "1" / "0" / "0").unlink()
     open_and_wait(qtbot, lab, damaged)  # another recording
     assert health.readout.text() == READOUT_HINT
+
+
+def test_a_rank_whose_records_end_early_is_said_as_inspect_says_it(qtbot, lab, tmp_path):
+    from gradviz.core.record import layout as L
+    from gradviz.core.record.reader import Reader
+    from gradviz.core.record.writer import RankWriter
+
+    def rows(bad: bool) -> np.ndarray:
+        out = np.zeros((1, L.ROW_WIDTH))
+        out[0, len(L.STAT_COLUMNS) + (L.NAN_BIN if bad else L.ZERO_BIN)] = 4
+        return out
+
+    path = tmp_path / "two-ranks"
+    first = {"step": 30, "tensor": "w", "index": 0, "kind": "nan"}
+    rank0 = RankWriter(path, source="watch", tensors=["w"], rank=0, world_size=2)
+    rank0.append_many(
+        [(s, 1.0, rows(s >= 30), None, first if s == 30 else None) for s in range(40)]
+    )
+    rank0.close()
+    rank1 = RankWriter(path, source="watch", tensors=["w"], rank=1, world_size=2)
+    rank1.append_many([(s, 1.0, rows(False), None, None) for s in range(21)])  # then killed
+    summary = Reader(path).describe()
+    open_and_wait(qtbot, lab, path)
+    r = lab.recordings.page.readouts()
+    sentence = "rank 1's records end at step 20; from step 21 on only rank 0 is known"
+    assert summary["ranks_known"] == summary["first_nonfinite"]["not_known"] == sentence
+    assert r["damage"] == f"Incomplete recording: {sentence}."
+    # Rank 0's own first NaN is shown as its own; which rank went first is not claimed.
+    assert r["first_nonfinite"] == "First nan on this rank: step 30, w[0] · first rank not known"
+    assert r["first_nonfinite_why"] == f"Which rank went non-finite first is not known: {sentence}."

@@ -40,6 +40,7 @@ def _lightning():
             super().__init__()
             self.net = tiny_net()
             self.nan_at = nan_at
+            self.returned: list[float] = []  # each training step's loss, as returned
 
         def training_step(self, batch, batch_idx):
             x, y = batch
@@ -47,6 +48,7 @@ def _lightning():
             if self.global_step == self.nan_at:
                 loss = loss * float("nan")
             self.log("train_mse", loss.detach())
+            self.returned.append(float(loss.detach()))
             return loss
 
         def configure_optimizers(self):
@@ -129,3 +131,32 @@ def test_the_lightning_example_records_a_run(tmp_path):
     assert summary["complete"] and summary["first_nonfinite"] is None
     assert {"loss", "lr", "train_loss"} <= set(summary["scalars"])
     assert Reader(tmp_path / "run").rank(0).scalar("loss").steps.tolist() == list(range(12))
+
+
+def test_gradient_accumulation_gives_one_value_per_optimizer_step(tmp_path):
+    module = _tiny_module()
+    stream = _fit(tmp_path, module, accumulate_grad_batches=2).rank(0)
+    loss = stream.scalar("loss")
+    assert list(loss.steps) == list(range(STEPS))  # not step 0 three times
+    # Each step's loss: the mean of its two micro-batches' losses (float64 reference).
+    micro = np.array(module.returned[: 2 * STEPS], dtype=np.float64).reshape(STEPS, 2)
+    np.testing.assert_allclose(loss.values, micro.mean(axis=1), rtol=1e-6)
+    for name in stream.scalar_names():
+        steps = list(stream.scalar(name).steps)
+        assert steps == sorted(set(steps)), name
+
+
+# Every optimizer step is skipped, so the scheduler steps before any did: torch says so.
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)`:UserWarning")
+def test_a_scaler_that_skips_every_step_still_has_the_steps_of_the_interval(tmp_path):
+    # 16-mixed on the CPU with an init scale far too high: float16's backward overflows at
+    # every step, and the GradScaler skips them all (the scale halving each time).
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
+    reader = _fit(tmp_path, _tiny_module(), plugins=[MixedPrecision("16-mixed", "cpu", scaler)])
+    stream = reader.rank(0)
+    assert [e["step"] for e in stream.skipped] == list(range(STEPS))
+    assert [e["scale"] for e in stream.skipped[:2]] == [2.0**60, 2.0**59]
+    assert list(stream.step_numbers()) == [0, 3, 6]  # every=3, skipped as they all were
+    assert reader.first_nonfinite() is None

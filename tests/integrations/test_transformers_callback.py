@@ -20,20 +20,26 @@ NAN_STEP = 3
 
 
 class TinyRegressor(torch.nn.Module):
-    """What the Trainer needs: forward(**batch) -> {"loss": ...}."""
+    """What the Trainer needs: forward(**batch) -> {"loss": ...} (only the logits where no
+    labels are given: the Trainer then computes the loss). ``returned``: each loss it
+    returned, as a float."""
 
     def __init__(self, nan_at: int | None = None) -> None:
         super().__init__()
         self.net = tiny_net()
         self.nan_at = nan_at
         self.calls = 0
+        self.returned: list[float] = []
 
     def forward(self, x, labels=None):
         out = self.net(x)
+        if labels is None:
+            return {"logits": out}
         loss = torch.nn.functional.mse_loss(out, labels)
         if self.calls == self.nan_at:
             loss = loss * float("nan")
         self.calls += 1
+        self.returned.append(float(loss.detach()))
         return {"loss": loss, "logits": out}
 
 
@@ -43,7 +49,7 @@ def _dataset():
     return [{"x": x[i], "labels": y[i]} for i in range(64)]
 
 
-def _train(tmp_path, model, **extra) -> Reader:
+def _train(tmp_path, model, loss_func=None, **extra) -> Reader:
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "out"),
         max_steps=STEPS,
@@ -59,7 +65,11 @@ def _train(tmp_path, model, **extra) -> Reader:
     )
     callback = GradvizCallback(tmp_path / "run", every=2)
     trainer = transformers.Trainer(
-        model=model, args=args, train_dataset=_dataset(), callbacks=[callback]
+        model=model,
+        args=args,
+        train_dataset=_dataset(),
+        callbacks=[callback],
+        compute_loss_func=loss_func,
     )
     trainer.train()
     return Reader(tmp_path / "run")
@@ -82,6 +92,43 @@ def test_one_callback_records_gradients_learning_rate_and_the_logged_loss(tmp_pa
     assert list(loss.steps) == list(range(STEPS))
     assert all(math.isfinite(v) for v in loss.values[:NAN_STEP])
     assert {"loss", "lr", "grad_norm", "learning_rate"} <= set(stream.scalar_names())
+
+
+def test_the_loss_is_the_one_the_model_returned_nan_included_once_per_step(tmp_path):
+    # The Trainer's logs replace a NaN loss (logging_nan_inf_filter): it logs 0.0 there.
+    model = TinyRegressor(nan_at=NAN_STEP)
+    stream = _train(tmp_path, model, max_grad_norm=0.0).rank(0)
+    loss = stream.scalar("loss")
+    assert list(loss.steps) == list(range(STEPS))
+    np.testing.assert_array_equal(loss.values, model.returned)  # NaN from NAN_STEP on
+    assert math.isnan(loss.values[NAN_STEP]) and 0.0 not in loss.values
+    np.testing.assert_array_equal(stream.losses(), loss.values[stream.step_numbers()])
+    # One value per optimizer step for every scalar (the summary repeats the last epoch).
+    for name in stream.scalar_names():
+        steps = list(stream.scalar(name).steps)
+        assert steps == sorted(set(steps)), name
+    assert list(stream.scalar("epoch").steps) == list(range(STEPS))
+    assert "loss_filtered_by_trainer" not in stream.scalar_names()
+
+
+def _mse(outputs, labels, num_items_in_batch=None):
+    """A compute_loss_func: the Trainer's own loss, out of the callback's reach; NaN at
+    its NAN_STEP-th call."""
+    _mse.calls = getattr(_mse, "calls", 0) + 1
+    loss = torch.nn.functional.mse_loss(outputs["logits"], labels)
+    return loss * float("nan") if _mse.calls - 1 == NAN_STEP else loss
+
+
+def test_a_loss_the_trainer_computes_is_marked_where_its_filter_may_have_replaced_it(tmp_path):
+    _mse.calls = 0
+    stream = _train(tmp_path, TinyRegressor(), loss_func=_mse, max_grad_norm=0.0).rank(0)
+    loss = stream.scalar("loss")
+    assert list(loss.steps) == list(range(STEPS))
+    assert all(math.isfinite(v) and v > 0 for v in loss.values[:NAN_STEP])
+    # The Trainer logged 0.0 from NAN_STEP on (NaN weights, NaN losses, all filtered).
+    assert np.isnan(loss.values[NAN_STEP:]).all()
+    marked = stream.scalar("loss_filtered_by_trainer")
+    assert list(marked.steps) == list(range(NAN_STEP, STEPS)) and set(marked.values) == {1.0}
 
 
 class _KinkAt(torch.nn.Module):

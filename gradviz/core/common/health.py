@@ -6,6 +6,7 @@ block" is simply the block's maximum (used to downsample masks without losing a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -97,20 +98,42 @@ class GroupHealth:
     counts: tuple[int, int, int, int, int]
     lost: int
 
+    @property
+    def grad_norm(self) -> float:
+        """The norm of the group's whole gradient (``gradient_norm``): nan or inf where an
+        entry is, nan where every tensor is lost (not known)."""
+        if self.worst is None:
+            return math.nan
+        _, _, nan, pos_inf, neg_inf = self.counts
+        return float(gradient_norm(self.norm, nan, pos_inf + neg_inf))
+
     def norm_words(self, format_value: Callable[[float], str]) -> str:
         """The group's norm for people (``norm_words``)."""
         _, _, nan, pos_inf, neg_inf = self.counts
         return norm_words(self.norm, nan, pos_inf + neg_inf, format_value)
 
 
+def gradient_norm(finite_norm, nan, inf):
+    """The L2 norm of a whole gradient from what a recording keeps: the norm of its finite
+    entries and its counts of NaN and of infinite entries (scalars, or numpy arrays of one
+    shape). NaN where any entry is NaN, inf where any is +-Inf (and none NaN), else the
+    finite entries' norm. The one rule behind every norm shown: Model health, the Graph
+    page, the Runs page's curves and ``inspect --graph --json`` (null there: JSON has no
+    NaN)."""
+    finite_norm = np.asarray(finite_norm, np.float64)
+    whole = np.where(np.asarray(inf) > 0, np.inf, finite_norm)
+    whole = np.where(np.asarray(nan) > 0, np.nan, whole)
+    return whole if whole.ndim else float(whole)
+
+
 def norm_words(finite_norm: float, nan: int, inf: int, format_value: Callable[[float], str]) -> str:
-    """A gradient's norm for people, from the norm of its finite entries (what a recording
-    keeps) and its counts of NaN and infinite entries: where there are any, the whole
-    gradient's norm is nan or inf, and the finite entries' norm is said beside it
-    ("nan (finite entries 0.0065)"). The one wording of Model health and the Graph page."""
-    if nan == 0 and inf == 0:
-        return format_value(finite_norm)
-    return f"{'nan' if nan else 'inf'} (finite entries {format_value(finite_norm)})"
+    """A gradient's norm for people (``gradient_norm``), and where it is not finite, the
+    norm of its finite entries beside it ("nan (finite entries 0.0065)"). The one wording of
+    Model health and the Graph page."""
+    whole = gradient_norm(finite_norm, nan, inf)
+    if math.isfinite(whole):
+        return format_value(whole)
+    return f"{'nan' if math.isnan(whole) else 'inf'} (finite entries {format_value(finite_norm)})"
 
 
 def group_health(counts: np.ndarray, norms: np.ndarray, lost: np.ndarray) -> GroupHealth:

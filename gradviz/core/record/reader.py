@@ -27,6 +27,13 @@ from gradviz.core.record.damage import (
     check_stream,
     read_rows,
 )
+from gradviz.core.record.rank_ends import (
+    RankEnd,
+    ending_early,
+    known_sentence,
+    qualified,
+    rank_ends,
+)
 
 if TYPE_CHECKING:
     import zarr
@@ -318,15 +325,30 @@ class Reader:
             found += stream.damaged()
         return sorted(found, key=lambda d: d.rank)
 
+    def rank_ends(self) -> list[RankEnd]:
+        """Where each rank's records end, every rank of the world (see ``rank_ends``)."""
+        metas = {r: s.meta for r, s in self._streams.items()}
+        return rank_ends(metas, {d.rank for d in self._unreadable if d.rank >= 0})
+
     def first_nonfinite(self) -> dict | None:
         """The earliest first non-finite gradient over all ranks, with its ``rank`` and
-        ``ranks`` (every rank non-finite at that step).
+        ``ranks`` (every rank non-finite at that step), where every rank's records reach
+        that step; None where they reach their ends and none is non-finite.
+
+        Where a rank's records end before that step (a rank killed, or still being
+        written), no step or rank is claimed: ``step``, ``rank`` and the rest are None,
+        ``not_known`` says whose records end where ("rank 1's records end at step 80; from
+        step 81 on only rank 0 is known") and ``seen`` holds what the other ranks show.
 
         Under DDP with gradviz's communication hook each rank also recorded when its own
         gradients, before the all-reduce, first went non-finite: then ``rank`` is the first
         rank whose local gradients did (lowest step, then lowest rank) and ``ranks`` those
         whose local gradients were non-finite at that step, where the reduced gradients
         of every rank are. Without it (or for a recording from before), the reduced ones."""
+        return qualified(self._first_seen(), self.rank_ends())
+
+    def _first_seen(self) -> dict | None:
+        """The earliest first non-finite gradient of the ranks' streams as they are."""
         local = {
             r: s.meta["local_first_nonfinite"]
             for r, s in self._streams.items()
@@ -357,17 +379,23 @@ class Reader:
 
     def describe(self) -> dict:
         """The summary ``gradviz inspect --json`` prints: the recording as a whole, then
-        ``per_rank`` (each rank's own counts, never mixed) and ``damaged`` (what is lost,
-        empty when whole; ``complete`` is false then). Each part is built by a function
-        of its own, so a field joins in one place."""
+        ``per_rank`` (each rank's own counts, never mixed), ``damaged`` (what is lost,
+        empty when whole), ``ranks_ending_early`` (the ranks whose records end before
+        another rank's last step, each with a reason; empty when every rank's reach it)
+        and ``ranks_known`` (which ranks are known from which step on, "" when all are);
+        ``complete`` is false where either list is not empty. Each part is built by a
+        function of its own, so a field joins in one place."""
         streams = list(self._streams.values())
         damaged = [d.to_dict() for d in self.damaged()]
+        ends = self.rank_ends()
+        short = [_end_fields(e) for e in ending_early(ends)]
+        whole = bool(streams) and all(s.complete for s in streams) and not damaged
         summary = {
             "kind": "recording",
             "path": str(self.path),
             "source": streams[0].meta.get("source") if streams else None,
             **_totals(streams),
-            "complete": bool(streams) and all(s.complete for s in streams) and not damaged,
+            "complete": whole and not short,
             "ranks": self.ranks,
             "tensors": _union(s.tensors for s in streams),
             "images": sorted({n for s in streams for n in s.image_names()}),
@@ -377,6 +405,8 @@ class Reader:
             "bytes": _size_on_disk(self.path),
             "per_rank": [_rank_summary(s) for s in streams],
             "damaged": damaged,
+            "ranks_ending_early": short,
+            "ranks_known": known_sentence(ends),
         }
         return summary
 
@@ -407,6 +437,17 @@ def _rank_summary(stream: RankStream) -> dict:
     }
 
 
+def _end_fields(end: RankEnd) -> dict:
+    """A rank whose records end before the others' (``ranks_ending_early`` of ``describe``)."""
+    return {
+        "rank": end.rank,
+        "steps": end.steps,
+        "last_step": end.last_step,
+        "complete": end.complete,
+        "reason": f"{end.ends_text()}: {end.why_text()}.",
+    }
+
+
 def _first_fields(first: dict | None, with_rank: bool) -> dict | None:
     """The fields of a first non-finite gradient; ``with_rank`` (the recording's): which rank
     went first, every rank non-finite at that step, and whether that was seen before DDP's
@@ -421,6 +462,9 @@ def _first_fields(first: dict | None, with_rank: bool) -> dict | None:
         fields["origin"] = first["origin"]
     if "origin_unknown" in first:  # why the watch could not say where it started
         fields["origin_unknown"] = first["origin_unknown"]
+    if "not_known" in first:  # a rank's records end before it: no step or rank is claimed
+        fields["not_known"] = first["not_known"]
+        fields["seen"] = _first_fields(first["seen"], with_rank=True)
     return fields
 
 

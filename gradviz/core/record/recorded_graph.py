@@ -7,12 +7,14 @@ recording made before that was stored, or one that stored none (a dict of tensor
 module tree of its tensors' names and no edges.
 
 ``health`` is ``{"step", "worst", "counts": {"finite", "zero", "NaN", "+Inf", "-Inf"},
-"grad_norm", "lost_tensors"}``, from ``core.health.group_health`` (the Graph page's rule):
-``worst`` is ``worst_of_counts`` of the counts summed over the node's tensors whose
-statistics at the step are kept (NaN/Inf where any, "zero" only where every entry is
-zero), or "lost" where every one is lost (a damaged recording); ``grad_norm`` is the norm
-of the finite entries of the kept tensors' gradients together (each tensor's recorded norm
-is of its finite entries), null where it is not finite (an overflow; JSON has no NaN);
+"grad_norm", "finite_entries_norm", "lost_tensors"}``, from ``core.health.group_health``
+(the Graph page's rule): ``worst`` is ``worst_of_counts`` of the counts summed over the
+node's tensors whose statistics at the step are kept (NaN/Inf where any, "zero" only where
+every entry is zero), or "lost" where every one is lost (a damaged recording);
+``grad_norm`` is the norm of the kept tensors' gradients together as the pages say it
+(``core.health.gradient_norm``): null where it is nan or inf (an entry is; JSON has no
+NaN) or where every tensor is lost; ``finite_entries_norm`` the norm of their finite
+entries (what the pages say beside "nan"; null where every tensor is lost);
 ``lost_tensors`` how many of the node's tensors are lost at the step.
 """
 
@@ -153,6 +155,7 @@ def _health(step: int, health: GroupHealth) -> dict:
         "step": int(step),
         "worst": LOST if health.worst is None else HEALTH_LABELS[Health(health.worst)],
         "counts": {HEALTH_LABELS[code]: int(c) for code, c in zip(_COLUMNS, health.counts)},
-        "grad_norm": health.norm if math.isfinite(health.norm) else None,
+        "grad_norm": health.grad_norm if math.isfinite(health.grad_norm) else None,
+        "finite_entries_norm": None if health.worst is None else health.norm,
         "lost_tensors": health.lost,
     }

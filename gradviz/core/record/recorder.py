@@ -245,7 +245,7 @@ class Recorder:
                 grads, layout = [self._gradient(name) for name in names], None
             skip, scale = self._scaler_view(loss, grads)
             if skip is not None:
-                self._record_skip(number, skip)
+                self._record_skip(number, skip, loss, (names, grads))
                 return
             bad_now = self._first_bad.check(grads, number, self._workspace, layout)
             if self._wants(bad_now):
@@ -320,13 +320,26 @@ class Recorder:
                 self._sink.amend()
                 self._record_skip(self._count, Skip(before, after))
 
-    def _record_skip(self, number: int, skip: Skip) -> None:
-        """A step GradScaler skipped: noted as such, not as a non-finite gradient (called
-        with the sink's lock held). Its module-level sums are dropped: the overflow of its
-        scaled gradients is no module's doing."""
+    def _record_skip(self, number: int, skip: Skip, loss=None, read: tuple | None = None) -> None:
+        """A step GradScaler skipped: noted as such, with its scale, not as a non-finite
+        gradient (called with the sink's lock held). At the interval it is also a recorded
+        step (the statistics of its unscaled gradients, overflowed as they are), so a run
+        whose scaler skips every step still has its steps; it never becomes the first
+        non-finite gradient. ``read``: (names, gradients) where the caller read them. Its
+        module-level sums are dropped: the overflow of its scaled gradients is no module's
+        doing."""
         if self._origin is not None:
             self._origin.forget(self._reads_at(self._count + 1))
         self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
+        if self._count % self.interval == 0 and self._writer.bytes_written < self.budget_bytes:
+            names, grads = read or (list(self._named), None)
+            if grads is None:
+                grads = [self._gradient(name) for name in names]
+            scale = self._amp.gradient_scale() if self._amp is not None else 1.0
+            if scale != 1.0:  # still multiplied by the scaler's scale: recorded unscaled
+                grads = [None if g is None else g.detach() / scale for g in grads]
+            self._first_bad.finite = None  # not checked: each tensor's entries are searched
+            self._sink.hold(self._gather(number, loss, names, grads))
         self._next_step(number)
 
     # ---- a recorded step -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.common.health import LOST, worst_of_counts
 from gradviz.core.record import layout as L
+from gradviz.core.record.rank_ends import known_sentence
 from gradviz.core.record.reader import Reader
 
 #: The worst-health code of a cell whose statistics a damaged recording lost (no category).
@@ -46,6 +47,12 @@ class RecordingData:
     #: (S,) bool: the step's loss was logged (``losses`` is NaN where it was not, and where
     #: a NaN was logged; the two read apart here). None: every step's was.
     loss_logged: np.ndarray | None = None
+    #: which ranks are known from which step on, as ``Reader.describe()["ranks_known"]``
+    #: says ("" when every rank's records reach the last step)
+    ranks_known: str = ""
+    #: why the recording names no first non-finite rank and step (its ``first_nonfinite``
+    #: ``not_known``; "" where it names them or none is seen)
+    first_not_known: str = ""
 
     @property
     def n_steps(self) -> int:
@@ -74,6 +81,10 @@ class RecordingData:
     def damage_line(self) -> str:
         """One line saying which steps are lost, or "" for a whole recording."""
         return damage_line(self.damaged)
+
+    def ranks_line(self) -> str:
+        """One line saying whose records end early, or "" where every rank's reach the end."""
+        return f"Incomplete recording: {self.ranks_known}." if self.ranks_known else ""
 
     def column_of_step(self, step: int) -> int:
         """The column of the recorded step ``step`` (the last one at or before it)."""
@@ -157,6 +168,8 @@ def read_recording(reader: Reader, rank: int | None = None) -> RecordingData:
         missing=missing,
         damaged=tuple(damaged),
         loss_logged=_loss_logged(stream, steps),
+        ranks_known=known_sentence(reader.rank_ends()),
+        first_not_known=(reader.first_nonfinite() or {}).get("not_known", ""),
     )
 
 

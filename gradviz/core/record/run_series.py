@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gradviz.core.common.health import gradient_norm
 from gradviz.core.record.reader import Reader
 
 GRAD_NORM_ALL = "grad_norm:"
@@ -127,8 +128,7 @@ def read_runs(reader: Reader, rank: int | None = None) -> RunSeries:
     for t, name in enumerate(tensors):
         series = stream.tensor(name)
         nan, pos_inf, neg_inf = (series.counts[:, k] for k in (2, 3, 4))
-        norms[t] = np.where(nan > 0, np.nan, series.grad_norm)
-        norms[t] = np.where((nan == 0) & (pos_inf + neg_inf > 0), np.inf, norms[t])
+        norms[t] = gradient_norm(series.grad_norm, nan, pos_inf + neg_inf)
         missing[t] = series.missing
     times = stream.wall_times()
     return RunSeries(

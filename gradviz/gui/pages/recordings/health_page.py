@@ -143,11 +143,12 @@ class ModelHealthPage(QWidget):
             data.tensors, data.steps, data.worst(), data.grad_norm, data.counts,
             data.missing_cells(),
         )  # fmt: skip
-        self.damage_label.setText(data.damage_line())
-        self.damage_label.setVisible(bool(data.damaged))
+        notes = [line for line in (data.damage_line(), data.ranks_line()) if line]
+        self.damage_label.setText("\n".join(notes))
+        self.damage_label.setVisible(bool(notes))
         self.loss.set_data(data.steps, data.losses, data.loss_logged)
         self.loss.plot.getAxis("left").setWidth(self.health.left_width)  # step axes line up
-        self._set_first_bad(data.first_nonfinite)
+        self._set_first_bad(data.first_nonfinite, data.first_not_known)
         names = sorted(data.images)
         if names != [self.image_choice.itemText(k) for k in range(self.image_choice.count())]:
             self.image_choice.clear()
@@ -158,22 +159,33 @@ class ModelHealthPage(QWidget):
         self._show_selection()
         self.timeline.set_steps(data.steps)  # emits indexChanged: everything follows
 
-    def _set_first_bad(self, first: dict | None) -> None:
+    def _set_first_bad(self, first: dict | None, not_known: str = "") -> None:
+        """The shown rank's first non-finite gradient (``first``); ``not_known``: why the
+        recording names no first rank and step (another rank's records end before it)."""
         self.first_bad.setEnabled(first is not None)
         self.timeline.set_first_bad_step(None if first is None else int(first["step"]))
         origin = None if first is None else first.get("origin")
         self.origin.show_origin(origin)
-        self.first_bad.setToolTip("" if first is None else first.get("origin_unknown") or "")
+        why = [] if first is None or not first.get("origin_unknown") else [first["origin_unknown"]]
+        if not_known:
+            why.append(f"Which rank went non-finite first is not known: {not_known}.")
+        self.first_bad.setToolTip("\n".join(why))
+        ranks = " · first rank not known" if not_known else ""
         if first is None:
-            self.first_bad.setText("No non-finite gradient")
+            self.first_bad.setText(
+                f"No non-finite gradient{' on this rank' if ranks else ''}{ranks}"
+            )
             return
-        text = f"First {first['kind']}: step {first['step']}, {first['tensor']}[{first['index']}]"
+        on = " on this rank" if ranks else ""
+        text = (
+            f"First {first['kind']}{on}: step {first['step']}, {first['tensor']}[{first['index']}]"
+        )
         if origin is not None:
             where = f"module {origin['module']}" if origin.get("module") else "outside modules"
             text += f" · began in the {origin['phase']}, {where}"
         elif first.get("origin_unknown"):
             text += " · where it began is not known"
-        self.first_bad.setText(text)
+        self.first_bad.setText(text + ranks)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The page's arrays, for File > Export view data (empty before a recording)."""

@@ -3,7 +3,10 @@ one tensor's NaN-aware histogram. Each plot takes numpy arrays and knows nothing
 
 Columns are recorded steps (index i spans x in [i, i + 1]); the bottom axes label them with
 the step numbers, so the heatmap and the loss share one x axis even where the recording
-interval changed.
+interval changed. Where it changed (``watch(every=10)`` records every step once a gradient
+goes non-finite) the columns are not to scale, and the axes' label says so, with the
+intervals (``step_axis_label``): a run that went NaN at step 153 shows 16 columns for steps
+0-150 and 3 for 151-153.
 """
 
 from __future__ import annotations
@@ -70,6 +73,11 @@ class StepAxis(AxisItem):
         centred = abs(x - (i + 0.5)) < 0.01
         return str(int(self.steps[i])) if 0 <= i < len(self.steps) and centred else ""
 
+    def x_of_step(self, step: int) -> float | None:
+        """The x of the recorded step ``step`` (its column's centre; None: not recorded)."""
+        where = np.flatnonzero(self.steps == step)
+        return float(where[0]) + 0.5 if len(where) else None
+
     def tick_positions(self) -> list[tuple[float, str]]:
         """(x, label) of every labelled tick that would be drawn over the current range."""
         lo, hi = self.range
@@ -77,6 +85,36 @@ class StepAxis(AxisItem):
         for _spacing, values in self.tickValues(lo, hi, max(self.width(), 100)):
             out += [(float(v), self.step_of(v)) for v in values if self.step_of(v)]
         return sorted(set(out))
+
+
+#: The label of a step axis whose recorded steps are evenly spaced (its columns to scale).
+STEP_LABEL = "step"
+#: Intervals named in a label at most; more are counted.
+_NAMED_INTERVALS = 3
+
+
+def step_axis_label(steps: np.ndarray) -> str:
+    """The label of an axis with one column per recorded step of ``steps`` (S,) int: "step"
+    where they are evenly spaced (the columns are then to scale), else that the columns
+    are recorded steps, not to scale, with the intervals: "recorded step, one column each:
+    not to scale (every 10 steps to step 150, then every step to step 153)"."""
+    steps = np.asarray(steps, np.int64)
+    gaps = np.diff(steps)
+    if len(gaps) == 0 or (gaps == gaps[0]).all():
+        return STEP_LABEL
+    runs = []  # (gap, last step of the run)
+    for k, gap in enumerate(gaps):
+        if runs and runs[-1][0] == gap:
+            runs[-1] = (gap, int(steps[k + 1]))
+        else:
+            runs.append((int(gap), int(steps[k + 1])))
+    if len(runs) > _NAMED_INTERVALS:
+        told = f"the interval between recorded steps changes {len(runs) - 1} times"
+    else:
+        told = ", then ".join(
+            f"every {'step' if gap == 1 else f'{gap} steps'} to step {last}" for gap, last in runs
+        )
+    return f"recorded step, one column each: not to scale ({told})"
 
 
 def health_rgba(
@@ -125,7 +163,7 @@ class HealthOverTime(QWidget):
         self.axis = StepAxis("bottom")
         self.plot = _plot("health-over-time", self.axis)
         self.plot.getPlotItem().invertY(True)
-        self.plot.setLabel("bottom", "step")
+        self.plot.setLabel("bottom", STEP_LABEL)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen("w", width=1))
@@ -155,6 +193,7 @@ class HealthOverTime(QWidget):
         self.worst, self.grad_norm, self.counts = worst, grad_norm, counts
         self.missing = np.zeros(worst.shape, bool) if missing is None else missing
         self.axis.steps = np.asarray(steps)
+        self.plot.setLabel("bottom", step_axis_label(self.axis.steps))
         rgba = health_rgba(worst, grad_norm, self.missing)
         self.image.setImage(rgba, autoLevels=False, levels=(0, 255))
         left = self.plot.getAxis("left")
@@ -169,9 +208,15 @@ class HealthOverTime(QWidget):
         self.cursor.setVisible(True)
 
     def readouts(self) -> dict:
-        """The cursor's x and the step under it, and the hover/selected readout line."""
+        """The cursor's x and the step under it, the hover/selected readout line and the
+        step axis's label."""
         x = float(self.cursor.value())
-        return {"cursor_x": x, "cursor_step": self.axis.step_of(x), "readout": self.readout.text()}
+        return {
+            "cursor_x": x,
+            "cursor_step": self.axis.step_of(x),
+            "readout": self.readout.text(),
+            "axis_label": self.axis.labelText,
+        }
 
     def set_selection(self, rows) -> None:
         """Outline the rows ``rows`` (tensor indices) across every step."""
@@ -248,6 +293,7 @@ class StepLoss(QWidget):
         super().__init__(parent)
         self.axis = StepAxis("bottom")
         self.plot = _plot("step-loss", self.axis)
+        self.plot.setLabel("bottom", STEP_LABEL)
         self.plot.setLabel("left", "loss")
         self.plot.getAxis("left").enableAutoSIPrefix(False)  # the log axis reads 1e-16 itself
         self.plot.setLogMode(y=True)
@@ -266,6 +312,7 @@ class StepLoss(QWidget):
         """(S,) step numbers and their (S,) losses; ``logged`` (S,) bool says which steps'
         losses were logged (default: every one; an unlogged loss reads NaN)."""
         self.axis.steps = np.asarray(steps)
+        self.plot.setLabel("bottom", step_axis_label(self.axis.steps))
         losses = np.asarray(losses, dtype=np.float64)
         logged = np.ones(len(losses), bool) if logged is None else np.asarray(logged, bool)
         x = np.arange(len(losses)) + 0.5  # column centres
@@ -295,6 +342,7 @@ class StepLoss(QWidget):
             "cursor_step": self.axis.step_of(cursor),
             "nonfinite_steps": [self.axis.step_of(float(v)) for v in self.marks.drawn_x()],
             "nonfinite": marked,
+            "axis_label": self.axis.labelText,
         }
 
 
