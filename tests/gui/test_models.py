@@ -27,7 +27,8 @@ NET_X_SCRIPT = textwrap.dedent(
     import torch
     warnings.simplefilter("ignore")
 
-    class NetX(torch.nn.Module):  # defined only here: the app cannot import it
+    # Defined only here (the app cannot import it), and spelt as the tutorials spell it.
+    class net_x(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.fc1 = torch.nn.Linear(3, 5)
@@ -38,7 +39,7 @@ NET_X_SCRIPT = textwrap.dedent(
             return self.out(self.fc2(self.fc1(x)))
 
     torch.manual_seed(0)
-    net = NetX()
+    net = net_x()
     torch.save(net, sys.argv[1] + "/net_x.pt")
     torch.jit.save(torch.jit.script(net), sys.argv[1] + "/net_x_script.pt")
     """
