@@ -1,6 +1,7 @@
 """Files from a corpus of hostile and unusual model files that once got a traceback, a
 wrong answer or more memory than promised: each is read, or refused in one sentence."""
 
+import json
 import subprocess
 import sys
 
@@ -82,3 +83,46 @@ def test_a_small_deflated_file_takes_what_it_inflates_to_not_a_multiple(tmp_path
     )
     above = int(result.stdout.split()[-1])
     assert above < (1 << 30), f"{above / 2**20:,.0f} MiB above the baseline"
+
+
+def doubled(module, inputs, output):  # a forward hook: the layer's output, doubled
+    return output * 2
+
+
+def shifted(module, inputs):  # a forward pre-hook: the layer's input, shifted
+    return (inputs[0] + 1,)
+
+
+@pytest.mark.parametrize("kind", ["forward hook", "forward pre-hook"])
+def test_a_whole_sequential_whose_layer_carries_a_hook_is_refused_naming_it(capsys, tmp_path, kind):
+    """The hook changes what the layer computes and the file holds only its name: running
+    the layers without it gave a Jacobian 0.67 off, with no word said."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+    if kind == "forward hook":
+        net[0].register_forward_hook(doubled)
+    else:
+        net[2].register_forward_pre_hook(shifted)
+    path = tmp_path / "hooked.pt"
+    torch.save(net, path)
+    info = inspect_model(path)
+    assert not info.runnable
+    hook = "doubled" if kind == "forward hook" else "shifted"
+    assert f"carries a {kind} ('{__name__}.{hook}')" in info.not_runnable_reason
+    code = main(["jacobian", "--model", str(path), "--batch", "2", "--assume-sequential"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"a {kind}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_model_saved_in_training_mode_says_it_runs_in_eval_mode(capsys, tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(2, 3), torch.nn.Dropout(0.5), torch.nn.Tanh(), torch.nn.Linear(3, 1)
+    )
+    path = tmp_path / "trained.pt"
+    torch.save(net, path)  # training mode, as a freshly built module is
+    assert main(["jacobian", "--model", str(path), "--batch", "2", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert any("saved in training mode" in s and "eval mode" in s for s in summary["assumptions"])
+    torch.save(net.eval(), path)
+    assert not any("training mode" in s for s in inspect_model(path).assumptions)
