@@ -126,3 +126,77 @@ def test_a_model_saved_in_training_mode_says_it_runs_in_eval_mode(capsys, tmp_pa
     assert any("saved in training mode" in s and "eval mode" in s for s in summary["assumptions"])
     torch.save(net.eval(), path)
     assert not any("training mode" in s for s in inspect_model(path).assumptions)
+
+
+def test_a_state_dicts_widths_are_read_from_its_first_and_last_weights(capsys, tmp_path):
+    """fc1 (20, 2) ... out (4, 20): "2 inputs -> 4 outputs", labelled as read from the
+    weights (the file declares no forward), in inspect's text, its JSON and the panel's line."""
+    torch.manual_seed(0)
+    path = tmp_path / "net_x.pt"
+    layers = {"fc1": torch.nn.Linear(2, 20), "fc2": torch.nn.Linear(20, 20)}
+    layers["out"] = torch.nn.Linear(20, 4)
+    torch.save(torch.nn.ModuleDict(layers).state_dict(), path)
+    info = inspect_model(path)
+    assert (info.in_dim, info.out_dim) == (None, None)
+    assert info.widths_line() == "2 inputs → 4 outputs (from the weights)"
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "input width: 2 (from the weights), output width: 4 (from the weights)" in out
+    assert main(["inspect", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["in_from_weights"], data["out_from_weights"]) == (2, 4)
+
+
+def test_an_embedding_first_says_no_input_width():
+    from gradviz.core.modelio.info import LayerInfo, ModelInfo
+
+    info = ModelInfo("f", "state_dict", 1, False, False, layers=(
+        LayerInfo("emb", "tensors", {"weight": (100, 8), "extra": (1,)}),
+        LayerInfo("head", "linear", {"weight": (3, 8)}),
+    ))  # fmt: skip
+    assert info.widths_line() == "? inputs → 3 outputs (from the weights)"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+def test_a_pt2_convolution_is_typed_by_its_module_and_its_channels_are_read(tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 5)
+    ).eval()
+    path = tmp_path / "cnn.pt2"
+    torch.export.save(torch.export.export(net, (torch.randn(2, 3, 8, 8),)), path)
+    untrusted = inspect_model(path)  # from the weights' shapes: lower case, a guess
+    assert [(layer.name, layer.kind) for layer in untrusted.layers] == [
+        ("0", "conv2d"),
+        ("3", "linear"),
+    ]
+    assert untrusted.widths_line() == "3 input channels → 5 outputs (from the weights)"
+    trusted = inspect_model(path, trust=True)  # from the module the graph records
+    assert [(layer.name, layer.kind) for layer in trusted.layers] == [
+        ("0", "Conv2d"),
+        ("3", "Linear"),
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize("exported_batch", [1, 3])
+def test_a_pt2_exported_for_one_batch_size_gives_exact_jacobians_at_any_batch(
+    capsys, tmp_path, exported_batch
+):
+    import numpy as np
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+    net = net.double().eval()
+    example = torch.randn(exported_batch, 2, dtype=torch.float64)
+    path = tmp_path / "fixed.pt2"
+    torch.export.save(torch.export.export(net, (example,)), path)
+    x = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    np.save(tmp_path / "x.npy", x.numpy())
+    argv = ["jacobian", "--model", str(path), "--trust", "--inputs", f"file:{tmp_path / 'x.npy'}"]
+    argv += ["--dtype", "float64", "--out", str(tmp_path / "j.npy"), "--json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert any(f"{exported_batch} samples at a time" in s for s in summary["assumptions"])
+    expected = torch.func.vmap(torch.func.jacrev(lambda v: net(v[None])[0]))(x).detach()
+    np.testing.assert_allclose(np.load(tmp_path / "j.npy"), expected.numpy(), atol=1e-6)

@@ -115,12 +115,22 @@ def layers_from_tensors(tensors: Mapping[str, Any]) -> tuple[LayerInfo, ...]:
 
 
 def layers_from_shapes(shapes: Mapping[str, tuple[int, ...]]) -> tuple[LayerInfo, ...]:
-    """As ``layers_from_tensors``, from tensor names and shapes alone."""
+    """As ``layers_from_tensors``, from tensor names and shapes alone: ``linear`` for a 2-D
+    weight, ``conv1d``/``conv2d``/``conv3d`` for a 3-, 4- or 5-D weight (with an optional
+    bias of its first size), lower case: guesses from shapes, not class names."""
     layers = []
     for prefix, group in group_by_prefix(shapes).items():
-        linear = set(group) <= {"weight", "bias"} and len(group.get("weight", ())) == 2
-        layers.append(LayerInfo(prefix or "(top)", "linear" if linear else "tensors", group))
+        layers.append(LayerInfo(prefix or "(top)", _kind_from_shapes(group), group))
     return tuple(layers)
+
+
+def _kind_from_shapes(group: Mapping[str, tuple[int, ...]]) -> str:
+    weight, bias = group.get("weight"), group.get("bias")
+    if weight is None or not set(group) <= {"weight", "bias"}:
+        return "tensors"
+    if bias is not None and (len(bias) != 1 or not weight or bias[0] != weight[0]):
+        return "tensors"
+    return {2: "linear", 3: "conv1d", 4: "conv2d", 5: "conv3d"}.get(len(weight), "tensors")
 
 
 def natural_key(text: str) -> list:
