@@ -38,12 +38,12 @@ def run(args) -> int:
 def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
     """A readable description, one fact per line (names from the file escaped, so that a
     newline in one cannot start a line of its own)."""
-    width = lambda d: "unknown" if d is None else str(d)  # noqa: E731
     lines = [
         f"{escaped(info.path)}: {info.format}, {info.size_bytes:,} bytes",
         f"  runnable: {'yes' if info.runnable else 'no'}"
         f"{' (with --trust)' if info.needs_trust and info.runnable else ''}",
-        f"  input width: {width(info.in_dim)}, output width: {width(info.out_dim)}",
+        f"  input width: {info.width_words('in', 'unknown')}, "
+        f"output width: {info.width_words('out', 'unknown')}",
         f"  parameters: {info.parameters:,}",
     ]
     if info.spec:

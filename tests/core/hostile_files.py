@@ -275,6 +275,63 @@ def memo_fetched_call(folder, marker):
     return path
 
 
+class _DeclaredV1:
+    """A tensor as torch's first rebuilder declares it: storage, offset, size, stride."""
+
+    def __init__(self, storage, offset, size, stride):
+        self.args = (storage, offset, size, stride)
+
+    def __reduce__(self):
+        return (torch._utils._rebuild_tensor, self.args)
+
+
+def v1_memo_shared(folder, count=12_000, side=64):
+    """One (side, side) tensor declared once by ``_rebuild_tensor`` (v1) and named by
+    ``count`` keys through the pickle's memo."""
+    storage = _StorageRef(torch.FloatStorage, "0", side * side)
+    weight = _DeclaredV1(storage, 0, (side, side), (side, 1))
+    obj = {f"{k}.weight": weight for k in range(count)}
+    return torch_zip(folder / f"v1_memo_{count}.pt", obj, {"0": bytes(4 * side * side)})
+
+
+def v1_stride_zero(folder, rows=30_000, cols=30_000):
+    """One stored number declared by ``_rebuild_tensor`` (v1) as a (rows, cols) layer of
+    stride 0: 900,000,000 parameters, 4 bytes on disk."""
+    storage = _StorageRef(torch.FloatStorage, "0", 1)
+    obj = {"0.weight": _DeclaredV1(storage, 0, (rows, cols), (0, 0))}
+    return torch_zip(folder / "v1_stride0.pt", obj, {"0": bytes(4)})
+
+
+def past_int64(folder, where):
+    """A tensor whose sizes (``where="size"``) or strides go past int64 (it has 0 elements
+    or 1, so only the numbers are wrong)."""
+    big = 1 << 64
+    storage = _StorageRef(torch.FloatStorage, "0", 1)
+    size, stride = ((0, big), (1, 1)) if where == "size" else ((1,), (big,))
+    obj = {"0.weight": _Declared(storage, 0, size, stride)}
+    return torch_zip(folder / f"past_int64_{where}.pt", obj, {"0": bytes(4)})
+
+
+def appended_zip(folder):
+    """A torch.save file with a second one appended: Python's zipfile reads the second,
+    torch's reader the first."""
+    first, second = folder / "first.pt", folder / "second.pt"
+    torch.save({"0.weight": torch.ones(3, 2)}, first)
+    torch.save({"0.weight": torch.full((5, 2), 7.0)}, second)
+    path = folder / "appended.pt"
+    path.write_bytes(first.read_bytes() + second.read_bytes())
+    return path
+
+
+def deflated_under_limit(folder, size=768 << 20):
+    """A state_dict whose one (size / 8, 2) weight is deflated: under 1 MB on disk, ``size``
+    bytes declared and inflated (under every limit)."""
+    numel = size // 4
+    storage = _StorageRef(torch.FloatStorage, "0", numel)
+    obj = {"0.weight": _Declared(storage, 0, (numel // 2, 2), (2, 1))}
+    return torch_zip(folder / "deflated.pt", obj, {}, deflate_storage=("0", size))
+
+
 def memo_shared(folder, count=5_000, side=1024):
     """One (side, side) tensor stored once and named by ``count`` keys (the pickle's memo):
     4 MiB on disk, ``count`` layers of side x side parameters to whoever builds them."""
@@ -344,6 +401,11 @@ def all_hostile(folder, marker):
         "12,000 tensors .pt": many_tensors_pt(folder),
         "60,000 tensors .pt": many_tensors_pt(folder, 60_000),
         "1 tensor named by 5,000 keys": memo_shared(folder),
+        "1 v1 tensor named by 12,000 keys": v1_memo_shared(folder),
+        "v1 stride 0 (30000, 30000)": v1_stride_zero(folder),
+        "size past int64": past_int64(folder, "size"),
+        "stride past int64": past_int64(folder, "stride"),
+        "zip with a zip appended": appended_zip(folder),
         "JSON header 200,000 deep": deep_json_header(folder),
         "gradviz.spec 200,000 deep": deep_spec_metadata(folder),
         "1,000 MiB file": large_file(folder),

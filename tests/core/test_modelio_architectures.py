@@ -387,9 +387,11 @@ def test_torchscript_with_nan_weights_reports_them_not_sample_mixing(capsys, tmp
 
 def test_exported_program_failing_when_run_says_code_from_the_file_ran(capsys, tmp_path):
     net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
-    path = tmp_path / "fixed_batch.pt2"
-    torch.export.save(torch.export.export(net.eval(), (torch.zeros(2, 2),)), path)
-    code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--batch", "3")
+    path = tmp_path / "batch_2_to_4.pt2"
+    batch = torch.export.Dim("batch", min=2, max=4)  # a batch of 8 fails torch's guard
+    program = torch.export.export(net.eval(), (torch.zeros(2, 2),), dynamic_shapes=[{0: batch}])
+    torch.export.save(program, path)
+    code, out, err = run(capsys, "jacobian", "--model", path, "--trust", "--batch", "8")
     assert code == 2 and "after running code from the file" in err and "damaged" not in err
 
 

@@ -27,7 +27,8 @@ NET_X_SCRIPT = textwrap.dedent(
     import torch
     warnings.simplefilter("ignore")
 
-    class NetX(torch.nn.Module):  # defined only here: the app cannot import it
+    # Defined only here (the app cannot import it), and spelt as the tutorials spell it.
+    class net_x(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.fc1 = torch.nn.Linear(3, 5)
@@ -38,7 +39,7 @@ NET_X_SCRIPT = textwrap.dedent(
             return self.out(self.fc2(self.fc1(x)))
 
     torch.manual_seed(0)
-    net = NetX()
+    net = net_x()
     torch.save(net, sys.argv[1] + "/net_x.pt")
     torch.jit.save(torch.jit.script(net), sys.argv[1] + "/net_x_script.pt")
     """
@@ -292,7 +293,31 @@ def test_non_runnable_model_is_listed_with_the_reason_it_cannot_run(qtbot, app, 
     rows = panel.layers.row_texts()
     assert [(r[0], r[3]) for r in rows] == [("0", "20"), ("2", "18")]
     assert app.sent == [] and not app.window.actions["save_network"].isEnabled()
+    # The first and last weights say the widths, labelled as read from them.
+    assert "1 input channels → 2 outputs (from the weights)" in panel.summary.text()
     shot(app.window, "not_runnable")
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+def test_a_pt2_exported_for_one_batch_size_runs_in_the_explorer(qtbot, app, tmp_path):
+    """A .pt2 exported for batches of exactly 3 runs in the explorer at its B, 3 samples at
+    a time, and the panel says so (every computation failed with torch's guard)."""
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh()).eval()
+    path = tmp_path / "batch3.pt2"
+    torch.export.save(torch.export.export(net, (torch.randn(3, 3),)), path)
+    app.models.opener.open_path(str(path))
+    qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: app.models.opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    explorer = getattr(app.window, "explorer", None)
+    if explorer is None:
+        pytest.skip("this layout has no explorer")
+    assert "3 samples at a time" in app.models.opener.panel.assumptions.text()
+    qtbot.waitUntil(lambda: explorer.result is not None and not explorer.busy, timeout=WAIT_MS)
+    assert explorer.last_error == ""
+    assert explorer.result.batch == explorer.settings.batch_box.value() != 3
 
 
 def test_nan_weights_are_flagged_in_the_layer_list_and_the_model_still_opens(qtbot, app, tmp_path):

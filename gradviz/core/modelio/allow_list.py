@@ -4,8 +4,10 @@ A normal unpickler imports every name a pickle gives (``GLOBAL``, ``STACK_GLOBAL
 and calls what ``REDUCE``, ``INST`` and ``OBJ`` say: that is code the file runs. gradviz's
 loaders accept only what they can read without running anything: torch's tensor rebuilders,
 dtypes, storage types and ``OrderedDict`` (the names torch's weights-only reader accepts), a
-few plain data types common in checkpoints, classes (which gradviz replaces by inert
-stand-ins) and torch's own functions kept as values. Nothing here imports torch.
+few plain data types common in checkpoints; any other name only where the pickle makes an
+instance of it without calling it (a class, which gradviz replaces by an inert stand-in) or
+only holds it as a value. What a name is, is decided by how the pickle uses it, never by how
+it is spelt. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -138,20 +140,25 @@ TORCH_VALUES = frozenset(f"torch.{name}" for name in _TORCH_VALUE_NAMES.split())
 PY2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg", "exceptions": "builtins"}
 
 
-def accepted(full: str, *, called: bool) -> bool:
-    """Whether gradviz's loaders accept the name ``full`` ("module.qualname"): to be called
-    (``called``), or else to be instantiated as an inert stand-in or kept as a value."""
+#: How a pickle uses a name: calls it (REDUCE, INST, OBJ), makes an instance of it without a
+#: call (NEWOBJ, or ``copyreg._reconstructor`` then BUILD), or only holds it as a value.
+CALL, INSTANCE, VALUE = "call", "instance", "value"
+# The base class ``copyreg._reconstructor`` may be given: it calls ``base.__new__`` (and
+# ``base.__init__`` for any other base), so only ``object`` makes a plain instance.
+RECONSTRUCTOR = "copyreg._reconstructor"
+RECONSTRUCTOR_BASES = frozenset({"builtins.object"})
+
+
+def accepted(full: str, use: str) -> bool:
+    """Whether gradviz's loaders accept the name ``full`` ("module.qualname") for ``use``:
+    a call only for the names above; an instance or a value for any name that is not
+    hostile, whatever its spelling (``net_x`` as well as ``NetX``): gradviz makes an inert
+    stand-in of it that records the state the file gives it and never imports or calls it."""
     if full in ACCEPTED_CALLABLES or full.startswith(ACCEPTED_CALLABLE_PREFIXES):
         return True
     if full in TORCH_VALUES or _storage_or_tensor_type(full):
         return True
-    if called or is_hostile(full):
-        return False
-    module, _, qualname = full.rpartition(".")
-    if module.startswith(("torch.", "__torch__.")) or module == "torch":
-        return True  # torch's own functions and classes kept as values (an activation)
-    # A class (CapWords, by Python's naming convention) becomes an inert stand-in.
-    return qualname[:1].isupper()
+    return use != CALL and not is_hostile(full)
 
 
 def _storage_or_tensor_type(full: str) -> bool:

@@ -59,7 +59,14 @@ _TYPED_STORAGES = {
     "ByteStorage": "uint8",
     "BoolStorage": "bool",
 }
-_REBUILDERS = ("torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3")
+# Every rebuilder of a dense tensor torch reads (v1 takes the same first four arguments).
+_REBUILDERS = (
+    "torch._utils._rebuild_tensor",
+    "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_tensor_v3",
+)
+#: Sizes, strides and offsets are int64 in torch: larger ones are refused, not overflowed.
+_INT64_MAX = (1 << 63) - 1
 
 
 def check_torch_bytes(data: bytes | BinaryIO, name: str, *, is_zip: bool) -> None:
@@ -391,7 +398,7 @@ def _check_one(kind: str, args: tuple, name: str, records: dict[str, int] | None
     storage, offset, size, stride = args[:4]
     if not (_ints(size) and _ints(stride) and len(size) == len(stride)):
         raise damaged
-    if not (isinstance(offset, int) and offset >= 0 and isinstance(storage.numel, int)):
+    if not (_ints((offset,)) and _ints((storage.numel,))):
         raise damaged
     dtype = _dtype(kind, args, storage, name)
     itemsize = DTYPE_BYTES[dtype]
@@ -438,5 +445,5 @@ def _dtype(kind: str, args: tuple, storage: _Storage, name: str) -> str:
 
 def _ints(values: Any) -> bool:
     return isinstance(values, tuple) and all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _INT64_MAX for v in values
     )

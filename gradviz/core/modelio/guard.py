@@ -45,6 +45,30 @@ class CheckedModel(torch.nn.Module):
         return y
 
 
+class InFixedBatches(torch.nn.Module):
+    """Runs ``inner``, a program that takes batches of exactly ``size`` samples (a .pt2
+    exported with a fixed batch), on a batch of any size: in chunks of ``size``, the last
+    one filled up with copies of its last sample, whose outputs are dropped. Exact for a
+    program that computes each sample on its own (gradviz's cross-sample check tells)."""
+
+    def __init__(self, inner: torch.nn.Module, size: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.size = size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 0 or x.shape[0] == self.size:
+            return self.inner(x)
+        outputs = []
+        for start in range(0, x.shape[0], self.size):
+            chunk = x[start : start + self.size]
+            missing = self.size - chunk.shape[0]
+            if missing:
+                chunk = torch.cat([chunk, chunk[-1:].expand(missing, *chunk.shape[1:])])
+            outputs.append(self.inner(chunk)[: self.size - missing])
+        return torch.cat(outputs)
+
+
 def probe_output_width(model: CheckedModel, in_dim: int, dtype: torch.dtype, batch: int = 2) -> int:
     """Run ``model`` once on a (batch, in_dim) batch of zeros: the output width, or
     GradvizError if it fails or returns something other than a (batch, m) tensor."""

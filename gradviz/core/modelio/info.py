@@ -88,6 +88,49 @@ class ModelInfo:
         """Number of values in the layers' tensors (parameters and buffers)."""
         return sum(layer.parameters for layer in self.layers)
 
+    @property
+    def widths_from_weights(self) -> tuple[int | None, int | None]:
+        """(inputs, outputs) as the first and last layers with a weight say them, where
+        those are Linear (``in_features``, ``out_features``) or convolutions (channels);
+        None for a side whose layer is anything else. A reading of the weights, not of the
+        forward (``in_dim`` and ``out_dim`` are that)."""
+        weighted = [layer for layer in self.layers if "weight" in layer.shapes]
+        if not weighted:
+            return None, None
+        first, last = weighted[0], weighted[-1]
+        return (
+            first.shapes["weight"][1] if _linear_or_conv(first) else None,
+            last.shapes["weight"][0] if _linear_or_conv(last) else None,
+        )
+
+    def width_words(self, side: str, unknown: str = "?") -> str:
+        """One side (``"in"`` or ``"out"``) in words: the declared width (``2``); else what
+        the weights say, ``2 (from the weights)`` or ``3 channels (from the weights)``; else
+        ``unknown``."""
+        declared = self.in_dim if side == "in" else self.out_dim
+        if declared is not None:
+            return str(declared)
+        inputs, outputs = self.widths_from_weights
+        value = inputs if side == "in" else outputs
+        if value is None:
+            return unknown
+        weighted = [layer for layer in self.layers if "weight" in layer.shapes]
+        channels = _is_conv(weighted[0] if side == "in" else weighted[-1])
+        return f"{value}{' channels' if channels else ''} (from the weights)"
+
+    def widths_line(self) -> str:
+        """``2 inputs → 4 outputs``; ``? inputs`` for a side not known; where a side is
+        read from the weights, ``2 inputs → 4 outputs (from the weights)`` or ``3 input
+        channels → …``."""
+        words = []
+        for side, noun in (("in", "inputs"), ("out", "outputs")):
+            text = self.width_words(side)
+            if text.endswith(" channels (from the weights)"):
+                text, noun = text[: -len(" channels (from the weights)")], f"{side}put channels"
+            words.append(f"{text.removesuffix(' (from the weights)')} {noun}")
+        read = any(self.width_words(side).endswith("(from the weights)") for side in ("in", "out"))
+        return " → ".join(words) + (" (from the weights)" if read else "")
+
     def to_dict(self) -> dict:
         """JSON-ready: the fields above plus ``parameters``; each layer is
         ``{"name", "type", "shapes"}`` with shapes as lists."""
@@ -105,7 +148,25 @@ class ModelInfo:
         data["assumptions"] = list(self.assumptions)
         data["order_to_confirm"] = list(self.order_to_confirm)
         data["parameters"] = self.parameters
+        data["in_from_weights"], data["out_from_weights"] = self.widths_from_weights
         return data
+
+
+_LINEAR_KINDS = ("linear",)
+_CONV_KINDS = ("conv1d", "conv2d", "conv3d")
+
+
+def _is_conv(layer: LayerInfo) -> bool:
+    return layer.kind.lower() in _CONV_KINDS and len(layer.shapes["weight"]) in (3, 4, 5)
+
+
+def _linear_or_conv(layer: LayerInfo) -> bool:
+    linear = layer.kind.lower() in _LINEAR_KINDS and len(layer.shapes["weight"]) == 2
+    return linear or _is_conv(layer)
+
+
+def _or(value: int | None, unknown: str) -> str:
+    return unknown if value is None else str(value)
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,11 @@ def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
     info = opened.info
     width = info.in_dim if info.in_dim is not None else in_dim
     inner = opened.build()
-    _eval_mode(inner)
+    trained = _eval_mode(inner)
+    if trained:
+        from gradviz.core.modelio.readers import trained_note
+
+        info = replace(info, assumptions=info.assumptions + (trained_note(trained),))
     model = CheckedModel(inner, width, os.path.basename(info.path))
     if width is not None:
         out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
@@ -194,14 +198,19 @@ def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
     return LoadedModel(module=model, info=info)
 
 
-def _eval_mode(module) -> None:
+def _eval_mode(module) -> list[str]:
+    """Put ``module`` in eval mode; the names of its modules that were in training mode."""
     import torch
 
     if not isinstance(module, torch.nn.Module):
-        return
+        return []
+    trained = [name or "(top)" for name, sub in module.named_modules() if sub.training]
     # torch.export's modules may refuse eval(); they run in the mode they were exported in.
-    with contextlib.suppress(NotImplementedError):
+    try:
         module.eval()
+    except NotImplementedError:
+        return []
+    return trained
 
 
 def _float_dtype(module):

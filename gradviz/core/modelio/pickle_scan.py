@@ -8,15 +8,18 @@ resolve ``STACK_GLOBAL`` names). It refuses, with one sentence:
 - excessive nesting (a dict key that is a tuple nested 200,000 deep crashes torch's
   weights-only unpickler with SIGSEGV), too many opcodes, huge strings;
 - any name (``GLOBAL``, ``STACK_GLOBAL``, ``INST``, also where it is fetched again from the
-  memo) outside what gradviz's loaders accept, wherever it sits in the file, even in a key
-  nobody reads. The accepted set is an allow-list (``accepted``): torch's tensor rebuilders,
-  dtypes and storage types, ``OrderedDict`` and a few plain data types may be called; classes
-  (``CapWords`` names, which gradviz replaces by inert stand-ins) may be instantiated without
-  being called (``NEWOBJ``); torch's own functions may sit in the file as values (a
-  TransformerEncoderLayer keeps ``torch.nn.functional.relu``). Everything else would be code
-  the file runs when a normal unpickler loads it, and is refused naming it. Names that run
-  processes or evaluate code (``subprocess.Popen``, ``os.system``, ``builtins.exec``...) are
-  refused as hostile: the deny-list only chooses that wording.
+  memo) used in a way gradviz's loaders do not accept, wherever it sits in the file, even in
+  a key nobody reads. What a name is, is decided by how the pickle uses it, never by its
+  spelling (``accepted``): called (``REDUCE``, ``INST``, ``OBJ``), only torch's tensor
+  rebuilders, dtypes and storage types, ``OrderedDict`` and a few plain data types; made
+  into an instance without a call (``NEWOBJ``, or ``copyreg._reconstructor(cls, object,
+  None)``, then given its state by ``BUILD``: how ``torch.save(model)`` writes a module of
+  any class, ``net_x`` as well as ``NetX``), or only held as a value (a
+  TransformerEncoderLayer keeps ``torch.nn.functional.relu``), any name: gradviz replaces it
+  by an inert stand-in. A call of anything else would be code the file runs when a normal
+  unpickler loads it, and is refused naming it. Names that run processes or evaluate code
+  (``subprocess.Popen``, ``os.system``, ``builtins.exec``...) are refused however they are
+  used, as hostile: the deny-list only chooses that wording.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from typing import BinaryIO
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import limits
-from gradviz.core.modelio.allow_list import PY2_MODULES, accepted, is_hostile
+from gradviz.core.modelio.allow_list import (
+    CALL,
+    INSTANCE,
+    PY2_MODULES,
+    RECONSTRUCTOR,
+    RECONSTRUCTOR_BASES,
+    VALUE,
+    accepted,
+    is_hostile,
+)
 from gradviz.core.modelio.limits import quoted
 
 _STRING_OPS = {
@@ -52,13 +64,14 @@ class _Value:
     """One value on the simulated stack: its nesting depth, for a string its text, for a
     global the full name it stands for (kept when the memo hands it out again)."""
 
-    __slots__ = ("depth", "global_name", "module_class", "text")
+    __slots__ = ("depth", "global_name", "module_class", "text", "tuple_names")
 
     def __init__(self, depth: int, text: str | None = None, global_name: str | None = None):
         self.depth = depth
         self.text = text
         self.global_name = global_name
         self.module_class: str | None = None  # ("module", Class, ...): a legacy class id
+        self.tuple_names: tuple | None = None  # a short tuple's items' global names
 
 
 _MARK = object()
@@ -70,6 +83,7 @@ class PickleScan:
 
     globals: list[str] = field(default_factory=list)
     called: set[str] = field(default_factory=set)  # names the unpickler would call
+    instantiated: set[str] = field(default_factory=set)  # classes it would make without a call
     # Classes torch's legacy (non-zip) format names by persistent id ("module", Class, file,
     # source): the file is a whole module saved by torch.save's old format.
     legacy_modules: list[str] = field(default_factory=list)
@@ -96,7 +110,7 @@ def scan_pickle(data: bytes | BinaryIO, name: str, start: int = 0) -> PickleScan
     except Exception:  # genops raises ValueError and friends on malformed bytes
         raise GradvizError(f"{name} holds a damaged pickle and cannot be read.") from None
     for full in scan.globals:  # names that are only values: classes, torch's functions
-        if not accepted(full, called=False):
+        if not accepted(full, VALUE):
             raise GradvizError(_not_accepted(name, full))
     return scan
 
@@ -243,8 +257,22 @@ class _Machine:
             )
         if how == "calls":
             self.scan.called.add(full)
-        if not accepted(full, called=how == "calls"):
+        else:
+            self.scan.instantiated.add(full)
+        if not accepted(full, CALL if how == "calls" else INSTANCE):
             raise GradvizError(_not_accepted(self.name, full))
+
+    def _reconstructed(self, args) -> None:
+        """``copyreg._reconstructor(cls, base, state)`` (protocol 0 and 1 pickles of an
+        object): makes an instance of ``cls`` without calling it, as NEWOBJ does, where
+        ``base`` is ``object``; any other base would be called."""
+        names = args.tuple_names if isinstance(args, _Value) else None
+        if names is None or len(names) != 3 or names[1] not in RECONSTRUCTOR_BASES:
+            raise GradvizError(
+                f"{self.name} calls {RECONSTRUCTOR} with arguments other than a class and "
+                "object, which is code the file would run; gradviz never opens such a file."
+            )
+        self._called(_Value(1, global_name=names[0]), "creates")
 
     def _combine(self, op: str, arg, popped: list, pushed: int) -> None:
         global_name = None
@@ -260,6 +288,9 @@ class _Machine:
             self._called(_Value(1, global_name=self._named(arg)), "calls")
         elif op in ("REDUCE", "OBJ") and popped:
             self._called(popped[0], "calls")
+            callee = getattr(popped[0], "global_name", None)
+            if op == "REDUCE" and len(popped) == 2 and callee == RECONSTRUCTOR:
+                self._reconstructed(popped[1])
         elif op in ("NEWOBJ", "NEWOBJ_EX") and popped:
             self._called(popped[0], "creates")
         elif op == "BINPERSID" and popped and isinstance(popped[0], _Value):
@@ -286,6 +317,9 @@ class _Machine:
             result.global_name = global_name
         if op.startswith("TUPLE") and len(values) >= 2 and values[0].text == "module":
             result.module_class = values[1].global_name
+        if op.startswith("TUPLE") and len(values) <= 3:
+            names = tuple(v.global_name for v in values)
+            result.tuple_names = names if any(names) else None
         self.stack.extend([result] * pushed)
 
 

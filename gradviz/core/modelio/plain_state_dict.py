@@ -125,7 +125,7 @@ def _entry_bytes(archive: zipfile.ZipFile, data: bytes, entry: zipfile.ZipInfo) 
     bytes are sliced straight from ``data`` after the entry's local header (zipfile's own
     open and read cost 40 µs an entry); a compressed entry goes through zipfile."""
     if entry.compress_type != zipfile.ZIP_STORED:
-        return bytearray(archive.read(entry))
+        return _inflated(archive, entry)
     header = entry.header_offset
     if data[header : header + 4] != b"PK\x03\x04":
         raise ValueError("bad local header")
@@ -135,6 +135,23 @@ def _entry_bytes(archive: zipfile.ZipFile, data: bytes, entry: zipfile.ZipInfo) 
     if start + entry.file_size > len(data):
         raise ValueError("entry past the end")
     return bytearray(data[start : start + entry.file_size])
+
+
+def _inflated(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> bytearray:
+    """A compressed entry inflated straight into one buffer of its declared size, a chunk
+    at a time: ``archive.read`` holds the chunks and their join at once, and a copy into a
+    bytearray made it three times the entry (2.3 GB for 768 MiB)."""
+    raw = bytearray(entry.file_size)
+    view, position = memoryview(raw), 0
+    with archive.open(entry) as handle:
+        while position < len(raw):
+            count = handle.readinto(view[position : position + (16 << 20)])
+            if not count:
+                raise ValueError("entry shorter than declared")
+            position += count
+        if handle.read(1):
+            raise ValueError("entry longer than declared")
+    return raw
 
 
 def _flat(raw: bytearray, storage: declared._Storage, dtype_name: str):

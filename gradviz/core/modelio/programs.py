@@ -117,21 +117,45 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     batch = batch if batch is not None else sample_batch
     in_shape = in_shape or _example_sample_shape(program)
     notes = base.assumptions
+    build = program.module
     if batch is not None:
+        build = _in_fixed_batches(program, batch)
         notes += (
-            f"The program was exported for batches of exactly {batch} inputs; other "
-            "batch sizes fail (export it with a dynamic batch dimension).",
+            f"The program was exported for batches of exactly {batch} inputs; gradviz runs "
+            f"any batch through it {batch} samples at a time (the last chunk filled up with "
+            "copies of its last sample, whose outputs are dropped).",
         )
     info = replace(
         base,
-        layers=layers_from_tensors(tensors),
+        layers=_typed_layers(program, layers_from_tensors(tensors)),
         in_dim=in_dim,
         in_shape=in_shape,
         out_dim=out_dim,
         nonfinite_weights=nonfinite_names(tensors),
         assumptions=notes,
     )
-    return Opened(info, build=program.module, probe_batch=batch or 2)
+    return Opened(info, build=build, probe_batch=batch or 2)
+
+
+def _in_fixed_batches(program: Any, size: int):
+    from gradviz.core.modelio.guard import InFixedBatches
+
+    return lambda: InFixedBatches(program.module(), size)
+
+
+def _typed_layers(program: Any, layers: tuple[LayerInfo, ...]) -> tuple[LayerInfo, ...]:
+    """``layers`` with each one's class name (``Conv2d``, ``Linear``) where the program's
+    graph records the module that uses its parameters (``nn_module_stack``)."""
+    kinds: dict[str, str] = {}
+    parameters = program.graph_signature.inputs_to_parameters
+    for node in program.graph.nodes:
+        owner = parameters.get(node.name) if node.op == "placeholder" else None
+        for user in node.users if owner is not None else ():
+            stack = user.meta.get("nn_module_stack") or {}
+            path, kind = list(stack.values())[-1] if stack else ("", "")
+            if path == owner.rpartition(".")[0] and kind:
+                kinds[path or "(top)"] = str(getattr(kind, "__name__", kind)).rpartition(".")[2]
+    return tuple(replace(layer, kind=kinds.get(layer.name, layer.kind)) for layer in layers)
 
 
 def _declared_sample_shape(nodes: list) -> tuple[int | None, tuple[int, ...] | None]:

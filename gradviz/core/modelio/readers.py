@@ -137,6 +137,8 @@ def _open_module_tree(
     notes = (
         [f"The module was taken from the checkpoint's {nested_in!r} entry."] if nested_in else []
     )
+    if tree.training:
+        notes.append(trained_note(tree.training))
     items = tree.chain
     if tree.order_assumed and not assume:
         return Opened(
@@ -176,6 +178,16 @@ def _open_module_tree(
     notes.append(_activation_sentence(act, lead))
     opened = _chain_opened(with_activation(linears, act), info, notes)
     return replace(opened, info=replace(opened.info, activation_from_caller=True))
+
+
+def trained_note(paths: list[str]) -> str:
+    """The sentence saying that a model saved in training mode is run in eval mode."""
+    named = ", ".join(quoted(p) for p in paths[:3]) + (" …" if len(paths) > 3 else "")
+    return (
+        f"The model was saved in training mode ({named}); gradviz runs it in eval mode, as "
+        "for inference: Dropout passes its input through and BatchNorm uses its running "
+        "statistics."
+    )
 
 
 def _activation_names(tree: Any) -> list[str]:

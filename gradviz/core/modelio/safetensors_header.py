@@ -34,6 +34,7 @@ DTYPE_BYTES = {
     "F8_E5M2": 1,
 }
 UNCHECKED_DTYPES = ("F8_E4M3", "F8_E5M2")
+_INT64_MAX = (1 << 63) - 1  # torch's sizes are int64: a larger one is a damaged entry
 
 
 def read_header(data: bytes, name: str) -> tuple[dict[str, dict], dict[str, str]]:
@@ -84,7 +85,7 @@ def _check_entry(key: str, entry: object, name: str) -> None:
         isinstance(entry, dict)
         and entry.get("dtype") in DTYPE_BYTES
         and isinstance(entry.get("shape"), list)
-        and all(isinstance(s, int) and s >= 0 for s in entry["shape"])
+        and all(isinstance(s, int) and 0 <= s <= _INT64_MAX for s in entry["shape"])
         and isinstance(entry.get("data_offsets"), list)
         and len(entry["data_offsets"]) == 2
         and all(isinstance(o, int) and o >= 0 for o in entry["data_offsets"])

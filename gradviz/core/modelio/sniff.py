@@ -144,10 +144,11 @@ def as_stream(data: bytes | BinaryIO) -> BinaryIO:
 
 
 def zip_entries(data: bytes | BinaryIO, name: str) -> list[str]:
-    """Entry names of a zip archive, or GradvizError if it is truncated or damaged."""
+    """Entry names of a zip archive, or GradvizError if it is truncated or damaged, or if
+    its end record belongs to an archive that does not start at the file's first byte."""
     try:
         with zipfile.ZipFile(as_stream(data)) as archive:
-            return archive.namelist()
+            entries = archive.infolist()
     except (
         zipfile.BadZipFile,
         EOFError,
@@ -160,6 +161,16 @@ def zip_entries(data: bytes | BinaryIO, name: str) -> list[str]:
         raise GradvizError(
             f"{name} is a damaged or truncated zip archive; save the model again."
         ) from None
+    # Python's zipfile reads the archive whose end record ends the file, wherever it starts;
+    # torch's reader, the one that starts it: with a second archive appended the two read
+    # different models, so neither is read.
+    if entries and min(info.header_offset for info in entries) != 0:
+        raise GradvizError(
+            f"{name} holds a second zip archive after its first (its end record does not "
+            "belong to the archive the file starts with); torch and gradviz would read "
+            "different models from it, so gradviz refuses it."
+        )
+    return [info.filename for info in entries]
 
 
 def _zip_kind(data: bytes | BinaryIO, name: str) -> str:

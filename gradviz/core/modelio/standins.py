@@ -30,6 +30,9 @@ class InertObject:
     one only records its arguments and state; ``qualname`` is the name in the file."""
 
     qualname = ""
+    # An instance made as copyreg._reconstructor makes it (object.__new__) has these too.
+    pickled_args: tuple = ()
+    pickled_state: Any = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> InertObject:
         obj = object.__new__(cls)
@@ -47,9 +50,29 @@ class InertObject:
         return f"<inert {self.qualname}>"
 
 
+class _Reconstructor(InertObject):
+    """Stands in for ``copyreg._reconstructor(cls, object, None)``, with which protocol 0
+    and 1 pickles make an instance without calling its class: an instance of ``cls``'s own
+    stand-in (the pickle check let ``cls`` through only with ``object`` as its base)."""
+
+    qualname = "copyreg._reconstructor"
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> InertObject:
+        made = args[0] if args else None
+        if isinstance(made, type) and issubclass(made, InertObject):
+            return made.__new__(made)
+        return super().__new__(cls, *args, **kwargs)
+
+
 def standins_for(names: list[str]) -> list[tuple[type, str]]:
     """One inert class per name, as ``(class, "module.Name")`` pairs for safe_globals."""
-    return [(type("Inert", (InertObject,), {"qualname": name}), name) for name in names]
+    return [(_standin(name), name) for name in names]
+
+
+def _standin(name: str) -> type:
+    if name == _Reconstructor.qualname:
+        return type("Inert", (_Reconstructor,), {})
+    return type("Inert", (InertObject,), {"qualname": name})
 
 
 def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any, list[str]]:

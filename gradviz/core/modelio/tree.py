@@ -8,6 +8,7 @@ from typing import Any
 
 from gradviz.core.modelio.chain import ChainItem, LinearWeights
 from gradviz.core.modelio.info import LayerInfo
+from gradviz.core.modelio.limits import quoted
 from gradviz.core.modelio.standins import InertObject
 
 LINEAR = "torch.nn.modules.linear.Linear"
@@ -48,6 +49,17 @@ class ModuleTree:
     has_activation_modules: bool = False
     order: list[str] = field(default_factory=list)  # the chain's layer names, in order
     custom_class: str | None = None  # the first class whose forward order was assumed
+    training: list[str] = field(default_factory=list)  # modules saved in training mode
+
+
+# A module's hooks change what it computes (forward, pre-forward) or the gradients that flow
+# through it (backward); the file keeps only their names, never their code.
+HOOKS = {
+    "_forward_pre_hooks": "a forward pre-hook",
+    "_forward_hooks": "a forward hook",
+    "_backward_pre_hooks": "a backward pre-hook",
+    "_backward_hooks": "a backward hook",
+}
 
 
 def is_module(obj: Any) -> bool:
@@ -76,6 +88,9 @@ def _visit(obj: Any, path: str, depth: int, seen: set[int], tree: ModuleTree) ->
         return
     state = obj.pickled_state
     qualname = obj.qualname
+    _check_hooks(state, label, tree)
+    if state.get("training") is True:
+        tree.training.append(path or "(top)")
     own = _own_tensors(state)
     if own:
         kind = qualname.rpartition(".")[2]
@@ -101,6 +116,22 @@ def _visit(obj: Any, path: str, depth: int, seen: set[int], tree: ModuleTree) ->
     # Every submodule is listed (and its tensors counted), chain or not.
     for key, child in children:
         _visit(child, f"{path}.{key}" if path else str(key), depth + 1, seen, tree)
+
+
+def _check_hooks(state: dict, label: str, tree: ModuleTree) -> None:
+    """Refuse a module that carries a hook: running it without the hook's code would give
+    another function (and other gradients) than the saved model, silently."""
+    for key, what in HOOKS.items():
+        hooks = state.get(key)
+        if isinstance(hooks, dict) and hooks and tree.reason is None:
+            hook = next(iter(hooks.values()))
+            name = getattr(hook, "qualname", None) or type(hook).__name__
+            tree.reason = (
+                f"{label} carries {what} ({quoted(name)}), code that changes what it computes "
+                "and that the file holds only by name; gradviz refuses rather than run the "
+                "model without it: remove the hook before saving, or save the model as "
+                "TorchScript or .pt2."
+            )
 
 
 def _add_linear(path: str, own: dict[str, Any], tree: ModuleTree) -> None:

@@ -96,7 +96,7 @@ class ModelPanel(QWidget):
     def show_info(self, info: ModelInfo, activation: str | None = None) -> None:
         """Fill the panel from ``info``; ``activation`` is the one the model was built with."""
         self.title.setText(f"<b>{os.path.basename(info.path)}</b> ({info.format})")
-        dims = f"{_dim(info.in_dim)} inputs → {_dim(info.out_dim)} outputs"
+        dims = info.widths_line()
         self.summary.setText(
             f"{len(info.layers)} layers, {info.parameters:,} parameters; {dims}"
             + (f"; network {info.spec}" if info.spec and not info.spec.startswith("{") else "")
@@ -159,7 +159,3 @@ def _in_app_words(note: str) -> str:
     for cli, app in _APP_WORDS.items():
         note = note.replace(cli, app)
     return note
-
-
-def _dim(value: int | None) -> str:
-    return "?" if value is None else str(value)

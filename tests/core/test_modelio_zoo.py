@@ -1,0 +1,158 @@
+"""A zoo of small models, each saved every way people save one: `inspect --json` describes
+every file, and `jacobian --json` either gives the live module's Jacobians (compared with
+torch.func.jacrev on the live module) or exits 2 with one sentence naming the next step.
+Never a wrong answer with exit 0."""
+
+import importlib.util
+import json
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from gradviz.cli import main
+
+ZOO_PY = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+    class net_x(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(2, 20)
+            self.fc2 = nn.Linear(20, 20)
+            self.out = nn.Linear(20, 4)
+
+        def forward(self, x):
+            return self.out(torch.tanh(self.fc2(torch.tanh(self.fc1(x)))))
+
+    class small_cnn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 2, 3, padding=1)
+            self.head = nn.Linear(2 * 4 * 4, 3)
+
+        def forward(self, x):
+            return self.head(torch.tanh(self.conv(x)).flatten(1))
+
+    def batchnorm_sequential():
+        return nn.Sequential(
+            nn.Linear(3, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Dropout(0.2), nn.Linear(6, 2)
+        )
+    """
+)
+SAMPLE_SHAPES = {"net_x": (2,), "small_cnn": (1, 4, 4), "batchnorm_sequential": (3,)}
+WAYS = (
+    "whole",
+    "state_dict",
+    "legacy",
+    "script",
+    "trace",
+    "pt2_fixed",
+    "pt2_dynamic",
+    "safetensors",
+)
+PROGRAMS = ("script", "trace", "pt2_fixed", "pt2_dynamic")
+# What a refusal must name: the option or the way of saving that would open the file.
+NEXT_STEPS = ("--assume-sequential", "--model-class", "--trust", "TorchScript or .pt2", "save")
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """{(model, way): (path, live module)} for every model saved every way."""
+    folder = tmp_path_factory.mktemp("zoo")
+    source = folder / "zoo_models.py"
+    source.write_text(ZOO_PY)
+    spec = importlib.util.spec_from_file_location("zoo_models_private", source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    files = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name, shape in SAMPLE_SHAPES.items():
+                torch.manual_seed(0)
+                net = getattr(module, name)().double()
+                if name == "batchnorm_sequential":  # running statistics that are not (0, 1)
+                    net.train()(torch.randn(16, 3, dtype=torch.float64) * 3 + 1)
+                net.eval()
+                for way in WAYS:
+                    path = folder / f"{name}_{way}.{'pt2' if way.startswith('pt2') else 'pt'}"
+                    _save(net, way, path, shape)
+                    files[name, way] = (path, net)
+    finally:
+        del sys.modules[spec.name]
+    return files
+
+
+def _save(net, way, path, shape):
+    example = torch.randn(3, *shape, dtype=torch.float64)
+    if way == "whole":
+        torch.save(net, path)
+    elif way == "state_dict":
+        torch.save(net.state_dict(), path)
+    elif way == "legacy":
+        torch.save(net, path, _use_new_zipfile_serialization=False)
+    elif way == "script":
+        torch.jit.save(torch.jit.script(net), path)
+    elif way == "trace":
+        torch.jit.save(torch.jit.trace(net, example), path)
+    elif way == "pt2_fixed":
+        torch.export.save(torch.export.export(net, (example,)), path)
+    elif way == "pt2_dynamic":
+        batch = torch.export.Dim("batch", min=2, max=64)
+        program = torch.export.export(net, (example,), dynamic_shapes=[{0: batch}])
+        torch.export.save(program, path)
+    else:
+        save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(path))
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("name", sorted(SAMPLE_SHAPES))
+def test_every_way_of_saving_gives_the_live_jacobians_or_one_refusal_naming_a_next_step(
+    capsys, tmp_path, zoo, name, way
+):
+    path, net = zoo[name, way]
+    trust = ("--trust",) if way in PROGRAMS else ()
+    code, out, err = run(capsys, "inspect", path, "--json", *trust)
+    if code != 0:  # a whole module in torch's legacy format: refused, naming what to do
+        assert_one_refusal_naming_a_next_step(code, err)
+        assert run(capsys, "jacobian", "--model", path, "--batch", "2")[2] == err.replace(
+            "inspect", "jacobian", 1
+        )
+        return
+    described = json.loads(out)
+    assert described["parameters"] > 0 or not described["runnable"]
+
+    x = torch.randn(5, *SAMPLE_SHAPES[name], dtype=torch.float64)
+    np.save(tmp_path / "x.npy", x.numpy())
+    code, out, err = run(
+        capsys, "jacobian", "--model", path, "--inputs", f"file:{tmp_path / 'x.npy'}",
+        "--dtype", "float64", "--out", tmp_path / "j.npy", "--json", *trust,
+    )  # fmt: skip
+    if code == 0:
+        expected = torch.func.vmap(torch.func.jacrev(lambda v: net(v[None])[0]))(x).detach()
+        np.testing.assert_allclose(np.load(tmp_path / "j.npy"), expected.numpy(), atol=1e-9)
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert summary["assumptions"] == described["assumptions"] or way in PROGRAMS
+    else:
+        assert_one_refusal_naming_a_next_step(code, err)
+
+
+def assert_one_refusal_naming_a_next_step(code, err):
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert any(step in lines[0] for step in NEXT_STEPS), lines[0]
