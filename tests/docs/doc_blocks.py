@@ -16,7 +16,9 @@ a checkout), sharing one Python namespace, as a reader who types them in turn:
 
 An HTML comment on the lines just before a block changes that:
 ``<!-- docs-test: skip REASON -->`` leaves it out (the reason is required: installing
-packages, the whole test suite, two processes of torchrun, ...).
+packages, the whole test suite, two processes of torchrun, ...);
+``<!-- docs-test: requires MODULE -->`` runs it where MODULE imports (an optional extra, such
+as ``lightning``) and skips the rest of the page where it does not.
 
 Blocks in other languages (``text``, ``json``) are shown, not run; any other language is
 refused, so that no runnable block escapes the tests under another name.
@@ -66,6 +68,17 @@ class Block:
         if self.directive is None or not self.directive.startswith("skip"):
             return None
         return self.directive[len("skip") :].strip()
+
+    @property
+    def requires(self) -> str | None:
+        """The module named by ``requires`` (None when the block names none)."""
+        if self.directive is None or not self.directive.startswith("requires "):
+            return None
+        return self.directive[len("requires ") :].strip() or None
+
+    @property
+    def known_directive(self) -> bool:
+        return self.directive is None or self.skip_reason is not None or bool(self.requires)
 
     @property
     def runs(self) -> bool:
@@ -211,6 +224,10 @@ class PageRun:
                 del sys.modules[name]
 
     def run(self, block: Block) -> None:
+        if block.requires:
+            import pytest
+
+            pytest.importorskip(block.requires, reason=f"{block.where} needs {block.requires}")
         if block.lang == "python":
             self._python(block)
         else:

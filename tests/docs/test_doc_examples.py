@@ -47,7 +47,7 @@ def test_every_docs_test_comment_is_known_and_stands_before_a_block():
         (block.where, block.directive)
         for path in doc_files()
         for block in blocks_of(path)
-        if block.directive is not None and block.skip_reason is None
+        if not block.known_directive
     ]
     stray = [(str(path), line) for path in doc_files() for line in stray_directives(path)]
     assert unknown == [] and stray == []
