@@ -11,6 +11,7 @@ results file the page says that no results are committed.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,30 @@ def _check_table(where: str, table: Any) -> None:
 
 
 def cell(value: Any) -> str:
-    """A table cell as the results file holds it (null: not measured)."""
+    """A table cell as the page shows it: a text as it is, a whole number with thousands
+    separators, any other number to 3 significant digits (the file keeps every digit), null
+    (not measured, or not a number) as a dash."""
     if value is None:
-        return "not measured"
+        return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return _significant(value)
     return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, but never fewer than its whole part."""
+    if value == 0 or not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    rounded = float(f"{value:.{digits}g}")  # 0.999999 is 1.00, not 1.000
+    if abs(rounded) >= 1e-3:
+        return f"{rounded:.{max(0, digits - 1 - math.floor(math.log10(abs(rounded))))}f}"
+    return f"{value:.{digits}g}"
 
 
 def _load_words(load: list[float]) -> str:
@@ -126,7 +145,8 @@ def render_file(name: str, data: Mapping[str, Any]) -> str:
         f"Python {cell(data['python'])} |",
         f"| load average (1, 5, 15 min) | before {_load_words(data['load']['before'])}; "
         f"after {_load_words(data['load']['after'])} |",
-        f"| repeats | {data['repeats']}" + (" (quick: small sizes only)" if data["quick"] else "")
+        f"| repeats | {data['repeats']}"
+        + (" (quick: small sizes only)" if data["quick"] else "")
         + " |",
         f"| results file | `docs/bench/{name}` |",
     ]

@@ -29,10 +29,10 @@ HELP_WIDTH = 96
 #: trainer callbacks, documented beside the public names.
 RECEIVED_MODULES: dict[str, str] = {
     "gradviz.core.origin.result": "What `trace_nonfinite` and `find_origin` return.",
-    "gradviz.core.record.reader": "Reading a recording: the reader, a rank's stream and its series.",
-    "gradviz.integrations.lightning": "The Lightning callback (`pip install -e \".[lightning]\"`).",
+    "gradviz.core.record.reader": "Reading a recording: the reader, a rank's stream, its series.",
+    "gradviz.integrations.lightning": 'The Lightning callback (`pip install -e ".[lightning]"`).',
     "gradviz.integrations.transformers": (
-        "The Hugging Face callback (`pip install -e \".[transformers]\"`)."
+        'The Hugging Face callback (`pip install -e ".[transformers]"`).'
     ),
 }
 
@@ -78,7 +78,9 @@ def cli_page() -> str:
         with _help_width(HELP_WIDTH):
             parser = build_parser()
             top = parser.format_help()
-            subs = {name: (text, sub.format_help()) for name, (text, sub) in commands(parser).items()}
+            subs = {
+                name: (text, sub.format_help()) for name, (text, sub) in commands(parser).items()
+            }
     lines = [
         "# Command line",
         "",
@@ -138,7 +140,7 @@ def settings_page() -> str:
         "site is built). The app's setup panel, `gradviz fit`'s options and experiment files",
         "all take these settings, with these limits and words.",
         "",
-        "An experiment file is JSON: `{\"fit\": {...}, \"display\": {...}}` with the keys below",
+        'An experiment file is JSON: `{"fit": {...}, "display": {...}}` with the keys below',
         "(a key left out takes its default; an unknown key, a value of the wrong type or one",
         "outside its limits is named in one sentence).",
     ]
@@ -167,7 +169,7 @@ def settings_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-# ---- the library ----------------------------------------------------------------------------------
+# ---- the library --------------------------------------------------------------------------------
 def public_names() -> dict[str, str]:
     """The library's public names: name -> the module that defines it (``gradviz._LAZY``)."""
     with _project_on_path():
@@ -193,7 +195,7 @@ def api_page() -> str:
     for module, summary in RECEIVED_MODULES.items():
         lines += ["", f"### `{module}`", "", summary, ""]
         lines += [f"::: {module}", "    options:", "      show_root_heading: false"]
-        lines += ["      heading_level: 4", "      filters: [\"!^_\"]"]
+        lines += ["      heading_level: 4", '      filters: ["!^_"]']
     return "\n".join(lines) + "\n"
 
 

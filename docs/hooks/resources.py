@@ -55,9 +55,7 @@ def rewrite_links(markdown: str, page_src_uri: str) -> str:
 
 def on_files(files: Files, config) -> Files:
     for path in screenshots():
-        files.append(
-            File.generated(config, f"{SITE_FOLDER}/{path.name}", abs_src_path=str(path))
-        )
+        files.append(File.generated(config, f"{SITE_FOLDER}/{path.name}", abs_src_path=str(path)))
     return files
 
 

@@ -146,7 +146,7 @@ def stray_directives(path: Path) -> list[int]:
     return stray
 
 
-# ---- bash -----------------------------------------------------------------------------------------
+# ---- bash ---------------------------------------------------------------------------------------
 def commands_of(code: str) -> list[list[str]]:
     """The commands of a bash block as argument lists (continuations joined, comments
     dropped, ``&&`` chains split)."""

@@ -8,7 +8,7 @@ whose blocks start another process (the app, a script) is marked slow; CI runs t
 from __future__ import annotations
 
 import pytest
-from doc_blocks import RUN, ROOT, SHOWN, PageRun, blocks_of, doc_files, is_costly, stray_directives
+from doc_blocks import ROOT, RUN, SHOWN, PageRun, blocks_of, doc_files, is_costly, stray_directives
 
 
 def _page_param(path):
@@ -34,10 +34,7 @@ def test_the_page_examples_run(path, tmp_path, monkeypatch):
 
 def test_every_skipped_block_says_why():
     unexplained = [
-        block.where
-        for path in doc_files()
-        for block in blocks_of(path)
-        if block.skip_reason == ""
+        block.where for path in doc_files() for block in blocks_of(path) if block.skip_reason == ""
     ]
     assert unexplained == [], "a <!-- docs-test: skip --> needs its reason"
 
