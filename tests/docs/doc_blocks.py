@@ -12,7 +12,8 @@ a checkout), sharing one Python namespace, as a reader who types them in turn:
   runs in this process (``tests/cli/cli_runner.py``), except the app: ``gradviz`` without a
   command, ``gradviz gui ...`` or ``gradviz FILE`` start it in a fresh process, offscreen,
   with ``--screenshot`` (the cheap form of a command that would wait for a person);
-  ``python FILE.py ARGS`` runs in a fresh process. Every command must exit 0.
+  ``python FILE.py ARGS`` runs in a fresh process; ``rm -r PATH`` removes what the page made
+  (inside its folder only). Every command must exit 0.
 
 An HTML comment on the lines just before a block changes that:
 ``<!-- docs-test: skip REASON -->`` leaves it out (the reason is required: installing
@@ -29,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -194,6 +196,8 @@ def kind_of(words: list[str]) -> str:
         return "app" if starts_the_app(args) else "gradviz"
     if words[0] == "python" and len(words) > 1 and words[1].endswith(".py"):
         return "script"
+    if words[0] == "rm" and len(words) > 2 and words[1] in ("-r", "-rf"):
+        return "remove"
     return "unknown"
 
 
@@ -249,6 +253,9 @@ class PageRun:
                 f"{block.where}: the tests cannot run {shown!r}; make it a gradviz or python "
                 "command, or skip its block with <!-- docs-test: skip REASON -->."
             )
+        if kind == "remove":
+            self._remove(block, words[2:])
+            return
         if kind == "gradviz":
             args = words[1:] if words[0] == "gradviz" else words[3:]
             result = self._in_process(args, env)
@@ -261,6 +268,14 @@ class PageRun:
             f"{block.where}: {shown} exited {result.returncode}\n"
             f"stdout: {result.stdout[-2000:]}\nstderr: {result.stderr[-2000:]}"
         )
+
+    def _remove(self, block: Block, paths: list[str]) -> None:
+        for name in paths:
+            path = (self.folder / name).resolve()
+            assert path.is_relative_to(self.folder.resolve()) and path != self.folder.resolve(), (
+                f"{block.where}: rm may remove only what the page made ({name!r})"
+            )
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
     def _in_process(self, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
         from cli_runner import run_cli
