@@ -7,6 +7,8 @@ whose blocks start another process (the app, a script) is marked slow; CI runs t
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from doc_blocks import ROOT, RUN, SHOWN, PageRun, blocks_of, doc_files, is_costly, stray_directives
 
@@ -23,6 +25,10 @@ PAGES = [path for path in doc_files() if any(b.runs for b in blocks_of(path))]
 @pytest.mark.parametrize("path", [_page_param(p) for p in PAGES])
 def test_the_page_examples_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # Processes an example starts import this checkout's gradviz, as where it is installed.
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
     page = PageRun(tmp_path)
     try:
         for block in blocks_of(path):
