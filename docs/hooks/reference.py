@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -104,7 +105,11 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+_KIND_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false"}
+
+
 def _allowed(row) -> str:
+    """What a setting accepts, in words: its limits, its choices, a file, or its kind."""
     info = row.info
     parts = []
     if info.limits is not None:
@@ -115,13 +120,15 @@ def _allowed(row) -> str:
         parts.append(names + (", or `file:PATH`" if info.accepts_file else ""))
     elif info.accepts_file:
         parts.append("`file:PATH`")
-    if row.optional:
-        parts.append("or none")
-    return "; ".join(parts) or "any " + row.kind.__name__
+    if not parts:
+        kind = _KIND_WORDS.get(row.kind, row.kind.__name__)
+        parts.append(f"{kind} (`{info.metavar}`)" if info.metavar else kind)
+    return "; ".join(parts) + ("; or none" if row.optional else "")
 
 
 def _default(row) -> str:
-    return "none" if row.default is None else f"`{row.default!r}`".replace("'", '"')
+    """The default as an experiment file writes it (JSON)."""
+    return "none" if row.default is None else f"`{json.dumps(row.default)}`"
 
 
 def settings_page() -> str:
