@@ -161,7 +161,7 @@ def settings_page() -> str:
         ]
         for row in rows:
             flag = f"`{row.flag}`" if section == "fit" else "(app only)"
-            live = "applies at the next step" if row.info.live else "asks to reset the run"
+            live = "applies live" if row.info.live else "needs a reset"
             lines.append(
                 f"| `{row.name}` | {_cell(row.title)} | {_cell(_default(row))} "
                 f"| {_cell(_allowed(row))} | {flag} | {live} |"
