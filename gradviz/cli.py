@@ -14,9 +14,9 @@ import os
 import sys
 
 from gradviz import __version__
-from gradviz.core.config import ACTIVATIONS, DTYPES, JACOBIAN_METHODS, FitConfig
-from gradviz.core.errors import GradvizError
-from gradviz.core.settings_table import add_arguments
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.config import ACTIVATIONS, DTYPES, JACOBIAN_METHODS, FitConfig
+from gradviz.core.settings.table import add_arguments
 
 EXIT_USAGE = 2
 

@@ -13,8 +13,8 @@ def _extended_config_class():
     """FitConfig with one more setting, declared as a contributor would add it."""
     import dataclasses
 
-    from gradviz.core.config import FitConfig
-    from gradviz.core.settings_table import setting
+    from gradviz.core.settings.config import FitConfig
+    from gradviz.core.settings.table import setting
 
     momentum = setting(
         0.9, title="momentum", tooltip="Momentum of SGD.", group="Optimiser", limits=(0.0, 1.0)

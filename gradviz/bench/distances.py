@@ -25,11 +25,11 @@ from gradviz.bench.harness import (
     time_interleaved,
     torch_threads,
 )
-from gradviz.core import distances
-from gradviz.core.config import FitConfig
-from gradviz.core.distances import METHODS
-from gradviz.core.fit import DistanceFitRun
+from gradviz.core.lab import distances
+from gradviz.core.lab.distances import METHODS
+from gradviz.core.lab.fit import DistanceFitRun
 from gradviz.core.ops import pairwise_distances
+from gradviz.core.settings.config import FitConfig
 
 SIZES = (10, 100, 1000, 3000)
 QUICK_SIZES = (10, 100)

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gradviz.core.config import FitConfig
+from gradviz.core.settings.config import FitConfig
 
 TARGETS = {"default": 0.7, "max_speed": 0.9, "latency_p95_ms": 50.0, "launch_s": 1.5}
 #: Start-up moments the app reports (GRADVIZ_STARTUP_REPORT) and their targets (seconds).
@@ -95,7 +95,7 @@ class _Lab:
     def __init__(self) -> None:
         from PySide6.QtWidgets import QApplication
 
-        from gradviz.gui.app import build_controller, create_application
+        from gradviz.gui.shell.app import build_controller, create_application
 
         self.app = create_application()
         self.controller = build_controller(_config(100))
@@ -120,7 +120,7 @@ class _Lab:
         loop.exec()
 
     def start(self, n: int, frame_rate: float) -> None:
-        from gradviz.gui.forms import LiveSettings
+        from gradviz.gui.widgets.settings_form import LiveSettings
 
         c = self.controller
         c.form.set_config(_config(n), LiveSettings(frame_rate=frame_rate))
@@ -143,7 +143,7 @@ class _Lab:
 
 
 def _headless(n: int, seconds: float) -> float:
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
 
     run = DistanceFitRun(_config(n))
     for _ in range(3):

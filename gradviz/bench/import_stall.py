@@ -22,7 +22,7 @@ def measure(how: str) -> dict:
     def load() -> None:
         t0 = time.perf_counter()
         if how == "gradviz":
-            from gradviz.core.torch_import import import_torch
+            from gradviz.core.common.torch_import import import_torch
 
             import_torch()
         else:

@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 
 from gradviz.bench.harness import Case, time_calls, time_interleaved, torch_threads
-from gradviz.core import jacobians as jm
-from gradviz.core.networks import NetworkSpec
+from gradviz.core.nets import jacobians as jm
+from gradviz.core.nets.networks import NetworkSpec
 
 NETS: dict[str, str] = {"small": "2-20-20-4:tanh", "wide": "64-256-256-10:tanh"}
 BATCHES: tuple[int, ...] = (64, 1024, 16384)
@@ -193,8 +193,8 @@ def first_call_seconds(net: str, batch: int) -> float:
         f"""
         import json, time, torch
         torch.set_num_threads(1)
-        from gradviz.core.jacobians import compute_jacobians
-        from gradviz.core.networks import NetworkSpec
+        from gradviz.core.nets.jacobians import compute_jacobians
+        from gradviz.core.nets.networks import NetworkSpec
         model = NetworkSpec.parse({net!r}).build(seed=0)
         x = torch.randn({batch}, model[0].in_features)
         start = time.perf_counter()

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from gradviz.core import memory
-from gradviz.core.config import FitConfig
-from gradviz.core.decimate import MAX_DISPLAY
+from gradviz.core.common.decimate import MAX_DISPLAY
+from gradviz.core.lab import memory
+from gradviz.core.settings.config import FitConfig
 
 TARGET_APP_OVER_HEADLESS = 1e9  # bytes
 #: Memory left to the rest of the machine: a measurement whose estimate needs more than
@@ -47,8 +47,8 @@ REPO = Path(__file__).resolve().parents[2]
 # A run stepped as the app's worker steps it, with display-sized Snapshots.
 _SNAPSHOT_RUN = """
 import json, sys
-from gradviz.core.config import FitConfig
-from gradviz.core.fit import DistanceFitRun
+from gradviz.core.settings.config import FitConfig
+from gradviz.core.lab.fit import DistanceFitRun
 config = FitConfig.from_dict(json.loads(sys.argv[1]))
 run = DistanceFitRun(config, max_display=int(sys.argv[2]))
 while not run.done:

@@ -10,7 +10,7 @@ import sys
 from types import ModuleType
 
 from gradviz.commands.output import print_json
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory", "origin")
 

@@ -17,7 +17,7 @@ import runpy
 import sys
 import traceback
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 
 class _Found(BaseException):

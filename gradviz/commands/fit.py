@@ -13,16 +13,16 @@ from typing import TextIO
 import numpy as np
 
 from gradviz.commands.output import print_json
-from gradviz.core.config import FitConfig
-from gradviz.core.errors import GradvizError
-from gradviz.core.settings_table import from_arguments
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.table import from_arguments
 
 
 def run(args) -> int:
     config = from_arguments(FitConfig, args)
     out = _checked_out_path(args.out)
 
-    from gradviz.core.fit import DistanceFitRun  # torch loads here, after the cheap checks
+    from gradviz.core.lab.fit import DistanceFitRun  # torch loads here, after the cheap checks
     from gradviz.core.record.stats import MAX_IMAGE_SIDE
 
     recorded = getattr(args, "record", None) is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 
 def run(args) -> int:
@@ -24,7 +24,7 @@ def run(args) -> int:
                 f"{recording!r} is not a gradviz recording (a directory written by "
                 "gradviz.watch or gradviz fit --record) nor a model file."
             )
-    from gradviz.gui.app import main, parse_window_size
+    from gradviz.gui.shell.app import main, parse_window_size
 
     size_text = getattr(args, "window_size", None)
     window_size = parse_window_size(size_text) if size_text else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gradviz.commands.output import print_json
-from gradviz.core.health import LOST
+from gradviz.core.common.health import LOST
 from gradviz.core.modelio import ModelInfo, inspect_model
 from gradviz.core.modelio.limits import escaped
 
@@ -69,7 +69,7 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
 
 
 def _inspect_recording(args) -> int:
-    from gradviz.core.errors import GradvizError
+    from gradviz.core.common.errors import GradvizError
     from gradviz.core.record.reader import Reader  # raises a one-sentence error if not one
 
     reader = Reader(args.path)

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from gradviz.commands.output import print_json, say
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph.model import KINDS, ModelGraph
 
 
@@ -78,7 +78,7 @@ def _recording_graph(args) -> ModelGraph:
     if args.model_class is not None or args.input_shape is not None:
         raise GradvizError("--model-class and --input-shape apply to model files, not recordings.")
     from gradviz.core.graph.collapse import limit_nodes
-    from gradviz.core.graph.recording import graph_of_recording
+    from gradviz.core.record.recorded_graph import graph_of_recording
 
     return limit_nodes(graph_of_recording(args.path, step=args.step))
 

@@ -20,17 +20,17 @@ from __future__ import annotations
 import numpy as np
 
 from gradviz.commands.output import print_json, say
-from gradviz.core.config import MAX_FULL_BATCH
-from gradviz.core.errors import GradvizError
-from gradviz.core.explore_batches import (
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.explorer.batches import (
     check_batch_size,
     load_npy_samples,
     parse_sample_shape,
     random_batch,
 )
+from gradviz.core.lab.pointsets import FILE_PREFIX, load_points
 from gradviz.core.modelio.limits import escaped
-from gradviz.core.networks import NetworkSpec
-from gradviz.core.pointsets import FILE_PREFIX, load_points
+from gradviz.core.nets.networks import NetworkSpec
+from gradviz.core.settings.config import MAX_FULL_BATCH
 
 
 def run(args) -> int:
@@ -73,7 +73,7 @@ def _run(args) -> int:
 
     import torch
 
-    from gradviz.core.devices import resolve_device
+    from gradviz.core.common.devices import resolve_device
 
     device = resolve_device(args.device)
     dtype = getattr(torch, args.dtype)
@@ -138,7 +138,7 @@ def _small(model, inputs, out_dim: int | None = None) -> bool:
     is m where the model's spec gives it (a forward pass of 10,000 layers costs 0.3 s)."""
     import torch
 
-    from gradviz.core.input_gradients import _outputs
+    from gradviz.core.explorer.input_gradients import _outputs
     from gradviz.core.modelio.limits import MAX_JACOBIAN_ENTRIES
 
     m = out_dim
@@ -173,7 +173,7 @@ def _jacobians(args, model, inputs, device, label, parameters) -> dict:
     """(B, n) inputs: per-input Jacobians (B, m, n), as before."""
     import time
 
-    from gradviz.core import jacobians
+    from gradviz.core.nets import jacobians
 
     _sync(device)
     start = time.perf_counter()
@@ -220,7 +220,7 @@ def _gradients(args, model, inputs, device, label, parameters) -> dict:
     """Inputs of any shape: per-sample Jacobians (B, m, *in_shape) or saliency (B, *in_shape)."""
     import time
 
-    from gradviz.core.input_gradients import SALIENCY, input_gradients
+    from gradviz.core.explorer.input_gradients import SALIENCY, input_gradients
 
     _sync(device)
     start = time.perf_counter()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gradviz.core import distances as _distances
-from gradviz.core.errors import GradvizError
-from gradviz.core.jacobians import compute_jacobians
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.lab import distances as _distances
+from gradviz.core.nets.jacobians import compute_jacobians
 
 
 def pairwise_distances(x: torch.Tensor, method: str = "safe") -> torch.Tensor:
@@ -96,7 +96,7 @@ def per_input_jacobians(model: nn.Module, x: torch.Tensor, method: str = "auto")
         )
     if x.ndim == 2:
         return compute_jacobians(model, x, method=method).jacobians
-    from gradviz.core.input_gradients import flattened
+    from gradviz.core.explorer.input_gradients import flattened
 
     in_shape = tuple(int(s) for s in x.shape[1:])
     jac = compute_jacobians(flattened(model, in_shape), x.reshape(len(x), -1), method).jacobians

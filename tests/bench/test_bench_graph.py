@@ -101,7 +101,7 @@ def test_graph_and_layout_times():
 def test_the_graph_a_recording_stores_costs_little():
     """watch's first recorded step with its hooks on every module, and the walk of
     autograd's graph that turns what they saw into the data flow, beside a plain step."""
-    from gradviz.core.graph.run_order import RunOrder
+    from gradviz.core.record.run_order import RunOrder
 
     torch.manual_seed(0)
     model, x = ResNet18(), torch.randn(2, 3, 64, 64)

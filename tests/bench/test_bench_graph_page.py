@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication
 from test_bench_graph import ResNet18, chain_with_skips
 
 from gradviz.core.graph import graph_of_module
-from gradviz.gui.graph.page import GraphPage
+from gradviz.gui.pages.graph.page import GraphPage
 
 pytestmark = pytest.mark.bench
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import inspect_model, load_model
-from gradviz.core.networks import NetworkSpec, save_network
+from gradviz.core.nets.networks import NetworkSpec, save_network
 
 pytestmark = pytest.mark.bench
 

@@ -9,7 +9,7 @@ from cli_runner import run_cli
 
 import gradviz.commands.bench as bench_command
 from gradviz.cli import main
-from gradviz.core.config import DISTANCE_METHODS
+from gradviz.core.settings.config import DISTANCE_METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from cli_runner import run_cli
 
 from gradviz.cli import main
-from gradviz.core.pointsets import generate, save_points
+from gradviz.core.lab.pointsets import generate, save_points
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,10 +10,10 @@ import torch
 
 from gradviz.cli import main
 from gradviz.commands import jacobian as command
-from gradviz.core import jacobians as jm
-from gradviz.core.explore import ExplorerJob, run_job
-from gradviz.core.explore_batches import MAX_BATCH, InputSettings, random_batch
-from gradviz.core.networks import NetworkSpec, save_network
+from gradviz.core.explorer.batches import MAX_BATCH, InputSettings, random_batch
+from gradviz.core.explorer.jobs import ExplorerJob, run_job
+from gradviz.core.nets import jacobians as jm
+from gradviz.core.nets.networks import NetworkSpec, save_network
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

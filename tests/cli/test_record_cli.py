@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from gradviz.cli import main
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 from gradviz.core.record.reader import Reader
 
 
@@ -59,9 +59,9 @@ def test_a_fit_stopped_on_nan_records_the_step_that_stopped_it(tmp_path, capsys)
 
 
 def test_recorded_pictures_are_those_of_their_own_step_without_a_second_pass(tmp_path):
-    from gradviz.core.config import FitConfig
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
     from gradviz.core.record.fit_recording import FitRecording
+    from gradviz.core.settings.config import FitConfig
 
     run = DistanceFitRun(FitConfig(n=10, steps=6, method="safe", seed=3), max_display=2048)
     recording = FitRecording(run, tmp_path / "RUN")
@@ -146,8 +146,8 @@ def _recorded_norms(stream, name: str) -> np.ndarray:
 
 
 def test_the_runs_gradient_norms_are_the_recorded_ones_of_the_same_step(tmp_path, capsys):
-    from gradviz.core.config import FitConfig
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
+    from gradviz.core.settings.config import FitConfig
 
     settings = {"target": "gaussian", "n": 10, "dim": 3, "steps": 8, "seed": 5, "lr": 1e-2}
     cases = {"net": {"method": "safe", "net": "4-8-3:tanh"}, "naive": {"method": "naive"}}

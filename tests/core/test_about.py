@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import gradviz
-from gradviz.core import about
-from gradviz.core.devices import available_devices
+from gradviz.core.common import about
+from gradviz.core.common.devices import available_devices
 
 
 def test_versions_name_gradviz_python_and_each_library_in_display_order():
@@ -43,7 +43,8 @@ def test_missing_library_is_reported_as_not_installed(monkeypatch):
 
 def test_about_imports_no_qt_and_no_pyqtgraph():
     code = (
-        "import sys; from gradviz.core import about; about.versions(); about.devices_seen(); "
+        "import sys; from gradviz.core.common import about; "
+        "about.versions(); about.devices_seen(); "
         "bad = [m for m in ('PySide6', 'shiboken6', 'pyqtgraph', 'superqt') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.anomaly import (
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.lab.anomaly import (
     diagnose_first_nonfinite,
     diagnose_step,
     pin_parameters,
     replay_to_first_nonfinite,
 )
-from gradviz.core.config import FitConfig as _FitConfig
-from gradviz.core.errors import GradvizError
-from gradviz.core.explain import explain_first_nan
-from gradviz.core.fit import DistanceFitRun
+from gradviz.core.lab.explain import explain_first_nan
+from gradviz.core.lab.fit import DistanceFitRun
+from gradviz.core.settings.config import FitConfig as _FitConfig
 
 #: The small run these tests were written for (the shared defaults are the app's
 #: teaching experiment, 200 points for 2000 steps); a test's own values win.
@@ -42,7 +42,7 @@ def test_naive_at_step_0_names_sqrt_backward_and_its_call_in_distances(recwarn):
     assert report.found and report.step == 0
     assert report.backward.operation == "SqrtBackward0"
     origin = report.backward.origin
-    assert origin.short_filename == "gradviz/core/distances.py"
+    assert origin.short_filename == "gradviz/core/lab/distances.py"
     assert origin.function == "naive" and "torch.sqrt" in origin.code
     assert "SqrtBackward0" in report.message
     assert report.forward is None  # sqrt(0) = 0: the forward pass is finite
@@ -70,7 +70,7 @@ def test_masked_on_near_coincident_points_names_sqrt_in_the_forward_pass():
     report = diagnose_step(FitConfig(method="masked", n=32), near_coincident_at_scale_100())
     assert report.forward.operation == "aten.sqrt.default"
     assert report.forward.origin.function == "masked"
-    assert report.forward.origin.short_filename == "gradviz/core/distances.py"
+    assert report.forward.origin.short_filename == "gradviz/core/lab/distances.py"
     # The origin is the forward's sqrt of a negative Gram square; the backward only spread it.
     assert report.backward is None
     assert report.origin.cause_code == "domain" and "sqrt of a negative number" in report.summary

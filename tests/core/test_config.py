@@ -2,8 +2,8 @@ import sys
 
 import pytest
 
-from gradviz.core.config import FitConfig
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.config import FitConfig
 
 
 def test_defaults_are_the_apps_teaching_experiment():
@@ -51,7 +51,8 @@ def test_config_module_imports_neither_torch_nor_qt():
     import subprocess
 
     code = (
-        "import sys, gradviz.core.config, gradviz.core.networks, gradviz.core.health;"
+        "import sys, gradviz.core.settings.config, gradviz.core.nets.networks;"
+        "import gradviz.core.common.health;"
         "bad = [m for m in ('torch', 'PySide6') if m in sys.modules];"
         "print(','.join(bad)); sys.exit(1 if bad else 0)"
     )

@@ -26,8 +26,8 @@ SCRIPT = textwrap.dedent(
     sys.meta_path.insert(0, NoQt())
 
     import gradviz.core
-    from gradviz.core.config import FitConfig
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.settings.config import FitConfig
+    from gradviz.core.lab.fit import DistanceFitRun
 
     # Every core module imports without Qt.
     for info in pkgutil.iter_modules(gradviz.core.__path__, "gradviz.core."):

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core import decimate, display
-from gradviz.core.config import FitConfig as _FitConfig
-from gradviz.core.errors import GradvizError
-from gradviz.core.fit import DistanceFitRun
-from gradviz.core.health import Health
+from gradviz.core.common import decimate
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.common.health import Health
+from gradviz.core.lab import display
+from gradviz.core.lab.fit import DistanceFitRun
+from gradviz.core.settings.config import FitConfig as _FitConfig
 
 #: The small run these tests were written for (the shared defaults are the app's
 #: teaching experiment, 200 points for 2000 steps); a test's own values win.
@@ -89,7 +90,7 @@ def test_a_cell_outside_the_matrix_is_named():
 
 
 def test_the_pinned_first_nan_reads_at_full_resolution_on_request():
-    from gradviz.core.anomaly import pinned_run, replay_to_first_nonfinite
+    from gradviz.core.lab.anomaly import pinned_run, replay_to_first_nonfinite
 
     config = FitConfig(n=40, method="naive", steps=5, device="cpu")
     pinned = replay_to_first_nonfinite(config, max_display=8)

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gradviz.core.config import DISTANCE_METHODS
-from gradviz.core.distances import METHODS, gram_squared, pairwise_distances
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.lab.distances import METHODS, gram_squared, pairwise_distances
+from gradviz.core.settings.config import DISTANCE_METHODS
 
 
 def exact_reference(x: torch.Tensor) -> torch.Tensor:
@@ -196,7 +196,7 @@ def test_safe_float64_gradient_of_pairs_far_closer_than_their_scale_is_exact_to_
 
 
 def test_safe_float64_gradient_is_the_same_when_its_pairs_are_split_in_row_blocks(monkeypatch):
-    import gradviz.core.distances as distances
+    import gradviz.core.lab.distances as distances
 
     x = 1000.0 * seeded(40, 3, seed=6, dtype=torch.float64)
     x[20:] = x[:20] + 1e-7 * seeded(20, 3, seed=7, dtype=torch.float64)

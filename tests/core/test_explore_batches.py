@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.explore_batches import (
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.explorer.batches import (
     MAX_BATCH,
     MAX_GRID_SIDE,
     InputSettings,
@@ -55,7 +55,7 @@ def test_grid_inputs_span_the_ranges_and_hold_the_others_at_the_base():
 
 
 def test_a_random_batch_over_a_gib_is_refused_in_a_sentence_for_the_app_and_the_cli():
-    from gradviz.core.explore_batches import random_batch
+    from gradviz.core.explorer.batches import random_batch
 
     # 100,000 images of 3 x 224 x 224 would be about 120 GB of float64.
     with pytest.raises(GradvizError, match="would need over 1 GiB; use a smaller batch"):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.explore import ExplorerJob, ExplorerResult, SaliencyResult, run_job
-from gradviz.core.explore_batches import InputSettings, make_inputs, parse_sample_shape
-from gradviz.core.input_gradients import input_gradients
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.explorer.batches import InputSettings, make_inputs, parse_sample_shape
+from gradviz.core.explorer.input_gradients import input_gradients
+from gradviz.core.explorer.jobs import ExplorerJob, ExplorerResult, SaliencyResult, run_job
 from gradviz.core.modelio import load_model
 from gradviz.core.modelio.input_shape import with_input_shape
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core import mds
-from gradviz.core.config import FitConfig as _FitConfig
-from gradviz.core.errors import GradvizError
-from gradviz.core.fit import DistanceFitRun
-from gradviz.core.health import Health
-from gradviz.core.pointsets import generate, save_points
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.common.health import Health
+from gradviz.core.lab import mds
+from gradviz.core.lab.fit import DistanceFitRun
+from gradviz.core.lab.pointsets import generate, save_points
+from gradviz.core.settings.config import FitConfig as _FitConfig
 
 #: The small run these tests were written for (the shared defaults are the app's
 #: teaching experiment, 200 points for 2000 steps); a test's own values win.

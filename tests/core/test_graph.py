@@ -4,7 +4,7 @@ the layered layout."""
 import pytest
 import torch
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph import (
     NAMES_LABEL,
     collapse_to_depth,

@@ -10,8 +10,8 @@ from torch import nn
 import gradviz
 from gradviz.core.graph import layout_graph
 from gradviz.core.graph.model import OP, PARAMETER, RECORDING
-from gradviz.core.graph.recording import RECORDING_LABEL, graph_of_recording, recorded_graph
 from gradviz.core.record.reader import Reader
+from gradviz.core.record.recorded_graph import RECORDING_LABEL, graph_of_recording, recorded_graph
 
 
 class Block(nn.Module):
@@ -142,10 +142,10 @@ def test_a_modules_norm_is_its_tensors_finite_entries_together(damaged):
 def test_the_graph_page_rule_and_inspect_graph_agree_on_every_node_and_step(damaged):
     """The page's StepHealth and the file's graph give every node the same worst, counts
     and norm at every recorded step, lost steps included (one rule: core.health)."""
-    from gradviz.core.health import HEALTH_LABELS, Health
+    from gradviz.core.common.health import HEALTH_LABELS, Health
 
-    health_of_page = pytest.importorskip("gradviz.gui.graph.health")
-    from gradviz.gui.recordings.data import read_recording
+    health_of_page = pytest.importorskip("gradviz.gui.pages.graph.health")
+    from gradviz.core.record.recording_data import read_recording
 
     data = read_recording(Reader(damaged))
     base = graph_of_recording(damaged)

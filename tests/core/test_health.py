@@ -1,6 +1,6 @@
 import numpy as np
 
-from gradviz.core.health import Health, classify, counts, worst
+from gradviz.core.common.health import Health, classify, counts, worst
 
 
 def test_classify_names_every_category():

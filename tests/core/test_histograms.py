@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.histograms import (
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.explorer.histograms import (
     gradient_histogram,
     parameter_gradient_histograms,
     parameter_gradients,
 )
-from gradviz.core.networks import NetworkSpec
+from gradviz.core.nets.networks import NetworkSpec
 
 
 def linear_model(weight: np.ndarray, bias: np.ndarray) -> torch.nn.Sequential:

@@ -5,8 +5,8 @@ checked against autograd of the whole batch in float64."""
 import pytest
 import torch
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.input_gradients import input_gradients
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.explorer.input_gradients import input_gradients
 
 
 class Net(torch.nn.Module):

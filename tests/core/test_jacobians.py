@@ -13,10 +13,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradviz.core import jacobians as jm
-from gradviz.core.config import ACTIVATIONS, JACOBIAN_METHODS
-from gradviz.core.errors import GradvizError
-from gradviz.core.networks import NetworkSpec
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.nets import jacobians as jm
+from gradviz.core.nets.networks import NetworkSpec
+from gradviz.core.settings.config import ACTIVATIONS, JACOBIAN_METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -272,8 +272,8 @@ def test_auto_default_path_imports_neither_dynamo_nor_sympy():
     script = textwrap.dedent(
         """
         import sys, torch
-        from gradviz.core.jacobians import compute_jacobians
-        from gradviz.core.networks import NetworkSpec
+        from gradviz.core.nets.jacobians import compute_jacobians
+        from gradviz.core.nets.networks import NetworkSpec
         model = NetworkSpec.parse("2-20-20-4:tanh").build()
         result = compute_jacobians(model, torch.randn(64, 2))
         assert result.method == "batchsum", result.method

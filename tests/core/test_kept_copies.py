@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gradviz.core.kept_copies import KeptCopies
+from gradviz.core.common.kept_copies import KeptCopies
 
 
 def test_copies_hold_the_values_of_the_call_and_reuse_their_buffers():

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core import memory
-from gradviz.core.config import FitConfig as _FitConfig
-from gradviz.core.fit import DistanceFitRun
+from gradviz.core.lab import memory
+from gradviz.core.lab.fit import DistanceFitRun
+from gradviz.core.settings.config import FitConfig as _FitConfig
 
 #: The small run these tests were written for (the shared defaults are the app's
 #: teaching experiment, 200 points for 2000 steps); a test's own values win.
@@ -37,10 +37,10 @@ _MEASURE = r"""
 import gc, json, sys
 from functools import partial
 import torch
-from gradviz.core.config import FitConfig
+from gradviz.core.settings.config import FitConfig
 FitConfig = partial(FitConfig, target="gaussian", n=10, method="safe", lr=1e-3, steps=500)
-from gradviz.core.fit import DistanceFitRun
-from gradviz.core import memory
+from gradviz.core.lab.fit import DistanceFitRun
+from gradviz.core.lab import memory
 
 def status(key):
     with open("/proc/self/status") as f:
@@ -197,7 +197,7 @@ def test_the_failed_allocation_size_is_read_from_torchs_message(message, expecte
 
 def _fail_in_call(monkeypatch, call_number: int) -> None:
     """Make the distance computation of the ``call_number``-th forward fail to allocate."""
-    from gradviz.core import fit
+    from gradviz.core.lab import fit
 
     real = fit.pairwise_distances
     calls = []
@@ -235,7 +235,7 @@ def test_an_allocation_failure_mid_run_reports_out_of_memory_and_keeps_the_last_
 
 
 def test_an_ordinary_error_is_not_called_out_of_memory(monkeypatch):
-    from gradviz.core import fit
+    from gradviz.core.lab import fit
 
     def broken(x, method="safe"):
         raise RuntimeError("shape mismatch")
@@ -280,6 +280,6 @@ def test_out_of_memory_mid_run_in_the_cli_names_the_last_good_step(monkeypatch, 
 
 
 def test_every_distance_method_has_an_estimate():
-    from gradviz.core.config import DISTANCE_METHODS
+    from gradviz.core.settings.config import DISTANCE_METHODS
 
     assert set(memory.STEP_MATRICES) == set(DISTANCE_METHODS) == set(memory.CAPTURE_MATRICES)

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.jacobians import compute_jacobians
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import detect_format, inspect_model, load_model
-from gradviz.core.networks import Linear, NetworkSpec, save_network
+from gradviz.core.nets.jacobians import compute_jacobians
+from gradviz.core.nets.networks import Linear, NetworkSpec, save_network
 
 # torch deprecates TorchScript (2.13: DeprecationWarning, 2.14: FutureWarning); these tests
 # still need to write such files, as people have them.

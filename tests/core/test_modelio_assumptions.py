@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 from gradviz.cli import main
 from gradviz.core.modelio import inspect_model
-from gradviz.core.networks import NetworkSpec, save_network
+from gradviz.core.nets.networks import NetworkSpec, save_network
 
 ACTIVATION_MODULES = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh}
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.jacobians import compute_jacobians
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import MAX_MODEL_BYTES, inspect_model, load_model
+from gradviz.core.nets.jacobians import compute_jacobians
 
 # torch deprecates TorchScript (2.13: DeprecationWarning, 2.14: FutureWarning); these tests
 # still need to write such files, as people have them.

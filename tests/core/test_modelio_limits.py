@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gradviz.cli import main
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import inspect_model, load_model
 from gradviz.core.modelio.limits import MAX_DESCRIPTION_ENTRY_BYTES, MESSAGE_CHARS
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.networks import (
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.nets.networks import (
     SPEC_METADATA_KEY,
     NetworkSpec,
     load_network,

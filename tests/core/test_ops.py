@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 
 def seeded(*shape: int, seed: int = 0, dtype=torch.float64) -> torch.Tensor:

@@ -349,7 +349,7 @@ def _leaves(value):
 
 
 def test_a_before_with_keywords_gets_them_wrapped_or_hooked(monkeypatch):
-    from gradviz.core import module_calls
+    from gradviz.core.common import module_calls
 
     seen = []
     for wrappable in (True, False):

@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from gradviz.core import pointsets
-from gradviz.core.config import MAX_POINTS, POINT_GENERATORS
-from gradviz.core.errors import GradvizError
-from gradviz.core.pointsets import generate, load_points, resolve_points, save_points
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.lab import pointsets
+from gradviz.core.lab.pointsets import generate, load_points, resolve_points, save_points
+from gradviz.core.settings.config import MAX_POINTS, POINT_GENERATORS
 
 
 def test_generators_are_exactly_the_ones_the_settings_offer():

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
 from gradviz.core.record.recorder import DEFAULT_EVERY

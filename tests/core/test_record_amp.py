@@ -11,7 +11,7 @@ from torch import nn
 
 import gradviz
 from gradviz.cli import main
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.record.reader import Reader
 
 OVERFLOW_STEP = 3

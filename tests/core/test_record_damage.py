@@ -12,7 +12,7 @@ import zarr
 
 import gradviz
 from gradviz.cli import main
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader
 from gradviz.core.record.writer import STEP_CHUNK

@@ -9,8 +9,8 @@ from dataclasses import fields
 import pytest
 
 from gradviz.cli import build_parser
-from gradviz.core.config import FitConfig
-from gradviz.core.reproduce import fit_command_line
+from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.reproduce import fit_command_line
 
 #: One changed value for every FitConfig field (a test below checks none is missing).
 CHANGED = {

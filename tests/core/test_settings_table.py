@@ -11,10 +11,10 @@ import argparse
 import pytest
 
 from gradviz.cli import build_parser, main
-from gradviz.core.config import FitConfig, LiveSettings
-from gradviz.core.errors import GradvizError
-from gradviz.core.experiment import experiment_from_dict
-from gradviz.core.settings_table import (
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.config import APP_SETTINGS, FitConfig, LiveSettings
+from gradviz.core.settings.experiment import experiment_from_dict
+from gradviz.core.settings.table import (
     add_arguments,
     from_arguments,
     needs_reset,
@@ -110,5 +110,5 @@ def test_display_settings_in_files_are_checked_against_their_limits():
 
 def test_only_the_settings_marked_live_apply_without_a_reset():
     rows = settings_of(FitConfig) + settings_of(LiveSettings)
-    live = {row.name for row in rows if not needs_reset(row.name)}
+    live = {row.name for row in rows if not needs_reset(row.name, APP_SETTINGS)}
     assert live == {"lr", "frame_rate"}  # the two the running worker can take

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 
 class LastStepLSTM(nn.Module):

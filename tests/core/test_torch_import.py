@@ -24,7 +24,7 @@ def test_torchs_libraries_are_loaded_by_a_gil_free_dlopen_before_torch_loads_the
     found = _run(
         """
         import ctypes, json, os, sys
-        import gradviz.core.torch_import as ti
+        import gradviz.core.common.torch_import as ti
 
         calls = []
         real = ti._dlopen_function()
@@ -57,7 +57,7 @@ def test_without_a_dlopen_torch_is_imported_as_usual():
     found = _run(
         """
         import json, sys
-        import gradviz.core.torch_import as ti
+        import gradviz.core.common.torch_import as ti
 
         ti._dlopen_function = lambda: None
         torch = ti.import_torch()

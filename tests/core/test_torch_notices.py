@@ -9,9 +9,9 @@ import warnings
 import pytest
 import torch
 
-from gradviz.core.histograms import parameter_gradients
-from gradviz.core.networks import module_copy
-from gradviz.core.torch_notices import torch_deprecations_logged
+from gradviz.core.common.torch_notices import torch_deprecations_logged
+from gradviz.core.explorer.histograms import parameter_gradients
+from gradviz.core.nets.networks import module_copy
 
 jit_deprecated = pytest.mark.filterwarnings(
     r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning",

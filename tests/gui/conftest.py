@@ -21,7 +21,7 @@ def make_snapshot():
 def fit_views(qtbot):
     """LabViews with all its widgets shown in one window (offscreen), 1600 x 900."""
     from gradviz.bench.gui_views import views_window
-    from gradviz.gui.lab.views import LabViews
+    from gradviz.gui.pages.lab.views import LabViews
 
     views = LabViews()
     window = views_window(views)
@@ -45,7 +45,7 @@ def garbage_collected_on_the_gui_thread(qapp):
     count them still see them."""
     import gc
 
-    from gradviz.gui.app import collect_garbage_on_gui_thread
+    from gradviz.gui.shell.app import collect_garbage_on_gui_thread
 
     collect_garbage_on_gui_thread()
     yield

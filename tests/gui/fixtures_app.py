@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gradviz.core.config import FitConfig
+from gradviz.core.settings.config import FitConfig
 
 LOAD_TIMEOUT_MS = 120_000  # torch imports in ~2-10 s on a shared machine: be generous
 RUN_TIMEOUT_MS = 60_000
@@ -29,7 +29,7 @@ def isolated_settings(tmp_path, monkeypatch) -> Any:
 def lab(qtbot, isolated_settings) -> Iterator[Any]:
     """The real window and controller, shown, without loading torch (recordings need none);
     shut down afterwards."""
-    from gradviz.gui.app import build_controller
+    from gradviz.gui.shell.app import build_controller
 
     controller = build_controller(log_path=str(isolated_settings / "gradviz.log"))
     controller.window.show()
@@ -47,7 +47,7 @@ def make_lab(qtbot, isolated_settings) -> Iterator[Callable[..., Any]]:
     ``make_lab(config, run_factory=None, wait_ready=True)``; questions are answered yes
     (``controller.confirm`` replaced) so no modal box ever blocks a test.
     """
-    from gradviz.gui.app import build_controller
+    from gradviz.gui.shell.app import build_controller
 
     made = []
 

@@ -15,8 +15,8 @@ from fixtures_app import (  # noqa: F401 - fixtures
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
-from gradviz.core.health import Health
-from gradviz.gui.lab.session import RunState
+from gradviz.core.common.health import Health
+from gradviz.gui.pages.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -107,7 +107,7 @@ def test_pause_step_resume_and_reset(qtbot, make_lab):
 
 def test_learning_rate_change_reaches_the_running_worker(qtbot, make_lab):
     # The run reports the learning rate its optimizer used in each step.
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
 
     used: list[float] = []
 
@@ -180,7 +180,7 @@ def test_torch_ready_arriving_after_shutdown_starts_no_run(qtbot, make_lab):
 
 
 def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_lab):
-    from gradviz.gui.lab.worker import default_run_factory
+    from gradviz.gui.pages.lab.worker import default_run_factory
 
     def out_of_memory(config):
         raise MemoryError("simulated")
@@ -204,7 +204,7 @@ def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_l
 
 
 def test_failure_mid_run_keeps_the_last_good_state_on_screen(qtbot, make_lab):
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
 
     class FailsAtStepSix(DistanceFitRun):
         def step(self, capture: bool = False) -> float:
@@ -265,7 +265,7 @@ def test_settings_are_remembered_in_the_isolated_settings_file(qtbot, make_lab, 
 
 
 def test_an_exception_escaping_a_slot_becomes_a_dialog_not_a_crash(qtbot, make_lab):
-    from gradviz.gui.app import ExceptionHook
+    from gradviz.gui.shell.app import ExceptionHook
 
     lab = make_lab(small("safe"))
     hook = ExceptionHook(lab.report_exception)
@@ -285,7 +285,7 @@ def test_a_first_nan_between_frames_is_pinned_exactly_by_replay(qtbot, make_lab)
     # SGD with a huge learning rate overflows to a non-finite gradient after some steps; at
     # half a frame a second that step is not captured, so the worker replays the run to pin
     # it exactly (the snapshot of its gradients, before its update spoiled the coordinates).
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
 
     lab = make_lab(small("masked", optimizer="sgd", lr=100.0))
     lab.form.param("frame_rate").setValue(0.5)
@@ -322,8 +322,8 @@ def test_an_opened_experiment_runs_at_the_frame_rate_its_file_and_the_form_say(
 ):
     # The form is filled from the file without a change signal per setting; the run made
     # from it must take the file's frame rate too, not the one the form showed before.
-    from gradviz.core.config import LiveSettings
-    from gradviz.gui.experiments import save_experiment
+    from gradviz.core.settings.config import LiveSettings
+    from gradviz.core.settings.experiment import save_experiment
 
     lab = make_lab(small("safe"))
     assert lab.form.live_settings().frame_rate != 0.5

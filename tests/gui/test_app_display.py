@@ -18,7 +18,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 )
 from PySide6.QtCore import Qt
 
-from gradviz.core import decimate
+from gradviz.core.common import decimate
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 

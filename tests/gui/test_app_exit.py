@@ -29,9 +29,9 @@ def _python(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_a_screenshot_prints_the_file_its_size_and_the_runs_state_and_step(tmp_path):
-    from gradviz.core.config import FitConfig
-    from gradviz.gui.experiments import save_experiment
-    from gradviz.gui.forms import LiveSettings
+    from gradviz.core.settings.config import FitConfig
+    from gradviz.core.settings.experiment import save_experiment
+    from gradviz.gui.widgets.settings_form import LiveSettings
 
     experiment = tmp_path / "small.json"
     config = FitConfig(target="helix", n=32, dim=3, lr=0.01, steps=100_000, seed=1)
@@ -54,9 +54,9 @@ SLOW_STEP_SCRIPT = textwrap.dedent(
     """
     import threading, time
     from PySide6.QtCore import QTimer
-    from gradviz.core import fit
-    from gradviz.core.config import FitConfig
-    from gradviz.gui.app import build_controller, create_application
+    from gradviz.core.lab import fit
+    from gradviz.core.settings.config import FitConfig
+    from gradviz.gui.shell.app import build_controller, create_application
 
     real_step = fit.DistanceFitRun.step
     in_slow_step = threading.Event()

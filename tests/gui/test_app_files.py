@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gradviz.core.errors import GradvizError
-from gradviz.gui.experiments import load_experiment, save_experiment
-from gradviz.gui.forms import LiveSettings
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.experiment import load_experiment, save_experiment
+from gradviz.gui.widgets.settings_form import LiveSettings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "resources" / "experiments").glob("*.json"))
@@ -66,8 +66,9 @@ def test_gui_with_a_missing_experiment_file_exits_2_with_one_sentence(tmp_path):
 def test_the_gui_import_path_does_not_import_torch():
     code = (
         "import sys\n"
-        "import gradviz.gui.app, gradviz.gui.lab.controller, gradviz.gui.lab.views\n"
-        "from gradviz.gui.app import build_controller, create_application\n"
+        "import gradviz.gui.shell.app, gradviz.gui.pages.lab.controller\n"
+        "import gradviz.gui.pages.lab.views\n"
+        "from gradviz.gui.shell.app import build_controller, create_application\n"
         "create_application(); c = build_controller(); c.window.show()\n"
         "assert 'torch' not in sys.modules, 'torch imported before the window'\n"
         "c.shutdown()\n"
@@ -121,7 +122,7 @@ def test_gui_with_a_bad_window_size_exits_2_with_one_sentence(tmp_path):
 
 @pytest.mark.parametrize(("text", "words"), [("1024", "look like"), ("10x10", "at least")])
 def test_a_bad_window_size_is_named_in_one_sentence(text, words):
-    from gradviz.gui.app import parse_window_size
+    from gradviz.gui.shell.app import parse_window_size
 
     assert parse_window_size("1024x700") == (1024, 700)
     with pytest.raises(GradvizError, match=words):
@@ -147,7 +148,7 @@ def test_the_first_window_fits_the_screen_it_opens_on(monkeypatch, qapp, free, e
     from PySide6.QtCore import QRect
     from PySide6.QtGui import QGuiApplication
 
-    from gradviz.gui.app import first_launch_size
+    from gradviz.gui.shell.app import first_launch_size
 
     class Screen:
         def availableGeometry(self):  # noqa: N802 - Qt's name

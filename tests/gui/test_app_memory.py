@@ -12,8 +12,8 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 
-from gradviz.core import memory
-from gradviz.gui.lab.session import RunState
+from gradviz.core.lab import memory
+from gradviz.gui.pages.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -48,7 +48,7 @@ def test_a_run_that_does_not_fit_is_refused_in_a_dialog_with_both_numbers(
 def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
     qtbot, make_lab, monkeypatch
 ):
-    from gradviz.core import fit
+    from gradviz.core.lab import fit
 
     real = fit.pairwise_distances
     calls = []
@@ -95,7 +95,7 @@ def test_a_reset_to_fewer_points_frees_the_old_run_and_its_snapshots(qtbot, make
     import gc
     import weakref
 
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
 
     runs: list[weakref.ref] = []
 

@@ -17,8 +17,8 @@ from fixtures_app import (  # noqa: F401 - fixtures
 )
 from PySide6.QtGui import QGuiApplication
 
-from gradviz.core.health import Health
-from gradviz.gui.lab.session import RunState
+from gradviz.core.common.health import Health
+from gradviz.gui.pages.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -136,7 +136,7 @@ def test_diagnose_names_sqrt_backward_with_its_forward_call_and_resumes_the_run(
     assert report.backward.operation == "SqrtBackward0"
     trace = panel.trace.toPlainText()
     assert "SqrtBackward0" in trace
-    assert "gradviz/core/distances.py" in trace  # the forward call that made the sqrt
+    assert "gradviz/core/lab/distances.py" in trace  # the forward call that made the sqrt
     assert "torch.sqrt" in trace
     # The tracer also says which entries (the diagonal), the module and why.
     assert "first (0, 0), (1, 1)" in trace and "module: (none" in trace

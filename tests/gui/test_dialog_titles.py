@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradviz.gui.dialogs import TITLE_BAR_EXTRA, ErrorDialog, title_width
+from gradviz.gui.shell.dialogs import TITLE_BAR_EXTRA, ErrorDialog, title_width
 
 
 def test_an_error_dialog_has_room_for_its_whole_title_however_it_is_set(qtbot):

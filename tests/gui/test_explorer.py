@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from gradviz.gui.explorer import ExplorerTab
+from gradviz.gui.pages.explorer import ExplorerTab
 
 TIMEOUT_MS = 120_000  # the first job imports torch on the worker thread: be generous
 
@@ -155,7 +155,7 @@ def test_grid_inputs_give_a_field_of_the_grid_shape(qtbot, tab):
 def test_set_network_explores_a_private_copy_of_the_given_module(qtbot, tab):
     import torch
 
-    from gradviz.core.networks import NetworkSpec
+    from gradviz.core.nets.networks import NetworkSpec
 
     spec = NetworkSpec.parse("3-4-2")
     module = spec.build(seed=3)
@@ -176,7 +176,7 @@ def test_set_network_explores_a_private_copy_of_the_given_module(qtbot, tab):
 
 
 def test_typing_a_spec_after_set_network_switches_back_to_the_typed_network(qtbot, tab):
-    from gradviz.core.networks import NetworkSpec
+    from gradviz.core.nets.networks import NetworkSpec
 
     spec = NetworkSpec.parse("3-4-2")
     tab.set_network(spec.build(), "from a file", spec, 3, 2)
@@ -297,7 +297,7 @@ def test_closing_the_tab_mid_computation_leaves_no_thread_running(qtbot, tab):
 
 
 def test_explorer_import_does_not_import_torch():
-    code = "import sys, gradviz.gui.explorer; sys.exit('torch' in sys.modules)"
+    code = "import sys, gradviz.gui.pages.explorer; sys.exit('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
 
@@ -312,7 +312,7 @@ def test_full_batch_view_says_why_when_the_batch_is_too_big_to_draw(qtbot, tab):
 def test_mse_histograms_need_a_target_file_and_use_it_when_given(qtbot, tab, tmp_path):
     import torch
 
-    from gradviz.core.networks import NetworkSpec
+    from gradviz.core.nets.networks import NetworkSpec
 
     s = tab.settings
     s.loss_box.setCurrentIndex(s.loss_box.findData("mse"))

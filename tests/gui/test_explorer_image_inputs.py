@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from gradviz.core.errors import GradvizError
-from gradviz.gui.explorer.image_inputs import read_image
+from gradviz.core.common.errors import GradvizError
+from gradviz.gui.pages.explorer.image_inputs import read_image
 
 
 def _save_rgb(path, pixels: np.ndarray) -> None:

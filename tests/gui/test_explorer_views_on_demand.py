@@ -1,7 +1,7 @@
 """The explorer's result views are built when first needed, not at start-up, and a view
 built late sits in its own tab with that tab's title and state."""
 
-from gradviz.gui.explorer.result_views import VIEW_CLASSES, VIEW_TITLES, ResultViews
+from gradviz.gui.pages.explorer.result_views import VIEW_CLASSES, VIEW_TITLES, ResultViews
 
 
 def test_no_view_is_built_until_its_tab_is_shown_or_it_is_asked_for(qtbot):

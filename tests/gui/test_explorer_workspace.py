@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow
 
-from gradviz.gui.pages import WorkspacePages
+from gradviz.gui.shell.workspace import WorkspacePages
 
 
 def make_window(qtbot):

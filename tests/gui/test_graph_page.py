@@ -11,9 +11,9 @@ from fixtures_app import isolated_settings, lab  # noqa: F401 - fixtures
 from graph_fixtures import resnet18_state_dict_names, write_residual_recording
 from recording_fixtures import open_and_wait
 
+from gradviz.core.common.health import Health
 from gradviz.core.graph.model import MODULE, PARAMETER, GraphNode, ModelGraph
-from gradviz.core.health import Health
-from gradviz.gui.graph.page import PAGE_NODE_LIMIT, GraphPage
+from gradviz.gui.pages.graph.page import PAGE_NODE_LIMIT, GraphPage
 from gradviz.gui.widgets.palette import OKABE_ITO
 
 WAIT_MS = 60_000
@@ -34,7 +34,7 @@ def zarr_started(nan_recording):
     import zarr
 
     from gradviz.core.record.reader import Reader
-    from gradviz.gui.recordings.data import read_recording
+    from gradviz.core.record.recording_data import read_recording
 
     read_recording(Reader(nan_recording), 0)
     group = zarr.open_group(nan_recording, mode="r")["rank0"]
@@ -90,7 +90,7 @@ def test_the_origin_and_the_modules_after_it_are_marked_from_the_first_nonfinite
     assert "began in the forward of module 'b2.fc1' at step 3" in page.header.text()
     assert "the first non-finite value began here" in page.describe("m:b2.fc1")
     line = lab.window.pages.bar.tabText(lab.window.pages.current())
-    from gradviz.gui.window_line import page_title
+    from gradviz.gui.shell.window_line import page_title
 
     assert page_title(lab.window) == line == "Graph"
 
@@ -239,8 +239,8 @@ def test_a_hostile_model_file_is_one_sentence_on_the_page(qtbot, lab, tmp_path):
 def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, tmp_path):
     import torch
 
-    from gradviz.gui.graph.launch import PageOnOpen
-    from gradviz.gui.window_line import page_title
+    from gradviz.gui.pages.graph.launch import PageOnOpen
+    from gradviz.gui.shell.window_line import page_title
 
     path = tmp_path / "weights.pt"
     torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1)).state_dict(),
@@ -265,7 +265,7 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
 def test_without_grandalf_the_page_draws_a_plain_layering_and_says_so(qtbot, monkeypatch):
     from gradviz.core.graph.layout import FALLBACK_LINE
     from gradviz.core.graph.model import OP
-    from gradviz.gui.graph import page as page_module
+    from gradviz.gui.pages.graph import page as page_module
 
     monkeypatch.setattr(page_module, "has_grandalf", lambda: False)
     page = GraphPage()

@@ -26,7 +26,7 @@ def _delete_now(qtbot, widget) -> None:
 
 
 def test_the_setup_forms_tree_leaves_no_live_wrapper_of_its_root_item(qtbot):
-    from gradviz.gui.forms import SetupForm
+    from gradviz.gui.widgets.settings_form import SetupForm
 
     form = SetupForm()
     # Qt makes the invisible root item and deletes it with the tree; pyqtgraph keeps a
@@ -41,7 +41,7 @@ def test_the_setup_forms_tree_leaves_no_live_wrapper_of_its_root_item(qtbot):
 def _closed_lab(qtbot, log_dir) -> tuple[weakref.ref, weakref.ref]:
     """A lab closed and deleted right after torch loaded: weak references to its window and
     controller."""
-    from gradviz.gui.app import build_controller
+    from gradviz.gui.shell.app import build_controller
 
     lab = build_controller(small("safe"), log_path=str(log_dir / "gradviz.log"))
     lab.window.show()

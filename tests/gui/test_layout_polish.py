@@ -10,7 +10,7 @@ from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixt
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
 
-from gradviz.gui.dock_tabs import hide_stray_tab_bars
+from gradviz.gui.shell.dock_tabs import hide_stray_tab_bars
 from gradviz.gui.widgets.panel import HINT, MatrixPanel
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")

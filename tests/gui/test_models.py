@@ -16,7 +16,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QPushButton
 
-from gradviz.gui.models.open_model import OpenState
+from gradviz.gui.pages.models.open_model import OpenState
 
 WAIT_MS = 120_000
 SHOTS = "/tmp/gv_models"
@@ -213,7 +213,7 @@ def test_hostile_pickle_gives_the_error_dialog_and_runs_nothing(qtbot, app, tmp_
 
 
 def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, monkeypatch):
-    from gradviz.gui.models import open_model
+    from gradviz.gui.pages.models import open_model
 
     release = threading.Event()
     real_load = open_model._load
@@ -241,7 +241,7 @@ def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, mo
 def test_save_network_round_trips_through_load_network(qtbot, app, model_files, tmp_path):
     import torch
 
-    from gradviz.core.networks import load_network
+    from gradviz.core.nets.networks import load_network
 
     save = app.window.actions["save_network"]
     assert not save.isEnabled()
@@ -259,8 +259,8 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
 
 
 def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
-    from gradviz.gui.models.open_model import RECENT_MODELS_KEY
-    from gradviz.gui.settings import RecentFiles
+    from gradviz.gui.pages.models.open_model import RECENT_MODELS_KEY
+    from gradviz.gui.shell.settings import RecentFiles
 
     for name in ("net_x.pt", "net_x_script.pt", "net_x.pt"):
         app.models.opener.open_path(str(model_files / name))
@@ -312,7 +312,7 @@ def test_nan_weights_are_flagged_in_the_layer_list_and_the_model_still_opens(qtb
 def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tmp_path):  # noqa: F811
     import torch
 
-    from gradviz.core.networks import NetworkSpec, load_network
+    from gradviz.core.nets.networks import NetworkSpec, load_network
 
     controller = make_lab(small(net="4-8-3", steps=1000))  # paused at step 0
     save = controller.window.actions["save_network"]
@@ -336,7 +336,7 @@ def test_save_network_writes_the_fit_runs_coordinate_network(qtbot, make_lab, tm
 
 
 def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):
-    from gradviz.gui.models.trust_dialog import TrustDialog
+    from gradviz.gui.pages.models.trust_dialog import TrustDialog
 
     dialog = TrustDialog("/models/x.pt", "ab" * 32, "pt2")
     qtbot.addWidget(dialog)
@@ -353,7 +353,7 @@ def _panel_problems(window, panel) -> list[str]:
     """What a user would see cut or doubled in the model panel as the window lays it out."""
     from PySide6.QtWidgets import QLabel
 
-    from gradviz.gui.models.layer_list import COLUMNS
+    from gradviz.gui.pages.models.layer_list import COLUMNS
 
     QApplication.processEvents()
     problems = []

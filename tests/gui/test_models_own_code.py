@@ -13,9 +13,9 @@ import torch
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QHBoxLayout, QMainWindow, QWidget
 
-from gradviz.gui.explorer.explorer_tab import ExplorerTab
-from gradviz.gui.models.model_panel import ModelPanel
-from gradviz.gui.models.open_model import ModelOpener, OpenState
+from gradviz.gui.pages.explorer.explorer_tab import ExplorerTab
+from gradviz.gui.pages.models.model_panel import ModelPanel
+from gradviz.gui.pages.models.open_model import ModelOpener, OpenState
 
 WAIT_MS = 120_000
 
@@ -208,7 +208,7 @@ def _choose_inputs(settings, kind: str, path) -> None:
 def test_a_cnn_on_an_image_or_npy_input_shows_the_saliency_core_computes(qtbot, opener, tmp_path):
     from PySide6.QtGui import QImage
 
-    from gradviz.core.input_gradients import input_gradients
+    from gradviz.core.explorer.input_gradients import input_gradients
 
     code = tmp_path / "cnn_model.py"
     code.write_text(CNN_SOURCE)

@@ -13,9 +13,9 @@ from safetensors.torch import save_file
 from test_models_own_code import live_jacobians, opener, wait_result  # noqa: F401 - fixture
 
 from gradviz.core.modelio import inspect_model
-from gradviz.gui.models.layer_list import COLUMNS, LayerTable
-from gradviz.gui.models.open_model import OpenState
-from gradviz.gui.models.order_confirm import OrderConfirmation
+from gradviz.gui.pages.models.layer_list import COLUMNS, LayerTable
+from gradviz.gui.pages.models.open_model import OpenState
+from gradviz.gui.pages.models.order_confirm import OrderConfirmation
 
 WAIT_MS = 120_000
 # torch.export's own notice while it exports (and the app loads) the fixture program.
@@ -150,7 +150,7 @@ def test_the_panel_states_the_assumptions_jacobian_prints(qapp, tmp_path, capsys
     import json
 
     from gradviz.cli import main
-    from gradviz.gui.models.model_panel import ModelPanel
+    from gradviz.gui.pages.models.model_panel import ModelPanel
 
     torch.manual_seed(0)
     path = tmp_path / "weights.pt"
@@ -170,7 +170,7 @@ def test_the_panel_states_the_assumptions_jacobian_prints(qapp, tmp_path, capsys
 
 
 def test_the_panel_scrolls_rather_than_squeeze_its_text_or_its_table(qtbot, tmp_path):
-    from gradviz.gui.models.model_panel import ModelPanel
+    from gradviz.gui.pages.models.model_panel import ModelPanel
 
     torch.manual_seed(0)
     path = tmp_path / "weights_with_a_long_name_as_people_give_them.pt"

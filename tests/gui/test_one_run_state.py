@@ -22,8 +22,8 @@ from fixtures_app import (  # noqa: F401 - fixtures
 )
 from PySide6.QtWidgets import QApplication, QWidget
 
-from gradviz.core.health import Health
-from gradviz.gui.lab.session import RunState
+from gradviz.core.common.health import Health
+from gradviz.gui.pages.lab.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -50,7 +50,7 @@ def test_a_hovered_cell_beyond_a_new_smaller_matrix_raises_nothing(qtbot):
 
 
 def test_the_error_dialogs_details_never_cover_its_buttons(qtbot):
-    from gradviz.gui.dialogs import ErrorDialog
+    from gradviz.gui.shell.dialogs import ErrorDialog
 
     dialog = ErrorDialog("The run stopped.", "Traceback\n" * 80, "/tmp/gradviz.log")
     qtbot.addWidget(dialog)
@@ -81,7 +81,7 @@ def test_status_bar_loss_plot_and_cli_agree_on_every_steps_loss(
     qtbot, make_lab, method, tmp_path, capsys
 ):
     from gradviz.cli import main as cli_main
-    from gradviz.core.reproduce import fit_command_line
+    from gradviz.core.settings.reproduce import fit_command_line
 
     lab = make_lab(small(method, n=12, steps=25))
     lab.start()
@@ -167,7 +167,7 @@ def test_before_anything_has_run_only_start_step_and_reset_are_offered(make_lab)
 
 
 def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
-    from gradviz.gui.lab.status import rate_text
+    from gradviz.gui.pages.lab.status import rate_text
 
     lab = make_lab(small("safe"))
     lab.start()
@@ -238,7 +238,7 @@ def test_after_enter_in_a_setup_field_s_takes_a_step(qtbot, make_lab):
 def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot, make_lab):
     """The lab's Enter-leaves-the-field rule runs Python only for the fields that took the
     focus: a running lab's paints and timers never pass through it."""
-    from gradviz.gui.lab.focus import EnterLeavesField
+    from gradviz.gui.pages.lab.focus import EnterLeavesField
 
     seen = []
     real = EnterLeavesField.eventFilter

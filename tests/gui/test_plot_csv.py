@@ -8,8 +8,8 @@ import csv
 import numpy as np
 import pyqtgraph as pg
 
-from gradviz.gui.recordings.export import export_plot
-from gradviz.gui.recordings.health_plots import StepLoss
+from gradviz.gui.pages.recordings.export import export_plot
+from gradviz.gui.pages.recordings.health_plots import StepLoss
 from gradviz.gui.widgets.loss import LossView
 from gradviz.gui.widgets.plot_csv import PlotDataCSV, use_for_the_export_dialog
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 import gradviz.gui  # noqa: F401 - installs the cheaper check
-import gradviz.gui.app  # noqa: F401 - pyqtgraph and the app's modules, as at start-up
+import gradviz.gui.shell.app  # noqa: F401 - pyqtgraph and the app's modules, as at start-up
 
 
 def getsource_answer(module) -> bool:

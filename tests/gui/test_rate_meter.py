@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradviz.gui.lab import worker
+from gradviz.gui.pages.lab import worker
 
 
 class Clock:

@@ -8,7 +8,7 @@ from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixt
 from recording_fixtures import open_and_wait, write_fit_recording
 
 from gradviz.cli import main as cli_main
-from gradviz.gui.lab.session import RunState
+from gradviz.gui.pages.lab.session import RunState
 
 WAIT_MS = 60_000
 
@@ -348,8 +348,8 @@ def test_a_lab_recording_opened_over_a_running_run_asks_first_and_no_keeps_the_r
     make_lab,  # noqa: F811 - fixture
     fit_recording,
 ):
-    from gradviz.gui.recordings.live_history import LIVE_RUN_LABEL
-    from gradviz.gui.recordings.opening import STOP_RUN_TITLE
+    from gradviz.gui.pages.recordings.live_history import LIVE_RUN_LABEL
+    from gradviz.gui.pages.recordings.opening import STOP_RUN_TITLE
 
     lab = _running(qtbot, make_lab, "safe")
     lab.answer = False

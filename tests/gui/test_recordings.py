@@ -20,7 +20,7 @@ from recording_fixtures import (
     write_recording,
 )
 
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader
 
@@ -88,7 +88,7 @@ def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_reco
 
 
 def test_the_origin_panel_shows_a_traced_origin_with_a_selectable_source_line(qtbot):
-    from gradviz.gui.recordings.origin_panel import OriginPanel
+    from gradviz.gui.pages.recordings.origin_panel import OriginPanel
 
     panel = OriginPanel()
     qtbot.addWidget(panel)
@@ -219,7 +219,7 @@ def _as_a_killed_writer_leaves_it(path: Path) -> None:
 def test_a_recording_whose_writer_died_shows_as_incomplete(
     qtbot, lab, tmp_path, monkeypatch, writer
 ):
-    from gradviz.gui.recordings import follower
+    from gradviz.gui.pages.recordings import follower
 
     monkeypatch.setattr(follower, "STALL_S", 0.5)
     path = tmp_path / "died"
@@ -258,7 +258,7 @@ def test_the_runs_pages_add_button_also_names_a_directory_that_is_not_a_recordin
 
 
 def test_the_timeline_plays_and_stops_at_the_end(qtbot):
-    from gradviz.gui.recordings.timeline import Timeline
+    from gradviz.gui.pages.recordings.timeline import Timeline
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
@@ -279,7 +279,7 @@ def test_the_timeline_plays_and_stops_at_the_end(qtbot):
 
 
 def test_health_colours_tell_the_categories_apart_and_norms_set_brightness():
-    from gradviz.gui.recordings.health_plots import health_rgba
+    from gradviz.gui.pages.recordings.health_plots import health_rgba
 
     worst = np.array([[Health.FINITE, Health.FINITE, Health.ZERO, Health.NAN, Health.POS_INF]])
     norms = np.array([[1e-6, 1.0, 0.0, 0.0, 0.0]])
@@ -400,7 +400,7 @@ def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
 def test_the_live_history_is_thinned_like_a_recording_and_bounded(make_snapshot):
     import dataclasses
 
-    from gradviz.gui.recordings.live_history import LiveHistory, snapshot_bytes
+    from gradviz.gui.pages.recordings.live_history import LiveHistory, snapshot_bytes
 
     base = make_snapshot(n=16)
     history = LiveHistory(max_snapshots=8, budget_bytes=10 * snapshot_bytes(base))
@@ -419,7 +419,7 @@ def test_the_live_history_is_thinned_like_a_recording_and_bounded(make_snapshot)
 def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qtbot, make_lab):  # noqa: F811
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.lab.session import RunState
+    from gradviz.gui.pages.lab.session import RunState
 
     controller = make_lab(small(steps=60))
     timeline = controller.recordings.timeline
@@ -436,7 +436,7 @@ def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qt
 def test_recorded_points_are_placed_with_the_recorded_distances():
     """Classical MDS by subspace iteration against the exact distances of 3-D points
     (float64 reference: the pairwise distances of the points it was given)."""
-    from gradviz.core.mds import classical_mds_of_distances as classical_mds
+    from gradviz.core.lab.mds import classical_mds_of_distances as classical_mds
 
     points = np.random.default_rng(3).standard_normal((120, 3)) * [3.0, 2.0, 1.0]
     distances = np.sqrt(((points[:, None] - points[None]) ** 2).sum(-1))
@@ -492,7 +492,7 @@ def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
 ):
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.lab.session import RunState
+    from gradviz.gui.pages.lab.session import RunState
 
     controller = make_lab(small(steps=30))
     record = controller.recordings.record
@@ -553,8 +553,8 @@ def test_another_recording_is_another_run_and_its_target_is_placed_once(
     import dataclasses
 
     from gradviz.core.record.reader import Reader
-    from gradviz.gui.recordings import recorded_run
-    from gradviz.gui.recordings.data import read_recording
+    from gradviz.core.record.recording_data import read_recording
+    from gradviz.gui.pages.recordings import recorded_run
 
     data = read_recording(Reader(fit_recording))
     run = recorded_run.RecordedRun()
@@ -579,7 +579,7 @@ def test_model_health_step_ticks_stand_under_the_cursor_and_the_loss_of_their_st
     of their step: ticks stood at the columns' left edges, values at their centres."""
     import numpy as np
 
-    from gradviz.gui.recordings.health_plots import StepLoss
+    from gradviz.gui.pages.recordings.health_plots import StepLoss
 
     loss = StepLoss()
     qtbot.addWidget(loss)
@@ -607,7 +607,7 @@ def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot
     """After scrubbing back, the timeline still said "following" while it stayed put."""
     import numpy as np
 
-    from gradviz.gui.recordings.timeline import NOT_FOLLOWING, Timeline
+    from gradviz.gui.pages.recordings.timeline import NOT_FOLLOWING, Timeline
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
@@ -655,7 +655,7 @@ def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
 ):
     import types
 
-    from gradviz.gui.recordings import follower
+    from gradviz.gui.pages.recordings import follower
 
     # The follower's clock is the test's: each scalar arrives 0.6 STALL_S after the last,
     # so a follower that counts recorded steps only finds the writer stalled.

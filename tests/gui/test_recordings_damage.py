@@ -11,8 +11,8 @@ import pytest
 from fixtures_app import isolated_settings, lab  # noqa: F401 - fixtures
 from recording_fixtures import open_and_wait, write_recording
 
-from gradviz.core.health import Health
-from gradviz.gui.recordings.health_plots import MISSING_COLOUR, health_rgba
+from gradviz.core.common.health import Health
+from gradviz.gui.pages.recordings.health_plots import MISSING_COLOUR, health_rgba
 from gradviz.gui.widgets.palette import OKABE_ITO
 
 WAIT_MS = 60_000
@@ -99,7 +99,7 @@ def test_missing_cells_never_take_the_finite_colour():
 def test_opening_a_second_recording_clears_the_readout_of_the_first(
     qtbot, lab, long_recording, damaged
 ):
-    from gradviz.gui.recordings.health_plots import READOUT_HINT
+    from gradviz.gui.pages.recordings.health_plots import READOUT_HINT
 
     open_and_wait(qtbot, lab, long_recording)
     health = lab.recordings.page.health

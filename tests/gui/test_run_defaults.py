@@ -9,10 +9,10 @@ from PySide6.QtCore import Qt
 from recording_fixtures import write_fit_recording
 
 from gradviz.cli import build_parser
-from gradviz.core.config import FitConfig
-from gradviz.core.experiment import experiment_from_dict
-from gradviz.core.settings_table import from_arguments, settings_of
-from gradviz.gui.forms import DEFAULT_EXPERIMENT, SetupForm
+from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.experiment import experiment_from_dict
+from gradviz.core.settings.table import from_arguments, settings_of
+from gradviz.gui.widgets.settings_form import DEFAULT_EXPERIMENT, SetupForm
 
 
 def test_the_cli_and_an_experiment_file_take_the_apps_defaults():
@@ -73,7 +73,7 @@ def test_start_while_a_recording_is_shown_asks_before_replacing_it(
     make_lab,  # noqa: F811 - fixture
     fit_recording,
 ):
-    from gradviz.gui.lab.session import RunState
+    from gradviz.gui.pages.lab.session import RunState
 
     path = fit_recording
     lab = make_lab()

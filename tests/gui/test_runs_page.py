@@ -14,9 +14,9 @@ from recording_fixtures import WriterThread, watch_small_model
 
 from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
+from gradviz.core.record.run_series import GRAD_NORM_ALL, debiased_ema, scalar_key
 from gradviz.core.record.writer import RankWriter
-from gradviz.gui.recordings.export import export_plot
-from gradviz.gui.recordings.runs_data import GRAD_NORM_ALL, debiased_ema, scalar_key
+from gradviz.gui.pages.recordings.export import export_plot
 
 WAIT_MS = 60_000
 
@@ -71,7 +71,7 @@ def zarr_started(scalars_recording, old_recording):
     before the tests that check no thread of theirs is left behind (as the page reads)."""
     import zarr
 
-    from gradviz.gui.recordings.runs_data import read_runs
+    from gradviz.core.record.run_series import read_runs
 
     for path in (scalars_recording, old_recording):
         read_runs(Reader(path))
@@ -85,7 +85,7 @@ def zarr_started(scalars_recording, old_recording):
 
 @pytest.fixture
 def page(show_widget):
-    from gradviz.gui.recordings.overlay import RunsOverlay
+    from gradviz.gui.pages.recordings.overlay import RunsOverlay
 
     return show_widget(RunsOverlay(), 900, 500)
 
@@ -255,7 +255,7 @@ def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, pag
 def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make_lab):  # noqa: F811
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.lab.session import RunState
+    from gradviz.gui.pages.lab.session import RunState
 
     controller = make_lab(small(steps=40))
     recordings = controller.recordings
@@ -274,7 +274,7 @@ def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make
     assert readout["source"] == "live" and readout["last_step"] == 39
     # Its gradient norm too, step k's from step k's own backward pass: the numbers of the
     # same settings run outside the app (as `gradviz fit --record` records them).
-    from gradviz.core.fit import DistanceFitRun
+    from gradviz.core.lab.fit import DistanceFitRun
 
     reference = DistanceFitRun(small(steps=40))
     reference.run()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gradviz.core.config import FitConfig, LiveSettings
-from gradviz.core.settings_table import groups_of, settings_of
-from gradviz.gui.forms import SetupForm
+from gradviz.core.settings.config import FitConfig, LiveSettings
+from gradviz.core.settings.table import groups_of, settings_of
+from gradviz.gui.widgets.settings_form import SetupForm
 
 ROWS = settings_of(FitConfig) + settings_of(LiveSettings)
 

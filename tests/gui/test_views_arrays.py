@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 from gradviz.gui.widgets import arrays
 
 

@@ -10,12 +10,12 @@ import pytest
 from fixtures_app import isolated_settings  # noqa: F401 - fixture
 from PySide6.QtGui import QTextDocument
 
-from gradviz.core.health import Health
-from gradviz.gui.lab.views import VIEWS
+from gradviz.core.common.health import Health
+from gradviz.gui.pages.lab.views import VIEWS
 
 
 def test_every_registered_view_gets_one_dock_with_its_title(qtbot, isolated_settings):
-    from gradviz.gui.app import build_controller
+    from gradviz.gui.shell.app import build_controller
 
     lab = build_controller(log_path=str(isolated_settings / "gradviz.log"))
     try:

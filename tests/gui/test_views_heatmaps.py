@@ -8,7 +8,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 
 
 def test_mask_counts_and_shows_the_nan_diagonal(fit_views, make_snapshot):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fixtures_app import isolated_settings, make_lab  # noqa: F401 - fixtures
 
-from gradviz.gui.window_line import screenshot_line, status_text
+from gradviz.gui.shell.window_line import screenshot_line, status_text
 
 
 def test_the_line_names_the_page_shown_and_the_status_bar_as_it_reads(qtbot, make_lab):  # noqa: F811

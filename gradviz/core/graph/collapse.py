@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph.model import MODULE, Collapsed, ModelGraph, module_id
 
 #: Nodes a graph may have before it is collapsed (the issue's page collapses past 200 on

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph.model import MODULE, PARAMETER, ModelGraph
 
 NODE_HEIGHT = 24.0

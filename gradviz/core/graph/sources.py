@@ -20,7 +20,7 @@ import io
 import os
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph.collapse import NODE_LIMIT, limit_nodes
 from gradviz.core.graph.model import ModelGraph
 from gradviz.core.modelio import info as fmt
@@ -105,8 +105,8 @@ def _graph_of_program(name: str, data: bytes, kind: str, trust: bool) -> ModelGr
 def _graph_of_torchscript(name: str, data: bytes) -> ModelGraph:
     import torch
 
+    from gradviz.core.common.torch_notices import torch_deprecations_logged
     from gradviz.core.graph.torchscript import graph_from_torchscript
-    from gradviz.core.torch_notices import torch_deprecations_logged
 
     try:
         with torch.sparse.check_sparse_tensor_invariants(), torch_deprecations_logged():

@@ -8,7 +8,7 @@ import logging
 import warnings
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph.fx_graph import graph_from_exported, graph_from_fx
 from gradviz.core.graph.model import ModelGraph
 from gradviz.core.graph.names import graph_from_module_tree

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio.tensors import group_by_prefix, natural_key
-from gradviz.core.networks import Activation, Linear, NetworkSpec, _module_for
+from gradviz.core.nets.networks import Activation, Linear, NetworkSpec, _module_for
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 

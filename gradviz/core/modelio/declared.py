@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import limits
 from gradviz.core.modelio.limits import human_bytes, quoted
 from gradviz.core.modelio.pickle_scan import scan_pickle

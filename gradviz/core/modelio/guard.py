@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 
 class CheckedModel(torch.nn.Module):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from gradviz.core.networks import NetworkSpec
+    from gradviz.core.nets.networks import NetworkSpec
 
 # Format names, as reported in ``ModelInfo.format`` and in ``gradviz inspect --json``.
 GRADVIZ = "gradviz"  # safetensors with the NetworkSpec JSON under ``gradviz.spec``

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio.limits import MAX_JSON_DEPTH
 
 # A JSON string: quotes around anything but a quote or backslash, or an escaped character.

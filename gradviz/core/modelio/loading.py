@@ -9,13 +9,13 @@ import gc
 import os
 from dataclasses import replace
 
-from gradviz.core.config import ACTIVATIONS
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
 from gradviz.core.modelio.info import LoadedModel, ModelInfo
 from gradviz.core.modelio.limits import bounded, escaped
 from gradviz.core.modelio.readers import Opened
+from gradviz.core.settings.config import ACTIVATIONS
 
 
 def _bounded_errors(function):

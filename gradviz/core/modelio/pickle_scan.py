@@ -25,7 +25,7 @@ import pickletools
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import limits
 from gradviz.core.modelio.allow_list import PY2_MODULES, accepted, is_hostile
 from gradviz.core.modelio.limits import quoted

@@ -14,7 +14,8 @@ import zipfile
 from dataclasses import replace
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.common.torch_notices import torch_deprecations_logged, torch_logs_kept
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio.declared import read_entry
 from gradviz.core.modelio.info import LayerInfo, ModelInfo
@@ -26,7 +27,6 @@ from gradviz.core.modelio.tensors import (
     layers_from_tensors,
     nonfinite_names,
 )
-from gradviz.core.torch_notices import torch_deprecations_logged, torch_logs_kept
 
 _CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
 KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio.chain import (
     NotAChain,
@@ -33,7 +33,7 @@ from gradviz.core.modelio.tensors import (
     nonfinite_names,
 )
 from gradviz.core.modelio.tree import is_module, read_tree
-from gradviz.core.networks import NetworkSpec
+from gradviz.core.nets.networks import NetworkSpec
 
 CHECKPOINT_KEYS = ("state_dict", "model_state_dict", "model")
 ORDER_ASSUMED = "The forward order was assumed from the order of the submodules."
@@ -283,7 +283,7 @@ def open_safetensors(
 
 
 def _open_gradviz(base: ModelInfo) -> Opened:
-    from gradviz.core.networks import load_network
+    from gradviz.core.nets.networks import load_network
 
     spec, module = load_network(base.path)
     tensors = dict(module.state_dict())
@@ -369,7 +369,7 @@ def _names_refusal(prefixes: list[str]) -> str:
 
 def activation_refusal(info: ModelInfo) -> str:
     """Why a file whose activations are the caller's choice is not run without one."""
-    from gradviz.core.config import ACTIVATIONS
+    from gradviz.core.settings.config import ACTIVATIONS
 
     return (
         f"{quoted(info.path)} does not record which activation runs between its Linear layers "

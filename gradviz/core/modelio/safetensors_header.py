@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import struct
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio.json_depth import check_json_depth
 from gradviz.core.modelio.limits import MAX_TENSORS, quoted
 from gradviz.core.modelio.sniff import SAFETENSORS_MAX_HEADER

@@ -26,7 +26,7 @@ import struct
 import zipfile
 from typing import BinaryIO
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import limits
 
 MAX_MODEL_BYTES = limits.MAX_FILE_BYTES

@@ -16,7 +16,7 @@ import re
 import threading
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 # torch keeps the allowed names in one process-wide set; reads on two threads (the desktop
 # app reads a model off the GUI thread for its panel and for the Graph page at once) must not

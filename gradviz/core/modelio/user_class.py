@@ -16,7 +16,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio.info import ModelInfo
 from gradviz.core.modelio.limits import quoted
 

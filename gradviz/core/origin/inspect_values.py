@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from gradviz.core.diagnostics import finiteness_sum
+from gradviz.core.common.diagnostics import finiteness_sum
 
 
 def looks_finite(t: torch.Tensor) -> bool:

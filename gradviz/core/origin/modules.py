@@ -46,9 +46,9 @@ import weakref
 import torch
 from torch import nn
 
-from gradviz.core.diagnostics import finiteness_sum
-from gradviz.core.kept_copies import KeptCopies
-from gradviz.core.module_calls import note_each_call
+from gradviz.core.common.diagnostics import finiteness_sum
+from gradviz.core.common.kept_copies import KeptCopies
+from gradviz.core.common.module_calls import note_each_call
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
 #: containers: not noted, because a note costs every call of a module microseconds.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from gradviz.core.diagnostics import finiteness_sum
+from gradviz.core.common.diagnostics import finiteness_sum
 
 #: Parameters, gradients and state up to this many bytes are copied before a step (more is
 #: traced as it runs: a copy of a large model's state each step would cost its memory again).

@@ -39,7 +39,7 @@ from itertools import chain
 import torch
 from torch import nn
 
-from gradviz.core.module_calls import call_tensors, note_each_call
+from gradviz.core.common.module_calls import call_tensors, note_each_call
 
 #: Calls of the model kept through a step; a step with more (the model called in a loop
 #: between two ``rec.log``) is not replayed.

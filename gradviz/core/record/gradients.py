@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gradviz.core.kept_copies import KeptCopies
+from gradviz.core.common.kept_copies import KeptCopies
 from gradviz.core.record import stats
 
 #: A recorded step copies the watched parameters to measure the update the optimizer makes;

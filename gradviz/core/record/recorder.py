@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.graph.run_order import RunOrder
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.record import ddp, stats
 from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
 from gradviz.core.record.gradients import FirstNonfinite, ParameterCopies
 from gradviz.core.record.origin_notes import STEP_LISTENERS, OriginNotes, untraced
 from gradviz.core.record.origin_notes import UNTRACED as UNTRACED  # diagnose hooks in here
+from gradviz.core.record.run_order import RunOrder
 from gradviz.core.record.scalars import scalar_values
 from gradviz.core.record.sink import Pending, StepSink, watch_owner
 from gradviz.core.record.writer import BackgroundWriter, RankWriter

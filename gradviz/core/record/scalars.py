@@ -17,7 +17,7 @@ import time
 import numpy as np
 import torch
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 
 #: Logged scalars wait in memory for this many logged steps or the next recorded step,
 #: then go to the writer together (one host copy per device and dtype; each hand-over costs

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.record import layout as L
 from gradviz.core.record import stats
 from gradviz.core.record.origin_notes import untraced

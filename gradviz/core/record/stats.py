@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gradviz.core.diagnostics import classify_tensor, finite_in_place, finiteness_sum
+from gradviz.core.common.diagnostics import classify_tensor, finite_in_place, finiteness_sum
 from gradviz.core.record import decades
 from gradviz.core.record import layout as L
 

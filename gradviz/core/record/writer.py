@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from gradviz.core.decimate import block_max, block_mean
-from gradviz.core.errors import GradvizError
+from gradviz.core.common.decimate import block_max, block_mean
+from gradviz.core.common.errors import GradvizError
 from gradviz.core.record import layout as L
 
 _INITIAL_CAPACITY = 64

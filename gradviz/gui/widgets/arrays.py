@@ -1,6 +1,6 @@
 """Array preparation for heatmaps (numpy only): downsampling and colour levels.
 
-The downsampling rules live in ``gradviz.core.decimate`` (the run reduces big matrices with
+The downsampling rules live in ``gradviz.core.common.decimate`` (the run reduces big matrices with
 them before a Snapshot leaves it); they are re-exported here for the views.
 """
 
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from gradviz.core.decimate import (  # noqa: F401 - re-exported for the views
+from gradviz.core.common.decimate import (  # noqa: F401 - re-exported for the views
     block_max,
     block_mean,
     display_factor,

@@ -6,7 +6,7 @@ import numpy as np
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
-from gradviz.core.health import HEALTH_LABELS, Health
+from gradviz.core.common.health import HEALTH_LABELS, Health
 from gradviz.gui.widgets import arrays, palette
 from gradviz.gui.widgets.panel import MatrixPanel, format_value
 

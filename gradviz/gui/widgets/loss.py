@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 from gradviz.gui.widgets import axes, palette
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label

@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 import pyqtgraph as pg
 
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 from gradviz.gui.widgets import palette
 from gradviz.gui.widgets.plot_csv import not_data
 

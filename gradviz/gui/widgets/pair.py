@@ -6,8 +6,8 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QLabel, QWidget
 
-from gradviz.core.health import HEALTH_LABELS, Health
-from gradviz.core.snapshot import Snapshot
+from gradviz.core.common.health import HEALTH_LABELS, Health
+from gradviz.core.lab.snapshot import Snapshot
 from gradviz.gui.widgets import palette
 from gradviz.gui.widgets.panel import format_value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradviz.core.health import Health
+from gradviz.core.common.health import Health
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common form of
 # colour blindness. Calm colours for healthy gradients, loud ones for the alarms; NaN gets

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradviz.core.health import classify
-from gradviz.core.snapshot import Snapshot
+from gradviz.core.common.health import classify
+from gradviz.core.lab.snapshot import Snapshot
 
 
 def helix(n: int, dim: int = 3, seed: int = 0) -> np.ndarray:

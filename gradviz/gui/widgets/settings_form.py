@@ -1,0 +1,375 @@
+"""The setup form, generated from the settings table with a pyqtgraph ParameterTree.
+
+Each field of ``FitConfig`` (and of ``LiveSettings``, the app's own display settings) becomes
+one parameter: its title, tooltip, limits, choices and group come from the field's
+``setting(...)`` in gradviz.core.settings.config (read through gradviz.core.settings.table), its
+type picks the editor. A few settings get a companion parameter: one that accepts files offers
+"file" and a file picker, and the network spec (``editor="network"``) is edited as text and
+validated as the user types (``NetworkSpec.parse`` imports no torch, so this works before torch
+is ready). Whether a change needs a fresh run is ``needs_reset(name)``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyqtgraph.parametertree as ptree
+import shiboken6
+from pyqtgraph import SpinBox
+from PySide6.QtCore import QSize, Signal
+from PySide6.QtWidgets import QLabel, QTreeWidget, QVBoxLayout, QWidget
+
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.nets.networks import NetworkSpec
+from gradviz.core.settings.config import FitConfig, LiveSettings
+from gradviz.core.settings.table import (
+    FILE_PREFIX,
+    Setting,
+    groups_of,
+    needs_reset,
+    settings_of,
+)
+
+__all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
+
+#: The experiment the app opens with: FitConfig's defaults, the CLI's and experiment files'.
+DEFAULT_EXPERIMENT = FitConfig()
+
+FILE_CHOICE = "file…"
+FREE, NETWORK = "free coordinates", "network"
+_KIND = {int: "int", float: "float", bool: "bool", str: "str"}
+
+
+class SetupForm(QWidget):
+    """Setup panel: edit a FitConfig and LiveSettings. ``changed`` names the field.
+
+    The form shows every setting of ``type(config)`` (FitConfig, or a dataclass extending
+    it) and of LiveSettings, grouped and labelled as the settings table says.
+    """
+
+    changed = Signal(str)
+
+    def __init__(self, config: FitConfig = DEFAULT_EXPERIMENT, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._config_class = type(config)
+        groups = groups_of((self._config_class, LiveSettings))
+        self._rows = {row.name: row for rows in groups.values() for row in rows}
+        self._updating = False
+        self.root = ptree.Parameter.create(
+            name="setup",
+            type="group",
+            children=[
+                {"name": title, "type": "group", "children": _params_for_rows(rows)}
+                for title, rows in groups.items()
+            ],
+        )
+        self.tree = ptree.ParameterTree(showHeader=False)
+        self.tree.setParameters(self.root, showTop=False)
+        _forget_root_item_with(self.tree)
+        self._give_spin_editors_room()
+        self.problem = QLabel("")
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet("color: #c0392b;")
+        self.problem.hide()
+        # What the form holds beside the run shown, where the two differ (set by the lab,
+        # which knows the source in focus): the next run's settings, said as such.
+        self.next_run = QLabel("")
+        self.next_run.setWordWrap(True)
+        self.next_run.setStyleSheet("color: #8a6d00;")
+        self.next_run.hide()
+        self._differs: list[str] = []
+        self.setMinimumWidth(300)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.tree)
+        layout.addWidget(self.problem)
+        layout.addWidget(self.next_run)
+        self.set_config(config)
+        self.root.sigTreeStateChanged.connect(self._on_tree_changed)
+        for name in self._names_with("network"):
+            self.param(f"{name}_spec").sigValueChanging.connect(self._on_net_spec_typing)
+
+    def _give_spin_editors_room(self) -> None:
+        """Rows as tall as a number editor: pyqtgraph squeezes spin boxes to the font's
+        height and rows to 90% of their editor, which cuts the digits being typed."""
+        for group in self.root.children():
+            for child in group.children():
+                for item in child.items:
+                    editor = getattr(item, "widget", None)
+                    if isinstance(editor, SpinBox):
+                        editor.setOpts(compactHeight=False)
+                        natural = editor.minimumSizeHint().height()  # its sizeHint says 0
+                        editor.setMaximumHeight(max(natural, editor.maximumHeight()))
+                        hint = item.sizeHint(1)
+                        item.setSizeHint(1, QSize(hint.width(), max(hint.height(), natural)))
+
+    def param(self, name: str) -> ptree.Parameter:
+        for group in self.root.children():
+            for child in group.children():
+                if child.name() == name:
+                    return child
+        raise KeyError(name)
+
+    @property
+    def config_class(self) -> type[FitConfig]:
+        """The settings class the form edits (FitConfig, or a dataclass extending it)."""
+        return self._config_class
+
+    def needs_reset(self, name: str) -> bool:
+        """Whether changing setting ``name`` (as ``changed`` names it) needs a fresh run."""
+        return needs_reset(name, (self._config_class, LiveSettings))
+
+    def title(self, name: str) -> str:
+        """The form's label of setting ``name``."""
+        return self._rows[name].title
+
+    # ---- values --------------------------------------------------------------------------
+    def set_config(self, config: FitConfig, live: LiveSettings | None = None) -> None:
+        """Show ``config`` (and ``live``) in the form without emitting ``changed``."""
+        self._updating = True
+        try:
+            for row in settings_of(self._config_class):
+                self._show(row, getattr(config, row.name))
+            for row in settings_of(LiveSettings) if live is not None else ():
+                self._show(row, getattr(live, row.name))
+            self._sync_visibility()
+            # "Back to default" (the arrow beside a changed value) returns to this experiment.
+            for group in self.root.children():
+                for child in group.children():
+                    child.setDefault(child.value())
+                    child.setToDefault()  # marks the value unmodified (greys the arrow)
+                    for item in child.items:
+                        if hasattr(item, "updateDefaultBtn"):
+                            item.updateDefaultBtn()
+        finally:
+            self._updating = False
+        self._validate()
+
+    def config(self) -> FitConfig:
+        """The FitConfig the form shows; GradvizError names the first bad setting."""
+        values = {row.name: self._read(row) for row in settings_of(self._config_class)}
+        return self._config_class(**values).validated()
+
+    def readouts(self) -> dict[str, Any]:
+        """The settings as the form shows them (a value that does not validate included),
+        the problem line, and the settings it says differ from the run shown (with the
+        sentence that says so)."""
+        return {
+            **self.values(),
+            "problem": self.problem_text,
+            "differs_from_shown": list(self._differs),
+            "next_run_note": self.next_run.text(),
+        }
+
+    def values(self) -> dict[str, Any]:
+        """Each setting of the run as the form shows it (as typed where not valid yet)."""
+        values = {}
+        for row in settings_of(self._config_class):
+            try:
+                values[row.name] = self._read(row)
+            except (GradvizError, ValueError, TypeError):
+                values[row.name] = self.param(row.name).value()  # as typed, not valid yet
+        return values
+
+    def differences(self, config: FitConfig) -> list[str]:
+        """The names of the settings whose shown value is not ``config``'s, in form order."""
+        return [name for name, value in self.values().items() if value != getattr(config, name)]
+
+    def show_differences(self, names: list[str], applied_by: str = "Reset") -> None:
+        """Say under the form that the settings ``names`` differ from the run shown beside
+        it, so what it holds reads as the next run's, and which button (``applied_by``)
+        starts a run with them (hidden when ``names`` is empty)."""
+        self._differs = list(names)
+        if not names:
+            self.next_run.hide()
+            self.next_run.setText("")
+            return
+        titles = ", ".join(self._rows[name].title for name in names)
+        self.next_run.setText(
+            f"Next run: {titles} here differ from the run shown; {applied_by} uses them."
+        )
+        self.next_run.show()
+
+    def live_settings(self) -> LiveSettings:
+        values = {row.name: self._read(row) for row in settings_of(LiveSettings)}
+        return LiveSettings(**values)
+
+    def set_devices(self, devices: list[tuple[str, str]]) -> None:
+        """Offer ``auto`` and the devices that exist, as (name, label) pairs."""
+        limits = {"auto": "auto"} | {label: name for name, label in devices}
+        self._updating = True
+        try:
+            for name in self._names_with("device"):
+                current = self.param(name).value()
+                self.param(name).setLimits(limits)
+                if current in limits.values():
+                    self.param(name).setValue(current)
+        finally:
+            self._updating = False
+
+    def _show(self, row: Setting, value: Any) -> None:
+        param = self.param(row.name)
+        if row.info.editor == "network":
+            param.setValue(NETWORK if value else FREE)
+            if value:
+                self.param(f"{row.name}_spec").setValue(value)
+        elif row.info.accepts_file:
+            is_file = value.startswith(FILE_PREFIX)
+            param.setValue(FILE_CHOICE if is_file else value)
+            self.param(f"{row.name}_file").setValue(value[len(FILE_PREFIX) :] if is_file else "")
+        else:
+            param.setValue(0 if value is None else value)  # optional numbers show unset as 0
+
+    def _read(self, row: Setting) -> Any:
+        if row.info.editor == "network":
+            return self._net_spec_text(row.name)
+        if row.info.accepts_file:
+            return self._point_source(row)
+        value = row.kind(self.param(row.name).value())
+        return None if row.optional and not value else value
+
+    def _point_source(self, row: Setting) -> str:
+        choice = self.param(row.name).value()
+        if choice != FILE_CHOICE:
+            return choice
+        path = str(self.param(f"{row.name}_file").value() or "").strip()
+        if not path:
+            raise GradvizError(f"Choose a CSV or NPY file for the {row.title}.")
+        if not os.path.isfile(path):
+            raise GradvizError(f"The file {path!r} for the {row.title} does not exist.")
+        return f"{FILE_PREFIX}{path}"
+
+    def _net_spec_text(self, name: str, text: str | None = None) -> str | None:
+        if self.param(name).value() != NETWORK:
+            return None
+        text = (self.param(f"{name}_spec").value() if text is None else text).strip()
+        spec = NetworkSpec.parse(text)
+        dim = int(self.param("dim").value())
+        if spec.out_dim != dim:
+            raise GradvizError(
+                f"The network's last width is {spec.out_dim}, but the points have D = {dim}; "
+                f"make them equal (e.g. {spec.in_dim}-64-{dim}:tanh)."
+            )
+        return text
+
+    def _names_with(self, editor: str) -> list[str]:
+        return [name for name, row in self._rows.items() if row.info.editor == editor]
+
+    # ---- reactions -----------------------------------------------------------------------
+    def _on_tree_changed(self, _root, changes) -> None:
+        if self._updating:
+            return
+        names = {p.name() for p, change, _ in changes if change == "value"}
+        if not names:
+            return
+        self._sync_visibility()
+        self._validate()
+        for name in sorted(names):
+            field = name.removesuffix("_file").removesuffix("_spec")
+            self.changed.emit(field)
+
+    def _on_net_spec_typing(self, param, text: str) -> None:
+        self._validate(typed=(param.name().removesuffix("_spec"), text))
+
+    def _sync_visibility(self) -> None:
+        for name, row in self._rows.items():
+            if row.info.accepts_file:
+                self.param(f"{name}_file").setOpts(visible=self.param(name).value() == FILE_CHOICE)
+            if row.info.editor == "network":
+                self.param(f"{name}_spec").setOpts(visible=self.param(name).value() == NETWORK)
+            elif row.info.choices is not None:
+                self.param(name).setOpts(tip=_choice_tip(row, self.param(name).value()))
+
+    def _validate(self, typed: tuple[str, str] | None = None) -> bool:
+        """Show the first problem under the tree; True when the form is valid. ``typed`` is
+        (network setting, text being typed) while its spec is edited."""
+        try:
+            if typed is not None:
+                self._net_spec_text(*typed)
+            self.config()
+        except GradvizError as exc:
+            self.problem.setText(str(exc))
+            self.problem.show()
+            return False
+        self.problem.hide()
+        self.problem.setText("")
+        return True
+
+    @property
+    def problem_text(self) -> str:
+        return self.problem.text()
+
+
+# ---- generation ------------------------------------------------------------------------------
+def _forget_root_item_with(tree: ptree.ParameterTree) -> None:
+    """Mark the tree's invisible root item deleted when the tree is.
+
+    pyqtgraph's TreeWidget keeps a Python wrapper of that item, which Qt made and deletes
+    with the tree without telling Python. The stale wrapper stays registered at the freed
+    address, and a Qt object made there later came back to Python as a QTreeWidgetItem
+    (and crashed the app once in a while).
+    """
+    root = QTreeWidget.invisibleRootItem(tree)
+    tree.destroyed.connect(lambda *_: shiboken6.invalidate(root))
+
+
+def _params_for_rows(rows: list[Setting]) -> list[dict[str, Any]]:
+    return [param for row in rows for param in _params_for(row)]
+
+
+def _params_for(row: Setting) -> list[dict[str, Any]]:
+    """The parameter(s) that edit one setting: its own and, for some editors, a companion."""
+    info = row.info
+    param: dict[str, Any] = {"name": row.name, "title": info.title, "tip": info.tooltip}
+    if row.default is not None:
+        param["value"] = row.default
+    if info.editor == "network":
+        spec = {
+            "name": f"{row.name}_spec",
+            "title": "  network spec",
+            "type": "str",
+            "value": "8-64-3:tanh",
+            "visible": False,
+            "tip": "Widths joined by '-' and an activation, e.g. 8-64-3:tanh; the last "
+            "width must equal D.",
+        }
+        return [{**param, "type": "list", "limits": [FREE, NETWORK]}, spec]
+    if info.editor == "device":
+        return [{**param, "type": "list", "limits": ["auto"]}]
+    if info.choices is not None:
+        limits = list(info.choices) + ([FILE_CHOICE] if info.accepts_file else [])
+        param.update(type="list", limits=limits, tip=_choice_tip(row, row.default))
+        return [param, _file_param(row)] if info.accepts_file else [param]
+    param["type"] = _KIND[row.kind]
+    if info.limits is not None:
+        low, high = info.limits
+        if row.optional:  # an optional number shows "unset" as 0
+            low, param["value"] = 0, 0
+            param["tip"] += " 0 leaves it unset."
+        elif row.kind is int and low > 0:
+            # The editor lets 0 through to the check, which says what is allowed under the
+            # form (a spin box would silently turn a typed 0 into its minimum).
+            low = 0
+        param["limits"] = (low, high)
+    if row.kind is float:
+        step = info.limits[0] if info.limits else 1e-8
+        param.update(dec=True, step=1, minStep=step, decimals=4, siPrefix=False)
+    return [param]
+
+
+def _file_param(row: Setting) -> dict[str, Any]:
+    return {
+        "name": f"{row.name}_file",
+        "title": "  file (CSV/NPY)",
+        "type": "file",
+        "value": "",
+        "visible": False,
+        "nameFilter": "Point sets (*.csv *.npy)",
+        "tip": "A CSV or NPY file of shape (N, D).",
+    }
+
+
+def _choice_tip(row: Setting, value: Any) -> str:
+    """The setting's tooltip and the chosen value's one-line explanation."""
+    explanation = (row.info.choices or {}).get(value, "")
+    return f"{row.info.tooltip}\n{value}: {explanation}" if explanation else row.info.tooltip
