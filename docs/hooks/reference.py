@@ -2,8 +2,9 @@
 
 - ``reference/cli.md``: the parser of ``gradviz/cli.py`` (``build_parser``), each command's
   ``--help`` as argparse prints it;
-- ``reference/settings.md``: the settings table (every field of the app's settings dataclasses
-  with its ``setting(...)``: title, default, limits or choices, CLI flag, live or reset);
+- ``reference/settings.md``: the settings table (every field of the app's settings
+  dataclasses, ``APP_SETTINGS``, with its ``setting(...)``: title, default, limits or choices,
+  CLI flag, live or reset);
 - ``reference/api.md``: the library's public names (``gradviz.__all__``, each from the module
   that defines it) and the types they hand back, rendered from their docstrings by
   mkdocstrings.
@@ -134,9 +135,10 @@ def _default(row) -> str:
 def settings_page() -> str:
     """The settings reference: one table per settings dataclass, and each choice explained."""
     with _project_on_path():
-        from gradviz.core.settings_table import app_settings_classes, settings_of
+        from gradviz.core.settings.config import APP_SETTINGS
+        from gradviz.core.settings.table import settings_of
 
-        classes = app_settings_classes()
+        classes = APP_SETTINGS
         tables = {cls: settings_of(cls) for cls in classes}
     lines = [
         "# Settings",

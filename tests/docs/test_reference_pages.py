@@ -32,11 +32,12 @@ def test_every_command_and_option_of_the_parser_is_on_the_cli_page():
 
 
 def test_every_setting_is_on_the_settings_page_with_its_flag_default_and_choices():
-    from gradviz.core.config import FitConfig, LiveSettings
-    from gradviz.core.settings_table import settings_of
+    from gradviz.core.settings.config import APP_SETTINGS, FitConfig
+    from gradviz.core.settings.table import settings_of
 
     page = reference.settings_page()
-    for cls in (FitConfig, LiveSettings):
+    assert len(APP_SETTINGS) >= 2
+    for cls in APP_SETTINGS:
         assert f"`{cls.__name__}`" in page
         for row in settings_of(cls):
             line = next(x for x in page.splitlines() if x.startswith(f"| `{row.name}` |"))
