@@ -129,6 +129,11 @@ def _plans(net: Net, model: nn.Module, batch: int, budget: float) -> dict[str, _
     }
 
 
+def scaled_note(k: int, batch: int) -> str:
+    """How a loop timed on its first ``k`` samples was scaled to the batch."""
+    return f"first {k} sample{'s' if k > 1 else ''}, scaled to {batch}"
+
+
 def _whole(seconds: float) -> float:
     """The scale of a case timed on the whole batch."""
     return seconds
@@ -140,7 +145,7 @@ def _per_sample_plan(model: nn.Module, x: torch.Tensor, budget: float) -> _Plan:
     one = statistics.median(time_calls(lambda: per_sample_loop(model, x[:1])) for _ in range(3))
     k = int(min(batch, max(1, budget / max(one, 1e-6))))
     part = x[:k]
-    note = "" if k == batch else f"first {k} samples, scaled to {batch}"
+    note = "" if k == batch else scaled_note(k, batch)
     # Timed on part of the batch, a call already lasts about ``budget``: one a repeat.
     case = Case(lambda: per_sample_loop(model, part), *((1, 1) if k < batch else (None, None)))
     return _Plan(case, lambda s: s * batch / k, note)
@@ -161,7 +166,7 @@ def _whole_batch_plan(
     def scale(seconds: float) -> float:
         return seconds if k == batch else forward + (seconds - forward) * batch / k
 
-    note = "" if k == batch else f"first {k} samples, scaled to {batch}"
+    note = "" if k == batch else scaled_note(k, batch)
     case = Case(lambda: jm._loop(flat_model, flat, samples=k), calls=1, warmup=0)
     return _Plan(case, scale, note)
 

@@ -35,6 +35,7 @@ import torch
 
 from gradviz.bench import jacobian_baselines
 from gradviz.bench.harness import Case, show_table, time_calls, time_interleaved, torch_threads
+from gradviz.bench.jacobian_baselines import scaled_note
 from gradviz.core import jacobians as jm
 from gradviz.core.networks import NetworkSpec
 
@@ -264,7 +265,7 @@ def _plan_loop(name: str, model: torch.nn.Module, x: torch.Tensor, budget: float
             return seconds
         return forward + (seconds - forward) * batch / k
 
-    note = "" if k == batch else f"first {k} samples, scaled to {batch}"
+    note = "" if k == batch else scaled_note(k, batch)
     # One call per repeat (already about ``budget`` long) and no warm-up beyond the one above.
     case = Case(lambda: jm._loop(model, x, samples=k), calls=1, warmup=0)
     return _Plan(name, batch, "loop", case, scale, note)
