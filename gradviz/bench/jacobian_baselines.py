@@ -11,7 +11,8 @@ figures (hundreds of times) say more about that loop than about gradviz. Here gr
 - ``vmap(jacrev)``: ``torch.func.vmap(torch.func.jacrev(f))`` of the one-sample function,
   as torch's documentation writes it (``vmap_jacrev``; steady state: its first call in a
   process, 1-3 s of a lazy import, is left out);
-- ``whole-batch loop``: the suite's loop (``gradviz.core.jacobians._loop``).
+- ``whole-batch loop``: the suite's loop (``gradviz.core.jacobians._loop``);
+- ``gradviz, control``: gradviz a second time, whose ratio to the first is the run's noise.
 
 on the tiny MLP 2-20-20-4:tanh, the wide MLP 64-256-256-10:tanh and a small CNN (conv 1->16,
 pool, conv 16->32, pool, linear to 10 classes, 1 x 28 x 28 inputs: m = 10, n = 784), one
@@ -39,8 +40,12 @@ METHODS: tuple[str, ...] = ("gradviz auto", "per-sample loop", "vmap(jacrev)", "
 GRADVIZ = METHODS[0]
 #: How the notes name each baseline.
 NAMES = {m: m if m.startswith("vmap") else f"the {m}" for m in METHODS[1:]}
-#: A baseline within this factor of gradviz's time is called even with it, not faster or
-#: slower (two identical cases differ by a few percent on a shared machine).
+#: gradviz timed a second time, last in each round: how far its ratio to the first is from
+#: 1.00 is what two identical cases differ by in that run.
+CONTROL = "gradviz, control"
+#: A baseline within this factor of gradviz's time, or within the run's noise (the control's
+#: largest distance from 1.00) where that is larger, is called even with it, not faster or
+#: slower.
 EVEN = 1.05
 #: Seconds one timed call of a loop may take before it runs on part of the batch.
 BUDGET_S = 1.0
@@ -126,6 +131,7 @@ def _plans(net: Net, model: nn.Module, batch: int, budget: float) -> dict[str, _
         "per-sample loop": _per_sample_plan(model, x, budget),
         "vmap(jacrev)": _Plan(Case(lambda: vmap_jacrev(model, x)), _whole, ""),
         "whole-batch loop": _whole_batch_plan(model, x, net.in_shape, budget),
+        CONTROL: _Plan(Case(lambda: per_input_jacobians(model, x)), _whole, ""),
     }
 
 
@@ -211,53 +217,61 @@ def _report(ms: dict, plans: dict, emit: Callable[[str], None]) -> tuple[dict, d
         for net, batch in pairs
         for method in METHODS[1:]
     }
+    control = {pair: ms[(*pair, CONTROL)] / ms[(*pair, GRADVIZ)] for pair in pairs}
+    noise = max(max(c, 1 / c) for c in control.values())
     rows = [
         [net, batch, *(ms[(net, batch, m)] for m in METHODS),
-         *(ratios[(net, batch, m)] for m in METHODS[1:])]
+         *(ratios[(net, batch, m)] for m in METHODS[1:]), control[(net, batch)]]
         for net, batch in pairs
     ]  # fmt: skip
     scaled = [
         f"{key[2]}, {key[0]} B={key[1]}: {plan.note}" for key, plan in plans.items() if plan.note
     ]
     columns = ["net", "B", *METHODS, *(f"{m.split()[0]} / gradviz" for m in METHODS[1:])]
+    columns.append("control / gradviz")
+    control_note = (
+        f"control: gradviz timed a second time; its ratio to the first, "
+        f"{min(control.values()):.2f}x to {max(control.values()):.2f}x, is this run's noise"
+    )
     table = show_table(
         emit,
         "gradviz against the baselines a user writes: ms per Jacobian of a batch, one thread, "
         "float32 (a ratio above 1 is gradviz's lead)",
         columns,
         rows,
-        [*lead_notes(ratios), *loop_notes(ms), *scaled],
+        [control_note, *lead_notes(ratios, max(EVEN, noise)), *loop_notes(ms), *scaled],
     )
     figures = [
         {"net": net, "batch": batch, "ms": {m: ms[(net, batch, m)] for m in METHODS},
-         "ratio_to_gradviz": {m: ratios[(net, batch, m)] for m in METHODS[1:]}}
+         "ratio_to_gradviz": {m: ratios[(net, batch, m)] for m in METHODS[1:]},
+         "control_ratio": control[(net, batch)]}
         for net, batch in pairs
     ]  # fmt: skip
     return {"unit": "ms per Jacobian of a batch", "threads": 1, "results": figures}, table
 
 
-def lead_notes(ratios: dict[tuple[str, int, str], float]) -> list[str]:
+def lead_notes(ratios: dict[tuple[str, int, str], float], even: float = EVEN) -> list[str]:
     """Where gradviz's lead over each baseline is largest and smallest, from ``ratios``
-    (net, batch, baseline) -> baseline time / gradviz time; a lead below 1x is named as the
-    baseline being faster."""
+    (net, batch, baseline) -> baseline time / gradviz time; a ratio within a factor ``even``
+    of 1 is named even, one below that the baseline being faster."""
     notes = []
     for method in METHODS[1:]:
         mine = {key[:2]: r for key, r in ratios.items() if key[2] == method}
         high = max(mine, key=mine.get)
         low = min(mine, key=mine.get)
-        text = f"against {NAMES[method]}, gradviz's lead is largest on {_where(high, mine)}"
+        text = f"against {NAMES[method]}, gradviz's lead is largest on {_where(high, mine, even)}"
         if low != high:
-            text += f" and smallest on {_where(low, mine)}"
+            text += f" and smallest on {_where(low, mine, even)}"
         notes.append(text)
     return notes
 
 
-def _where(pair: tuple[str, int], ratios: dict[tuple[str, int], float]) -> str:
+def _where(pair: tuple[str, int], ratios: dict[tuple[str, int], float], even: float) -> str:
     ratio = ratios[pair]
-    if ratio < 1 / EVEN:
+    if ratio < 1 / even:
         verdict = ": the baseline is faster there"
-    elif ratio <= EVEN:
-        verdict = f": even, within {EVEN - 1:.0%}"
+    elif ratio <= even:
+        verdict = f": even, within {even - 1:.0%}"
     else:
         verdict = ""
     return f"{pair[0]} at B={pair[1]} ({ratio:,.{0 if ratio >= 100 else 2}f}x{verdict})"
