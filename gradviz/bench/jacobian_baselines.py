@@ -43,9 +43,9 @@ NAMES = {m: m if m.startswith("vmap") else f"the {m}" for m in METHODS[1:]}
 #: gradviz timed a second time, last in each round: how far its ratio to the first is from
 #: 1.00 is what two identical cases differ by in that run.
 CONTROL = "gradviz, control"
-#: A baseline within this factor of gradviz's time, or within the run's noise (the control's
-#: largest distance from 1.00) where that is larger, is called even with it, not faster or
-#: slower.
+#: A baseline within this factor of gradviz's time, or within the noise of its net and batch
+#: (the control's distance from 1.00 there) where that is larger, is called even with it,
+#: not faster or slower.
 EVEN = 1.05
 #: Seconds one timed call of a loop may take before it runs on part of the batch.
 BUDGET_S = 1.0
@@ -218,7 +218,7 @@ def _report(ms: dict, plans: dict, emit: Callable[[str], None]) -> tuple[dict, d
         for method in METHODS[1:]
     }
     control = {pair: ms[(*pair, CONTROL)] / ms[(*pair, GRADVIZ)] for pair in pairs}
-    noise = max(max(c, 1 / c) for c in control.values())
+    even = {pair: max(EVEN, c, 1 / c) for pair, c in control.items()}
     rows = [
         [net, batch, *(ms[(net, batch, m)] for m in METHODS),
          *(ratios[(net, batch, m)] for m in METHODS[1:]), control[(net, batch)]]
@@ -239,7 +239,7 @@ def _report(ms: dict, plans: dict, emit: Callable[[str], None]) -> tuple[dict, d
         "float32 (a ratio above 1 is gradviz's lead)",
         columns,
         rows,
-        [control_note, *lead_notes(ratios, max(EVEN, noise)), *loop_notes(ms), *scaled],
+        [control_note, *lead_notes(ratios, even), *loop_notes(ms), *scaled],
     )
     figures = [
         {"net": net, "batch": batch, "ms": {m: ms[(net, batch, m)] for m in METHODS},
@@ -250,10 +250,14 @@ def _report(ms: dict, plans: dict, emit: Callable[[str], None]) -> tuple[dict, d
     return {"unit": "ms per Jacobian of a batch", "threads": 1, "results": figures}, table
 
 
-def lead_notes(ratios: dict[tuple[str, int, str], float], even: float = EVEN) -> list[str]:
+def lead_notes(
+    ratios: dict[tuple[str, int, str], float], even: dict[tuple[str, int], float] | None = None
+) -> list[str]:
     """Where gradviz's lead over each baseline is largest and smallest, from ``ratios``
-    (net, batch, baseline) -> baseline time / gradviz time; a ratio within a factor ``even``
-    of 1 is named even, one below that the baseline being faster."""
+    (net, batch, baseline) -> baseline time / gradviz time; a ratio within a factor
+    ``even[(net, batch)]`` (default EVEN) of 1 is named even, one below that the baseline
+    being faster."""
+    even = even or {}
     notes = []
     for method in METHODS[1:]:
         mine = {key[:2]: r for key, r in ratios.items() if key[2] == method}
@@ -266,8 +270,8 @@ def lead_notes(ratios: dict[tuple[str, int, str], float], even: float = EVEN) ->
     return notes
 
 
-def _where(pair: tuple[str, int], ratios: dict[tuple[str, int], float], even: float) -> str:
-    ratio = ratios[pair]
+def _where(pair: tuple[str, int], ratios: dict[tuple[str, int], float], evens: dict) -> str:
+    ratio, even = ratios[pair], evens.get(pair, EVEN)
     if ratio < 1 / even:
         verdict = ": the baseline is faster there"
     elif ratio <= even:
