@@ -218,6 +218,11 @@ def _add_bench(sub) -> None:
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
     p.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument(
+        "--out",
+        metavar="FILE.json",
+        help="save the results, the machine, its load and the command line to a JSON file",
+    )
 
 
 DIAGNOSE_EPILOG = """\
@@ -271,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command or "gui"
     if args.command is None:  # plain `gradviz`: the gui's defaults
         args = build_parser().parse_args(["gui", *argv])
+    args.argv = argv  # the arguments as given (`gradviz bench --out` records its command line)
     try:
         module = importlib.import_module(f"gradviz.commands.{command}")
         return int(module.run(args) or 0)

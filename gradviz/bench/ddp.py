@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gradviz.bench.harness import Timing, format_table, median_ratio
+from gradviz.bench.harness import Timing, median_ratio, show_table
 
 BASELINE = "bare DDP"
 CASES = ("bare DDP", "python allreduce hook", "gradviz hook", "gradviz watch K=100")
@@ -53,9 +53,15 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     wall_ratios = {n: median_ratio(wall[BASELINE], t) for n, t in wall.items()}
     cpu_ratios = {n: median_ratio(cpu[BASELINE], t) for n, t in cpu.items()}
     rows = [[n, ms[n], wall_ratios[n], cpu_ratios[n]] for n in CASES]
-    for line in format_table(["case", "wall ms", "wall ratio", "CPU ratio"], rows):
-        emit("  " + line)
+    table = show_table(
+        emit,
+        "rank 0 per DDP step: wall ms, and ratios to the bare DDP step (medians of per-repeat "
+        "ratios)",
+        ["case", "wall ms", "wall ratio", "CPU ratio"],
+        rows,
+    )
     return {
+        "tables": [table],
         "unit": "rank 0 wall ms per DDP step",
         "steps_per_repeat": steps,
         "repeats": repeats,

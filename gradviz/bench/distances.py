@@ -20,8 +20,8 @@ import torch
 
 from gradviz.bench.harness import (
     Timing,
-    format_table,
     median_ratio,
+    show_table,
     time_interleaved,
     torch_threads,
 )
@@ -131,7 +131,6 @@ def measure_op(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
             shown = ", ".join(f"{n} {v:.4g} ms" for n, v in ms[label].items())
             emit(f"  op {label}: {shown} (measured in {time.perf_counter() - start:.1f} s)")
     gradviz_name = names[0]
-    emit("the op alone: ms per forward + backward of a fixed upstream gradient, one thread")
     headers = [
         "dtype, shape",
         *names,
@@ -141,9 +140,13 @@ def measure_op(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         [label, *(v[n] for n in names), *(v[n] / v[gradviz_name] for n in names[1:])]
         for label, v in ms.items()
     ]
-    for line in format_table(headers, rows):
-        emit("  " + line)
-    return {"unit": "ms per forward + backward", "threads": 1, "ms": ms}
+    table = show_table(
+        emit,
+        "the op alone: ms per forward + backward of a fixed upstream gradient, one thread",
+        headers,
+        rows,
+    )
+    return {"unit": "ms per forward + backward", "threads": 1, "ms": ms, "table": table}
 
 
 def measure_op_cpu(rounds: int, quick: bool, emit: Callable[[str], None]) -> dict:
@@ -174,7 +177,15 @@ def measure_op_cpu(rounds: int, quick: bool, emit: Callable[[str], None]) -> dic
                     f"  op CPU time {label}: gradviz {ms[label][names[0]]:.4g} ms, "
                     f"torch.cdist {ms[label][names[1]]:.4g} ms, cdist / gradviz {ratio:.2f}x"
                 )
-    return {"unit": "ms of the calling thread's CPU time", "threads": 1, "ms": ms}
+    rows = [[label, *(v[n] for n in names), v[names[1]] / v[names[0]]] for label, v in ms.items()]
+    table = show_table(
+        emit,
+        "the op alone in CPU time of the calling thread: ms per forward + backward, one thread",
+        ["dtype, shape", *names, "cdist time / gradviz time"],
+        rows,
+        [f"median of {rounds} interleaved calls (one at N >= 10000)"],
+    )
+    return {"unit": "ms of the calling thread's CPU time", "threads": 1, "ms": ms, "table": table}
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
@@ -197,18 +208,21 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         emit(f"  N = {n}: measured in {time.perf_counter() - start:.1f} s")
 
     headers = ["method", *(f"N={n}" for n in sizes)]
-    emit("steps/s")
-    for line in format_table(headers, [[m, *speed[m].values()] for m in methods]):
-        emit("  " + line)
-    emit(f"ratio to {BASELINE} (median of per-repeat ratios)")
-    for line in format_table(headers, [[m, *ratio[m].values()] for m in methods]):
-        emit("  " + line)
-
     verdict = _verdict(ratio[TARGET_METHOD], sizes)
-    emit(verdict["summary"])
+    tables = [
+        show_table(emit, "steps/s", headers, [[m, *speed[m].values()] for m in methods]),
+        show_table(
+            emit,
+            f"ratio to {BASELINE} (median of per-repeat ratios)",
+            headers,
+            [[m, *ratio[m].values()] for m in methods],
+            [verdict["summary"]],
+        ),
+    ]
     op = measure_op(repeats, quick, emit)
     op_cpu = measure_op_cpu(max(5, repeats), quick, emit)
     return {
+        "tables": [*tables, op.pop("table"), op_cpu.pop("table")],
         "op_alone": op,
         "op_alone_cpu_time": op_cpu,
         "unit": "steps/s",

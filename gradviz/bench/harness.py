@@ -1,4 +1,4 @@
-"""Timing for benchmarks: interleaved repeats, medians, ratios, plain-text tables.
+"""Timing for benchmarks: interleaved repeats, medians, ratios, tables (printed and as data).
 
 Speed figures measured on a shared or busy machine drift over seconds. Timing the cases
 interleaved (A, B, C, A, B, C, ...) exposes them all to the same drift, and the median of
@@ -169,6 +169,39 @@ def median_ratio(fast: Timing, slow: Timing) -> float:
     return statistics.median(s / f for f, s in zip(fast.seconds, slow.seconds))
 
 
+#: What a table cell may hold: the types JSON writes as they are (NaN and Inf become null
+#: in a results file; None prints as "-").
+CELL_TYPES = (str, int, float, bool, type(None))
+
+
+def show_table(
+    emit: Callable[[str], None],
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    notes: Sequence[str] = (),
+) -> dict:
+    """Print a table through ``emit`` (its title, the aligned lines indented by two spaces,
+    then its notes) and return the same table as data for a results file:
+    ``{"title", "columns", "rows", "notes"}``, rows as lists of cells of CELL_TYPES.
+
+    A suite's printed table and its data come from this one call, so they cannot differ.
+    """
+    rows = [list(row) for row in rows]
+    for row in rows:
+        if len(row) != len(columns):
+            raise ValueError(f"a row of {title!r} has {len(row)} cells for {len(columns)} columns")
+        for value in row:
+            if not isinstance(value, CELL_TYPES):
+                raise TypeError(f"a cell of {title!r} is a {type(value).__name__}: {value!r}")
+    emit(title)
+    for line in format_table(columns, rows):
+        emit("  " + line)
+    for note in notes:
+        emit("  " + note)
+    return {"title": title, "columns": list(columns), "rows": rows, "notes": list(notes)}
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     """Lines of a plain-text table: the first column left-aligned, the others right-aligned."""
     cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
@@ -184,6 +217,8 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> li
 
 
 def _cell(value: object) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, float):
         if not math.isfinite(value):
             return str(value)

@@ -14,6 +14,10 @@ Where a method would take minutes (the loop, and jacfwd on big batches) it runs 
 work and the time is scaled up: the loop on its first k samples (each costs m backward passes
 of the whole batch's graph), jacfwd on a smaller batch (its cost is linear in B). A repeat of
 a millisecond-scale case records the median of a few back-to-back calls.
+
+That loop's cost grows as B^2, so the ratios above measure it as much as gradviz: beside
+them, ``bench.jacobian_baselines`` times gradviz against a per-sample loop and
+``vmap(jacrev)`` as a user writes them, on the tiny MLP, the wide one and a small CNN.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from pathlib import Path
 
 import torch
 
-from gradviz.bench.harness import Case, time_calls, time_interleaved, torch_threads
+from gradviz.bench import jacobian_baselines
+from gradviz.bench.harness import Case, show_table, time_calls, time_interleaved, torch_threads
+from gradviz.bench.jacobian_baselines import scaled_note
 from gradviz.core.nets import jacobians as jm
 from gradviz.core.nets.networks import NetworkSpec
 
@@ -106,7 +112,6 @@ def _run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         (c.net, c.batch, c.method): statistics.median(c.scale(s) for s in timings[c.name].seconds)
         for c in cases
     }
-    _emit_table(emit, cases, table, batches)
     results = [
         {
             "net": NETS[c.net],
@@ -130,18 +135,18 @@ def _run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         for name in NETS
     }
     report["steady_vs_loop"] = {"batch": ratio_batch, **steady}
-    emit(
+    lines = [
         f"steady state at B={ratio_batch}: auto is "
         + ", ".join(f"{r:,.0f}x the loop on {NETS[n]}" for n, r in steady.items())
         + f" (target >= {TARGETS['steady_vs_loop']:.0f}x)"
-    )
+    ]
 
     first = {}
     for name in NETS:
         seconds = first_call_seconds(NETS[name], ratio_batch)
         loop = table[(name, ratio_batch, "loop")]
         first[name] = {"seconds": seconds, "vs_loop": loop / seconds}
-        emit(
+        lines.append(
             f"first call in a fresh process, {NETS[name]} B={ratio_batch}: auto "
             f"{seconds * 1e3:.2f} ms = {loop / seconds:,.0f}x the loop "
             f"(target >= {TARGETS['first_call_vs_loop']:.0f}x)"
@@ -157,13 +162,17 @@ def _run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         "auto_seconds": auto,
         "factor": auto / floor,
     }
-    emit(
+    lines.append(
         f"floor at B={floor_batch} on {NETS['wide']}: 1 forward + m backward passes = "
         f"{floor * 1e3:.1f} ms at {gflops:.1f} GFLOP/s (float32 matmul, best of "
         f"{MATMUL_CALLS} per repeat, measured in this run); auto "
         f"{auto * 1e3:.1f} ms = {auto / floor:.2f}x the floor "
         f"(target <= {TARGETS['floor_factor']:.0f}x)"
     )
+    methods_table = _table(emit, cases, table, batches, lines)
+    fair, fair_table = jacobian_baselines.measure(repeats, quick, emit)
+    report["fair_baselines"] = fair
+    report["tables"] = [methods_table, fair_table]
 
     report["targets_met"] = (
         None
@@ -256,7 +265,7 @@ def _plan_loop(name: str, model: torch.nn.Module, x: torch.Tensor, budget: float
             return seconds
         return forward + (seconds - forward) * batch / k
 
-    note = "" if k == batch else f"first {k} samples, scaled to {batch}"
+    note = "" if k == batch else scaled_note(k, batch)
     # One call per repeat (already about ``budget`` long) and no warm-up beyond the one above.
     case = Case(lambda: jm._loop(model, x, samples=k), calls=1, warmup=0)
     return _Plan(name, batch, "loop", case, scale, note)
@@ -267,19 +276,22 @@ def _time_forward(model: torch.nn.Module, x: torch.Tensor) -> float:
     return statistics.median(time_calls(lambda: model(leaf)) for _ in range(3))
 
 
-def _emit_table(emit, cases: list[_Plan], table: dict, batches: tuple[int, ...]) -> None:
-    notes = {(c.net, c.batch, c.method): c.note for c in cases}
-    emit(f"{'net':<20}{'B':>7}  " + "".join(f"{m:>12}" for m in METHODS) + "  (ms)")
-    for name in NETS:
-        for batch in batches:
-            cells = "".join(
-                f"{table[(name, batch, m)] * 1e3:>11.2f}{'*' if notes[(name, batch, m)] else ' '}"
-                for m in METHODS
-            )
-            emit(f"{NETS[name]:<20}{batch:>7}  {cells}")
-    for key, note in notes.items():
-        if note:
-            emit(f"  * {NETS[key[0]]} B={key[1]} {key[2]}: {note}")
+def _table(emit, cases: list[_Plan], table: dict, batches: tuple[int, ...], lines) -> dict:
+    """Print the methods' table (its notes: the cases timed on part of the batch and scaled,
+    then ``lines``, the targets' figures) and return it as data."""
+    rows = [
+        [NETS[name], batch, *(table[(name, batch, m)] * 1e3 for m in METHODS)]
+        for name in NETS
+        for batch in batches
+    ]
+    scaled = [f"{NETS[c.net]} B={c.batch} {c.method}: {c.note}" for c in cases if c.note]
+    return show_table(
+        emit,
+        "ms per Jacobian of a batch (B, m, n), every method; one thread, float32",
+        ["net", "B", *METHODS],
+        rows,
+        [*scaled, *lines],
+    )
 
 
 def _env_with_path(root: Path) -> dict[str, str]:

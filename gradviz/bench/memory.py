@@ -1,7 +1,7 @@
 """Memory: the `memory` suite of `gradviz bench`.
 
 Peak RSS, side by side at N = 5000, 10000 and 20000 (safe, float32, CPU, the same run
-settings), each measured in a fresh child process (``os.wait4`` reports its peak RSS):
+settings), each measured in a fresh process of its own (see ``peak_rss``):
 
 - ``headless``: ``gradviz fit`` taking a few steps;
 - ``snapshots``: the same run stepped the way the app's worker steps it (every step
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from gradviz.bench.harness import show_table
 from gradviz.core.common.decimate import MAX_DISPLAY
 from gradviz.core.lab import memory
 from gradviz.core.settings.config import FitConfig
@@ -68,33 +69,40 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     del repeats  # one measurement each: a peak, not a time that drifts
     sizes = QUICK_SIZES if quick else SIZES
     baseline = peak_rss([sys.executable, "-m", "gradviz", "fit", "--n", "2", "--steps", "1"])
-    emit("memory: peak RSS (GB), safe, float32, CPU; app target <= headless + 1 GB")
-    emit(f"the process itself (gradviz fit at N = 2): {baseline / 1e9:.2f} GB; estimate = "
-         "core.memory's estimate of the headless run + that")  # fmt: skip
-    emit(f"{'N':>6} {'headless':>9} {'snapshots':>10} {'app':>6} {'estimate':>9}  app-headless")
+    emit("memory: peak RSS, safe, float32, CPU, each case in a fresh process of its own")
     results: dict = {"baseline": baseline}
     with tempfile.TemporaryDirectory(prefix="gradviz-bench-memory-") as folder:
         for n in sizes:
-            row = _measure(n, Path(folder), baseline)
-            results[str(n)] = row
-            emit(f"{n:>6} " + " ".join(_gb(row[k], w) for k, w in _COLUMNS) + _verdict(row))
+            started = time.perf_counter()
+            results[str(n)] = _measure(n, Path(folder), baseline)
+            emit(f"  N = {n}: measured in {time.perf_counter() - started:.0f} s")
+    rows = [[n, *(_gb(results[str(n)][k]) for k in _COLUMNS), *_verdict(results[str(n)])]
+            for n in sizes]  # fmt: skip
+    notes = [
+        f"the process itself (gradviz fit at N = 2): {baseline / 1e9:.2f} GB; estimate = "
+        "core.memory's estimate of the headless run + that",
+        f"target: app <= headless + {TARGET_APP_OVER_HEADLESS / 1e9:g} GB",
+    ]
+    columns = ["N", *(f"{k} GB" for k in _COLUMNS), "app - headless GB", "verdict"]
+    results["tables"] = [show_table(emit, "peak RSS (GB)", columns, rows, notes)]
     return results
 
 
-_COLUMNS = (("headless", 9), ("snapshots", 10), ("app", 6), ("estimate", 9))
+_COLUMNS = ("headless", "snapshots", "app", "estimate")
 
 
-def _gb(value: float | None, width: int) -> str:
-    return f"{'-' if value is None else f'{value / 1e9:.2f}':>{width}}"
+def _gb(value: float | None) -> float | None:
+    return None if value is None else value / 1e9
 
 
-def _verdict(row: dict) -> str:
+def _verdict(row: dict) -> tuple[float | None, str]:
+    """(app - headless in GB, the verdict in words) of one size's row."""
     if row["app"] is None or row["headless"] is None:
-        return f"  ({row['skipped']})"
+        return None, row["skipped"]
     over = row["app"] - row["headless"]
     verdict = "ok" if over <= TARGET_APP_OVER_HEADLESS else "over target"
     exit_note = f", then exited with {row['app_exit']}" if row["app_exit"] else ""
-    return f"  {over / 1e9:+.2f} ({verdict}; the app ran {row['app_seconds']:.0f} s{exit_note})"
+    return over / 1e9, f"{verdict}; the app ran {row['app_seconds']:.0f} s{exit_note}"
 
 
 def _measure(n: int, folder: Path, baseline: int) -> dict:
@@ -153,23 +161,43 @@ def _app_peak(config: FitConfig, folder: Path) -> tuple[int, int]:
 
 
 def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:
-    """Run ``argv`` in the repository and return its peak resident set size in bytes; a
-    child that fails raises RuntimeError with the end of its stderr."""
+    """Run ``argv`` in the repository and return its own peak resident set size in bytes
+    (however much this process holds); a child that fails raises RuntimeError with the end
+    of its stderr."""
     peak, code, tail = _run_child(argv, env)
     if code != 0:
         raise RuntimeError(f"{' '.join(argv[:4])} failed ({code}): {tail}")
     return peak
 
 
+#: Starts the case (its argv after the launcher's) and prints "<peak RSS in kB> <exit code>".
+#: Linux counts a process's peak RSS from the memory of the process it was forked from (and,
+#: through exec, of the one whose memory a vfork or posix_spawn child borrowed), so a case
+#: started by this bench, which may hold gigabytes of other suites' work, would report the
+#: bench's peak. Started from this launcher, a bare interpreter of about 10 MB, it reports
+#: its own. The case's stdout goes nowhere; its stderr is the launcher's.
+LAUNCHER = """
+import os, sys
+out = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
+pid = os.posix_spawnp(sys.argv[1], sys.argv[1:], os.environ, file_actions=out)
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run_child(argv: list[str], env: dict[str, str] | None) -> tuple[int, int, str]:
-    """(peak RSS in bytes, exit code, end of stderr) of ``argv`` run in the repository."""
+    """(its own peak RSS in bytes, exit code, end of stderr) of ``argv`` run in the
+    repository, started from LAUNCHER."""
     environment = {**os.environ, **(env or {})}
+    launcher = [sys.executable, "-c", LAUNCHER, *argv]
     with tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(
-            argv, cwd=REPO, env=environment, stdout=subprocess.DEVNULL, stderr=err
+        done = subprocess.run(
+            launcher, cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=err, check=False
         )
-        _pid, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         tail = err.read().decode(errors="replace")[-2000:]
-    return usage.ru_maxrss * 1024, child.returncode, tail  # ru_maxrss: kilobytes on Linux
+    fields = done.stdout.split()
+    if done.returncode != 0 or len(fields) != 2:
+        raise RuntimeError(f"the launcher of {' '.join(argv[:4])} failed: {tail}")
+    kilobytes, code = (int(field) for field in fields)
+    return kilobytes * 1024, code, tail  # ru_maxrss: kilobytes on Linux

@@ -38,8 +38,8 @@ from gradviz.bench.harness import (
     CONTROL,
     CONTROL_NOTE,
     Timing,
-    format_table,
     median_ratio,
+    show_table,
     torch_threads,
 )
 from gradviz.core.record.reader import Reader
@@ -315,21 +315,28 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
 
             wandb.finish()  # before its folder is removed
     headers = ["case", *ratios]
-    emit("CPU ms per training step (this process, all threads: the recorder's writer included)")
-    for line in format_table(headers, [[c, *(ms[n][c] for n in ms)] for c in cases]):
-        emit("  " + line)
-    emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
-    for line in format_table(headers, [[c, *(ratios[n][c] for n in ratios)] for c in cases]):
-        emit("  " + line)
-    emit(CONTROL_NOTE)
-    emit("wall-clock ratio (moves with other processes' load on a shared machine)")
-    for line in format_table(headers, [[c, *(r[c] for r in wall_ratios.values())] for c in cases]):
-        emit("  " + line)
+    tables = [
+        show_table(
+            emit,
+            "CPU ms per training step (this process, all threads: the recorder's writer included)",
+            headers,
+            [[c, *(ms[n][c] for n in ms)] for c in cases],
+        ),
+        show_table(
+            emit,
+            "CPU-time ratio to the bare step (median of per-repeat ratios)",
+            headers,
+            [[c, *(ratios[n][c] for n in ratios)] for c in cases],
+            [CONTROL_NOTE.strip()],
+        ),
+        show_table(
+            emit,
+            "wall-clock ratio (moves with other processes' load on a shared machine)",
+            headers,
+            [[c, *(r[c] for r in wall_ratios.values())] for c in cases],
+        ),
+    ]
     median_ms, max_ms = statistics.median(latency) * 1e3, max(latency) * 1e3
-    emit(
-        f"a reader sees a logged step after {median_ms:.1f} ms "
-        f"(median of {len(latency)}; max {max_ms:.1f} ms)"
-    )
     default = f"gradviz K={every}"
     measured = {n: ratios[n][default] for n in DEFAULT_TARGET_NETS}
     met = all(r <= TARGET_RATIO for r in measured.values())
@@ -339,7 +346,6 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         + ", ".join(f"{r:.3f}x {n}" for n, r in measured.items())
         + ")"
     )
-    emit(summary)
     peers = [c for c in cases if c.endswith("K=1") and not c.startswith("gradviz")]
     every_step = {
         n: {"gradviz": r["gradviz K=1"], **{c.split()[0]: r[c] for c in peers}}
@@ -351,7 +357,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         if peers
         else None
     )
-    emit(
+    peers_line = (
         "every step on the zero-heavy and subnormal nets, gradviz below both peers: "
         + ("no peer installed" if below_peers is None else ("met" if below_peers else "NOT met"))
         + " ("
@@ -363,13 +369,31 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     )
     content_ratio = content_ms["zeros+subnormals"] / content_ms["dense"]
     content_met = content_ratio <= CONTENT_TARGET
-    emit(
-        f"rec.log on {CONTENT_ENTRIES:,} entries: {content_ms['dense']:.2f} ms dense, "
-        f"{content_ms['zeros+subnormals']:.2f} ms 70% zeros + subnormals "
-        f"({content_ratio:.2f}x; target <= {CONTENT_TARGET}x: "
-        f"{'met' if content_met else 'NOT met'})"
+    tables.append(
+        show_table(
+            emit,
+            "targets and other figures",
+            ["figure", "measured", "unit"],
+            [
+                ["a reader sees a logged step after, median", median_ms, "ms"],
+                [f"a reader sees a logged step after, max of {len(latency)}", max_ms, "ms"],
+                [f"rec.log on {CONTENT_ENTRIES:,} dense entries", content_ms["dense"], "CPU ms"],
+                [
+                    f"rec.log on {CONTENT_ENTRIES:,} entries, 70% zeros + subnormals",
+                    content_ms["zeros+subnormals"],
+                    "CPU ms",
+                ],
+            ],
+            [
+                summary,
+                peers_line,
+                f"rec.log on zeros and subnormals: {content_ratio:.2f}x its cost on dense "
+                f"values (target <= {CONTENT_TARGET}x: {'met' if content_met else 'NOT met'})",
+            ],
+        )
     )
     return {
+        "tables": tables,
         "unit": "CPU ms per training step",
         "ratio_to_bare_wall_clock": wall_ratios,
         "every": every,

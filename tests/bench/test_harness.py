@@ -1,5 +1,6 @@
 """The benchmark harness: interleaving, thread count, ratios and tables (fast, default run)."""
 
+import pytest
 import torch
 
 from gradviz.bench import harness
@@ -64,3 +65,25 @@ def test_table_aligns_names_left_and_figures_right():
         "safe    1,234",
         "masked   7.00",
     ]
+
+
+def test_show_table_prints_the_table_it_returns_as_data():
+    lines = []
+    table = harness.show_table(
+        lines.append, "steps/s", ["method", "N=10"], [("safe", 1234.5), ["masked", None]], ["n"]
+    )
+    assert table == {
+        "title": "steps/s",
+        "columns": ["method", "N=10"],
+        "rows": [["safe", 1234.5], ["masked", None]],
+        "notes": ["n"],
+    }
+    assert lines == ["steps/s", "  method   N=10", "  ------  -----", "  safe    1,234",
+                     "  masked      -", "  n"]  # fmt: skip
+
+
+def test_show_table_refuses_a_cell_a_results_file_cannot_hold():
+    with pytest.raises(TypeError, match="Tensor"):
+        harness.show_table(lambda line: None, "t", ["a"], [[torch.tensor(1.0)]])
+    with pytest.raises(ValueError, match="2 cells for 1 columns"):
+        harness.show_table(lambda line: None, "t", ["a"], [[1, 2]])
