@@ -59,3 +59,16 @@ def test_bias_flags_stay_with_their_layers():
 def test_edits_that_would_not_be_a_network_are_refused_in_words(edit, words):
     with pytest.raises(GradvizError, match=words):
         edit(chain("2-20:tanh-4"))
+
+
+def test_the_output_width_follows_d_for_text_and_json_specs():
+    from gradviz.core.nets.chain_edits import with_output_width
+
+    assert spec_text(with_output_width(NetworkSpec.parse("8-16:relu-3"), 2)) == "8-16-2:relu"
+    stacked = NetworkSpec.parse(
+        '{"version": 1, "layers": [{"type": "linear", "in": 2, "out": 3}, {"type": "relu"},'
+        ' {"type": "tanh"}, {"type": "linear", "in": 3, "out": 4, "bias": false}]}'
+    )
+    followed = with_output_width(stacked, 7)
+    assert followed.out_dim == 7 and followed.linears[-1].bias is False
+    assert followed.layers[:3] == stacked.layers[:3]

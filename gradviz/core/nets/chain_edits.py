@@ -112,3 +112,15 @@ class Chain:
 def spec_text(spec: NetworkSpec) -> str:
     """The text a spec is written as in a spec field: its text form, else its JSON."""
     return spec.to_text() or spec.to_json()
+
+
+def with_output_width(spec: NetworkSpec, width: int) -> NetworkSpec:
+    """``spec`` with its last Linear layer's output width set to ``width`` (any spec, a JSON
+    one too: the lab's network ends in D, the points' dimension, and follows it)."""
+    if not 1 <= width <= MAX_WIDTH:
+        raise GradvizError(f"A width must be from 1 to {MAX_WIDTH:,}, not {width}.")
+    layers = list(spec.layers)
+    last = max(k for k, layer in enumerate(layers) if isinstance(layer, Linear))
+    old = layers[last]
+    layers[last] = Linear(old.in_features, int(width), old.bias)
+    return NetworkSpec(tuple(layers))

@@ -29,6 +29,8 @@ from gradviz.core.settings.table import (
     needs_reset,
     settings_of,
 )
+from gradviz.gui.widgets.form_network import FormNetwork
+from gradviz.gui.widgets.tree_widgets import embedded
 
 __all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
 
@@ -55,11 +57,14 @@ class SetupForm(QWidget):
         groups = groups_of((self._config_class, LiveSettings))
         self._rows = {row.name: row for rows in groups.values() for row in rows}
         self._updating = False
+        # Each network setting's editor: its diagram is a row of the tree, under its spec.
+        self._networks = {name: self._form_network(name) for name in self._names_with("network")}
+        widgets = {f"{name}_diagram": net.editor for name, net in self._networks.items()}
         self.root = ptree.Parameter.create(
             name="setup",
             type="group",
             children=[
-                {"name": title, "type": "group", "children": _params_for_rows(rows)}
+                {"name": title, "type": "group", "children": _params_for_rows(rows, widgets)}
                 for title, rows in groups.items()
             ],
         )
@@ -88,6 +93,24 @@ class SetupForm(QWidget):
         self.root.sigTreeStateChanged.connect(self._on_tree_changed)
         for name in self._names_with("network"):
             self.param(f"{name}_spec").sigValueChanging.connect(self._on_net_spec_typing)
+
+    def _form_network(self, name: str) -> FormNetwork:
+        return FormNetwork(
+            lambda: self.param(f"{name}_spec"),
+            lambda: int(self.param("dim").value()),
+            lambda text: self.param(f"{name}_spec").setValue(text),
+        )
+
+    def network_editor(self, name: str = "net"):
+        """The NetworkEditor of network setting ``name`` (its diagram in the tree)."""
+        return self._networks[name].editor
+
+    def show_network_gradients(self, snapshot, run_net: str | None) -> None:
+        """Draw the gradients of ``snapshot``, the picture on screen, on each network editor
+        that shows its run's network (``run_net``: that run's spec, None for free
+        coordinates); the others say why they show none."""
+        for network in self._networks.values():
+            network.show_gradients(snapshot, run_net)
 
     def _give_spin_editors_room(self) -> None:
         """Rows as tall as a number editor: pyqtgraph squeezes spin boxes to the font's
@@ -133,6 +156,8 @@ class SetupForm(QWidget):
             for row in settings_of(LiveSettings) if live is not None else ():
                 self._show(row, getattr(live, row.name))
             self._sync_visibility()
+            for name, network in self._networks.items():
+                network.show_text(str(self.param(f"{name}_spec").value()))
             # "Back to default" (the arrow beside a changed value) returns to this experiment.
             for group in self.root.children():
                 for child in group.children():
@@ -262,6 +287,7 @@ class SetupForm(QWidget):
         names = {p.name() for p, change, _ in changes if change == "value"}
         if not names:
             return
+        names |= self._networks_follow_dim(names)
         self._sync_visibility()
         self._validate()
         for name in sorted(names):
@@ -269,14 +295,38 @@ class SetupForm(QWidget):
             self.changed.emit(field)
 
     def _on_net_spec_typing(self, param, text: str) -> None:
-        self._validate(typed=(param.name().removesuffix("_spec"), text))
+        name = param.name().removesuffix("_spec")
+        self._networks[name].show_text(text)
+        self._validate(typed=(name, text))
+
+    def _networks_follow_dim(self, names: set[str]) -> set[str]:
+        """After a change of D (or a switch to a network), each network's last width
+        becomes D where its spec is valid; the names of the specs rewritten. Every spec
+        changed is drawn anew."""
+        rewritten = set()
+        for name, network in self._networks.items():
+            spec_param = self.param(f"{name}_spec")
+            if self.param(name).value() == NETWORK and names & {"dim", name}:
+                text = network.following_dim(str(spec_param.value()))
+                if text is not None:
+                    self._updating = True
+                    try:
+                        spec_param.setValue(text)
+                    finally:
+                        self._updating = False
+                    rewritten.add(spec_param.name())
+            if names & {spec_param.name(), name} or rewritten:
+                network.show_text(str(spec_param.value()))
+        return rewritten
 
     def _sync_visibility(self) -> None:
         for name, row in self._rows.items():
             if row.info.accepts_file:
                 self.param(f"{name}_file").setOpts(visible=self.param(name).value() == FILE_CHOICE)
             if row.info.editor == "network":
-                self.param(f"{name}_spec").setOpts(visible=self.param(name).value() == NETWORK)
+                chosen = self.param(name).value() == NETWORK
+                self.param(f"{name}_spec").setOpts(visible=chosen)
+                self.param(f"{name}_diagram").setOpts(visible=chosen)
             elif row.info.choices is not None:
                 self.param(name).setOpts(tip=_choice_tip(row, self.param(name).value()))
 
@@ -313,11 +363,11 @@ def _forget_root_item_with(tree: ptree.ParameterTree) -> None:
     tree.destroyed.connect(lambda *_: shiboken6.invalidate(root))
 
 
-def _params_for_rows(rows: list[Setting]) -> list[dict[str, Any]]:
-    return [param for row in rows for param in _params_for(row)]
+def _params_for_rows(rows: list[Setting], widgets: dict[str, QWidget]) -> list[dict[str, Any]]:
+    return [param for row in rows for param in _params_for(row, widgets)]
 
 
-def _params_for(row: Setting) -> list[dict[str, Any]]:
+def _params_for(row: Setting, widgets: dict[str, QWidget]) -> list[dict[str, Any]]:
     """The parameter(s) that edit one setting: its own and, for some editors, a companion."""
     info = row.info
     param: dict[str, Any] = {"name": row.name, "title": info.title, "tip": info.tooltip}
@@ -330,10 +380,12 @@ def _params_for(row: Setting) -> list[dict[str, Any]]:
             "type": "str",
             "value": "8-64-3:tanh",
             "visible": False,
-            "tip": "Widths joined by '-' and an activation, e.g. 8-64-3:tanh; the last "
-            "width must equal D.",
+            "tip": "Widths joined by '-' and an activation after every hidden layer, e.g. "
+            "8-64-3:tanh, or one after each hidden width, e.g. 8-32:relu-32:tanh-3; the last "
+            "width must equal D. The diagram under it edits the same network by clicks.",
         }
-        return [{**param, "type": "list", "limits": [FREE, NETWORK]}, spec]
+        diagram = embedded(f"{row.name}_diagram", widgets[f"{row.name}_diagram"], False)
+        return [{**param, "type": "list", "limits": [FREE, NETWORK]}, spec, diagram]
     if info.editor == "device":
         return [{**param, "type": "list", "limits": ["auto"]}]
     if info.choices is not None:
