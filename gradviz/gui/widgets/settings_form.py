@@ -30,6 +30,7 @@ from gradviz.core.settings.table import (
     settings_of,
 )
 from gradviz.gui.widgets.form_network import FormNetwork
+from gradviz.gui.widgets.form_points import SET_BY_FILE, FormPoints, file_of, read_point_file
 from gradviz.gui.widgets.tree_widgets import embedded
 
 __all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
@@ -60,6 +61,8 @@ class SetupForm(QWidget):
         # Each network setting's editor: its diagram is a row of the tree, under its spec.
         self._networks = {name: self._form_network(name) for name in self._names_with("network")}
         widgets = {f"{name}_diagram": net.editor for name, net in self._networks.items()}
+        self._points = {name: self._form_points(name) for name in self._names_with("points")}
+        widgets |= {f"{name}_gallery": points.gallery for name, points in self._points.items()}
         self.root = ptree.Parameter.create(
             name="setup",
             type="group",
@@ -100,6 +103,22 @@ class SetupForm(QWidget):
             lambda: int(self.param("dim").value()),
             lambda text: self.param(f"{name}_spec").setValue(text),
         )
+
+    def _form_points(self, name: str) -> FormPoints:
+        def use_file(path: str) -> None:
+            self.param(f"{name}_file").setValue(path)
+            self.param(name).setValue(FILE_CHOICE)
+
+        return FormPoints(
+            lambda key: self.param(key).value(),
+            lambda: self._point_source(self._rows[name]),
+            lambda generator: self.param(name).setValue(generator),
+            use_file,
+        )
+
+    def point_gallery(self, name: str = "target"):
+        """The FormPoints of point setting ``name``: its gallery, file and save actions."""
+        return self._points[name]
 
     def network_editor(self, name: str = "net"):
         """The NetworkEditor of network setting ``name`` (its diagram in the tree)."""
@@ -155,7 +174,10 @@ class SetupForm(QWidget):
                 self._show(row, getattr(config, row.name))
             for row in settings_of(LiveSettings) if live is not None else ():
                 self._show(row, getattr(live, row.name))
+            self._follow_point_files()
             self._sync_visibility()
+            for points in self._points.values():
+                points.refresh()
             for name, network in self._networks.items():
                 network.show_text(str(self.param(f"{name}_spec").value()))
             # "Back to default" (the arrow beside a changed value) returns to this experiment.
@@ -262,6 +284,10 @@ class SetupForm(QWidget):
             raise GradvizError(f"Choose a CSV or NPY file for the {row.title}.")
         if not os.path.isfile(path):
             raise GradvizError(f"The file {path!r} for the {row.title} does not exist.")
+        try:
+            read_point_file(path)  # read once per version of the file
+        except GradvizError as exc:
+            raise GradvizError(f"The {row.title}: {exc}") from None
         return f"{FILE_PREFIX}{path}"
 
     def _net_spec_text(self, name: str, text: str | None = None) -> str | None:
@@ -287,8 +313,12 @@ class SetupForm(QWidget):
         names = {p.name() for p, change, _ in changes if change == "value"}
         if not names:
             return
+        names |= self._follow_point_files()
         names |= self._networks_follow_dim(names)
         self._sync_visibility()
+        if names & {"n", "dim", "seed", *self._points, *(f"{p}_file" for p in self._points)}:
+            for points in self._points.values():
+                points.schedule()
         self._validate()
         for name in sorted(names):
             field = name.removesuffix("_file").removesuffix("_spec")
@@ -298,6 +328,38 @@ class SetupForm(QWidget):
         name = param.name().removesuffix("_spec")
         self._networks[name].show_text(text)
         self._validate(typed=(name, text))
+
+    def _follow_point_files(self) -> set[str]:
+        """N and D as the first point file among the settings (a file decides them): shown
+        read-only while a file sets them; the names changed."""
+        shape, source = None, ""
+        for row in settings_of(self._config_class):
+            if not row.info.accepts_file or shape is not None:
+                continue
+            try:
+                path = file_of(self._point_source(row))
+            except GradvizError:
+                continue  # the problem line names it
+            if path is not None:
+                try:
+                    shape, source = read_point_file(path).shape, path
+                except GradvizError:
+                    continue
+        changed = set()
+        for name, value in zip(("n", "dim"), shape or (None, None), strict=True):
+            param = self.param(name)
+            tip = self._rows[name].info.tooltip
+            param.setOpts(
+                readonly=shape is not None, tip=SET_BY_FILE.format(path=source) if shape else tip
+            )
+            if value is not None and param.value() != value:
+                updating, self._updating = self._updating, True
+                try:
+                    param.setValue(value)
+                finally:
+                    self._updating = updating
+                changed.add(name)
+        return changed
 
     def _networks_follow_dim(self, names: set[str]) -> set[str]:
         """After a change of D (or a switch to a network), each network's last width
@@ -391,7 +453,10 @@ def _params_for(row: Setting, widgets: dict[str, QWidget]) -> list[dict[str, Any
     if info.choices is not None:
         limits = list(info.choices) + ([FILE_CHOICE] if info.accepts_file else [])
         param.update(type="list", limits=limits, tip=_choice_tip(row, row.default))
-        return [param, _file_param(row)] if info.accepts_file else [param]
+        params = [param, _file_param(row)] if info.accepts_file else [param]
+        if info.editor == "points":
+            params.append(embedded(f"{row.name}_gallery", widgets[f"{row.name}_gallery"]))
+        return params
     param["type"] = _KIND[row.kind]
     if info.limits is not None:
         low, high = info.limits
