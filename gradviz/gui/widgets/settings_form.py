@@ -10,6 +10,7 @@ is ready). Whether a change needs a fresh run is ``needs_reset(name)``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -29,8 +30,8 @@ from gradviz.core.settings.table import (
     needs_reset,
     settings_of,
 )
-from gradviz.gui.widgets.form_network import FormNetwork
-from gradviz.gui.widgets.form_points import SET_BY_FILE, FormPoints, file_of, read_point_file
+from gradviz.gui.widgets.form_editors import FormEditors
+from gradviz.gui.widgets.form_points import read_point_file
 from gradviz.gui.widgets.tree_widgets import embedded
 
 __all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
@@ -58,11 +59,9 @@ class SetupForm(QWidget):
         groups = groups_of((self._config_class, LiveSettings))
         self._rows = {row.name: row for rows in groups.values() for row in rows}
         self._updating = False
-        # Each network setting's editor: its diagram is a row of the tree, under its spec.
-        self._networks = {name: self._form_network(name) for name in self._names_with("network")}
-        widgets = {f"{name}_diagram": net.editor for name, net in self._networks.items()}
-        self._points = {name: self._form_points(name) for name in self._names_with("points")}
-        widgets |= {f"{name}_gallery": points.gallery for name, points in self._points.items()}
+        # The network editors and point galleries: rows of the tree, under their settings.
+        self.editors = FormEditors(self, NETWORK, FILE_CHOICE)
+        widgets = self.editors.widgets()
         self.root = ptree.Parameter.create(
             name="setup",
             type="group",
@@ -97,39 +96,32 @@ class SetupForm(QWidget):
         for name in self._names_with("network"):
             self.param(f"{name}_spec").sigValueChanging.connect(self._on_net_spec_typing)
 
-    def _form_network(self, name: str) -> FormNetwork:
-        return FormNetwork(
-            lambda: self.param(f"{name}_spec"),
-            lambda: int(self.param("dim").value()),
-            lambda text: self.param(f"{name}_spec").setValue(text),
-        )
-
-    def _form_points(self, name: str) -> FormPoints:
-        def use_file(path: str) -> None:
-            self.param(f"{name}_file").setValue(path)
-            self.param(name).setValue(FILE_CHOICE)
-
-        return FormPoints(
-            lambda key: self.param(key).value(),
-            lambda: self._point_source(self._rows[name]),
-            lambda generator: self.param(name).setValue(generator),
-            use_file,
-        )
-
     def point_gallery(self, name: str = "target"):
         """The FormPoints of point setting ``name``: its gallery, file and save actions."""
-        return self._points[name]
+        return self.editors.points[name]
 
     def network_editor(self, name: str = "net"):
         """The NetworkEditor of network setting ``name`` (its diagram in the tree)."""
-        return self._networks[name].editor
+        return self.editors.networks[name].editor
 
     def show_network_gradients(self, snapshot, run_net: str | None) -> None:
         """Draw the gradients of ``snapshot``, the picture on screen, on each network editor
         that shows its run's network (``run_net``: that run's spec, None for free
         coordinates); the others say why they show none."""
-        for network in self._networks.values():
-            network.show_gradients(snapshot, run_net)
+        self.editors.show_network_gradients(snapshot, run_net)
+
+    def point_spec(self, name: str) -> str:
+        """Point setting ``name`` as the run takes it (GradvizError where not valid yet)."""
+        return self._point_source(self._rows[name])
+
+    @contextlib.contextmanager
+    def quietly(self):
+        """Change parameters without saying ``changed`` (the caller says what changed)."""
+        updating, self._updating = self._updating, True
+        try:
+            yield
+        finally:
+            self._updating = updating
 
     def _give_spin_editors_room(self) -> None:
         """Rows as tall as a number editor: pyqtgraph squeezes spin boxes to the font's
@@ -174,12 +166,8 @@ class SetupForm(QWidget):
                 self._show(row, getattr(config, row.name))
             for row in settings_of(LiveSettings) if live is not None else ():
                 self._show(row, getattr(live, row.name))
-            self._follow_point_files()
+            self.editors.shown()
             self._sync_visibility()
-            for points in self._points.values():
-                points.refresh()
-            for name, network in self._networks.items():
-                network.show_text(str(self.param(f"{name}_spec").value()))
             # "Back to default" (the arrow beside a changed value) returns to this experiment.
             for group in self.root.children():
                 for child in group.children():
@@ -313,12 +301,8 @@ class SetupForm(QWidget):
         names = {p.name() for p, change, _ in changes if change == "value"}
         if not names:
             return
-        names |= self._follow_point_files()
-        names |= self._networks_follow_dim(names)
+        names |= self.editors.follow(names)
         self._sync_visibility()
-        if names & {"n", "dim", "seed", *self._points, *(f"{p}_file" for p in self._points)}:
-            for points in self._points.values():
-                points.schedule()
         self._validate()
         for name in sorted(names):
             field = name.removesuffix("_file").removesuffix("_spec")
@@ -326,60 +310,8 @@ class SetupForm(QWidget):
 
     def _on_net_spec_typing(self, param, text: str) -> None:
         name = param.name().removesuffix("_spec")
-        self._networks[name].show_text(text)
+        self.editors.typing(name, text)
         self._validate(typed=(name, text))
-
-    def _follow_point_files(self) -> set[str]:
-        """N and D as the first point file among the settings (a file decides them): shown
-        read-only while a file sets them; the names changed."""
-        shape, source = None, ""
-        for row in settings_of(self._config_class):
-            if not row.info.accepts_file or shape is not None:
-                continue
-            try:
-                path = file_of(self._point_source(row))
-            except GradvizError:
-                continue  # the problem line names it
-            if path is not None:
-                try:
-                    shape, source = read_point_file(path).shape, path
-                except GradvizError:
-                    continue
-        changed = set()
-        for name, value in zip(("n", "dim"), shape or (None, None), strict=True):
-            param = self.param(name)
-            tip = self._rows[name].info.tooltip
-            param.setOpts(
-                readonly=shape is not None, tip=SET_BY_FILE.format(path=source) if shape else tip
-            )
-            if value is not None and param.value() != value:
-                updating, self._updating = self._updating, True
-                try:
-                    param.setValue(value)
-                finally:
-                    self._updating = updating
-                changed.add(name)
-        return changed
-
-    def _networks_follow_dim(self, names: set[str]) -> set[str]:
-        """After a change of D (or a switch to a network), each network's last width
-        becomes D where its spec is valid; the names of the specs rewritten. Every spec
-        changed is drawn anew."""
-        rewritten = set()
-        for name, network in self._networks.items():
-            spec_param = self.param(f"{name}_spec")
-            if self.param(name).value() == NETWORK and names & {"dim", name}:
-                text = network.following_dim(str(spec_param.value()))
-                if text is not None:
-                    self._updating = True
-                    try:
-                        spec_param.setValue(text)
-                    finally:
-                        self._updating = False
-                    rewritten.add(spec_param.name())
-            if names & {spec_param.name(), name} or rewritten:
-                network.show_text(str(spec_param.value()))
-        return rewritten
 
     def _sync_visibility(self) -> None:
         for name, row in self._rows.items():
