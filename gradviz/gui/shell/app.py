@@ -244,9 +244,9 @@ def main(
     app = create_application()
     config = live = None
     if experiment:
-        from gradviz.core.settings.experiment import load_experiment
+        from gradviz.core.settings.compact import experiment_from
 
-        config, live = load_experiment(experiment)  # GradvizError: exit 2 via the CLI
+        config, live = experiment_from(experiment)  # GradvizError: exit 2 via the CLI
     controller = build_controller(config, live, log_path=str(log_path))
     hook = ExceptionHook(controller.report_exception)
     hook.install()
