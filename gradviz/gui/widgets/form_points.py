@@ -21,7 +21,7 @@ from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.pointsets import generate, load_points, save_points
 from gradviz.core.settings.config import POINT_GENERATORS
 from gradviz.core.settings.table import FILE_PREFIX
-from gradviz.gui.widgets.point_gallery import PointSetGallery
+from gradviz.gui.widgets.point_gallery import PointSetGallery, thumbnail_points
 
 POINT_FILES = "Point sets (*.csv *.npy)"
 SAVE_FILES = "CSV (*.csv);;NumPy (*.npy)"
@@ -87,11 +87,12 @@ class FormPoints:
         if self._drawn != (n, dim, seed):
             self._drawn = (n, dim, seed)
             self.gallery.draw_generators(n, dim, seed)
-        points, caption = self.points()
+        points, caption = self.points(preview=True)
         self.gallery.show_set(str(self._value("target")), points, caption)  # a name or FILE
 
-    def points(self) -> tuple[np.ndarray | None, str]:
-        """The target points the form describes and one line about them, or None and why."""
+    def points(self, preview: bool = False) -> tuple[np.ndarray | None, str]:
+        """The target points the form describes and one line about them, or None and why.
+        A ``preview`` of a very large generated set holds as many points as a thumbnail."""
         try:
             spec = self._spec()
             path = file_of(spec)
@@ -100,11 +101,13 @@ class FormPoints:
                 name = os.path.basename(path)
                 return points, f"{name}: {len(points):,} points in {points.shape[1]}-D"
             n, dim, seed = (int(self._value(k)) for k in ("n", "dim", "seed"))
-            points = generate(spec, n, dim, seed)
+            if preview:
+                points, note = thumbnail_points(spec, n, dim, seed)
+            else:
+                points, note = generate(spec, n, dim, seed), f"{n:,} points in {dim}-D, seed {seed}"
         except GradvizError as exc:
             return None, str(exc)
-        words = POINT_GENERATORS.get(spec, "")
-        return points, f"{spec}: {words}; {n:,} points in {dim}-D, seed {seed}"
+        return points, f"{spec}: {POINT_GENERATORS.get(spec, '')}; {note}"
 
     def ask_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
