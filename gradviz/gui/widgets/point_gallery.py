@@ -33,7 +33,7 @@ from gradviz.gui.widgets.geometry import pca_projection
 MAX_VALUES = 400_000
 #: Points drawn in a thumbnail at most (evenly spread over the set).
 MAX_DRAWN = 1_500
-THUMB, PREVIEW = 46, 84  # pixels
+THUMB, PREVIEW = 38, 64  # pixels
 FILE = "file…"
 _DOT = "#E69F00"  # the target's colour in the points view
 
