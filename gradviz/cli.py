@@ -71,7 +71,13 @@ def _add_gui(sub) -> None:
         choices=("lab", "explorer", "health", "runs", "graph"),
         help="the page to show once the file is open (graph: the model as a graph)",
     )
-    p.add_argument("--experiment", metavar="FILE", help="experiment (JSON settings) to open")
+    p.add_argument(
+        "--experiment",
+        metavar="FILE_OR_LINE",
+        help="experiment to open: a JSON experiment file, or its settings in one line such as "
+        "'helix;n=200;net=8-16:relu-3;method=masked' (Edit > Copy as experiment line); an "
+        "existing file is read as a file, other text with '=' or ';' as a line",
+    )
     p.add_argument("--screenshot", metavar="PNG", help="save a screenshot of the window and exit")
     p.add_argument(
         "--run-for",

@@ -173,6 +173,37 @@ def test_network_produces_the_coordinates_and_fits():
     assert names == ["0.weight", "0.bias", "2.weight", "2.bias"]
 
 
+def test_snapshot_parameter_gradient_norms_are_those_of_the_gradients_it_shows():
+    import copy
+
+    from gradviz.core.lab.distances import pairwise_distances
+
+    run = _run(net="3-6:tanh-3", method="masked")
+    snap = run.snapshot()  # step 0: a forward/backward of the initial weights
+    names = [name for name, _ in snap.param_norms]
+    assert names == [name for name, _ in snap.param_health] == list(run.grad_norm_names)
+    # Independently, in float64: the same weights, features and loss, norms by numpy.
+    model = copy.deepcopy(run.model).double()
+    coords = model(run.features.double())
+    distances = pairwise_distances(coords, "masked").distances
+    torch.nn.functional.mse_loss(distances, run.target_distances.double()).backward()
+    expected = [np.linalg.norm(p.grad.numpy()) for p in model.parameters()]
+    # (The output bias gets none: distances do not change when every point moves alike.)
+    np.testing.assert_allclose([v for _, v in snap.param_norms], expected, rtol=1e-4, atol=1e-5)
+    # A captured step's picture: the norms the step itself kept in its history.
+    run.step(capture=True)
+    snap = run.snapshot()
+    np.testing.assert_array_equal([v for _, v in snap.param_norms], snap.grad_norm_history[:, -1])
+
+
+def test_snapshot_parameter_gradient_norms_of_naive_step_0_are_nan():
+    run = _run(net="3-6:tanh-3", method="naive")
+    run.step(capture=True)
+    snap = run.snapshot()
+    assert all(math.isnan(value) for _, value in snap.param_norms)
+    assert all(code == Health.NAN for _, code in snap.param_health)
+
+
 def _independent_jacobians(model, features):
     return torch.stack(
         [torch.autograd.functional.jacobian(model, features[i]) for i in range(len(features))]

@@ -77,6 +77,95 @@ def test_parse_errors_name_the_offending_part(text, named):
     assert named in str(info.value)
 
 
+# ---- per-layer activations in the text form ----------------------------------------------
+def _kinds(spec: NetworkSpec) -> list[str]:
+    return [type(layer).__name__ for layer in spec.build(seed=0)]
+
+
+def test_an_activation_after_a_hidden_width_applies_to_that_layer_only():
+    spec = NetworkSpec.parse("2-20:tanh-20:relu-4")
+    assert _kinds(spec) == ["Linear", "Tanh", "Linear", "ReLU", "Linear"]
+    assert spec.chain_activations() == ["tanh", "relu"]
+    assert spec.to_text() == "2-20:tanh-20:relu-4"
+    assert NetworkSpec.parse(spec.to_json()) == spec  # the JSON form holds the same network
+    unnamed = NetworkSpec.parse("2-20:relu-20-4")  # the second hidden layer has none
+    assert _kinds(unnamed) == ["Linear", "ReLU", "Linear", "Linear"]
+    assert unnamed.to_text() == "2-20:relu-20-4"
+
+
+@pytest.mark.parametrize(
+    ("text", "kinds"),
+    [
+        ("2-20-20-4:sigmoid", ["Linear", "Sigmoid", "Linear", "Sigmoid", "Linear"]),
+        ("8-64-3:tanh", ["Linear", "Tanh", "Linear"]),
+        ("2-20-20-4", ["Linear", "Linear", "Linear"]),
+        ("2-4:tanh", ["Linear"]),  # no hidden layer: nothing for the activation to follow
+    ],
+)
+def test_a_trailing_activation_still_follows_every_hidden_layer(text, kinds):
+    spec = NetworkSpec.parse(text)
+    assert _kinds(spec) == kinds
+    # Built by hand the old way: Linear layers with the activation between each pair.
+    widths = [int(w) for w in text.partition(":")[0].split("-")]
+    activation = text.partition(":")[2] or "identity"
+    assert spec == NetworkSpec.from_widths(widths, activation)
+
+
+def test_a_trailing_activation_fills_only_the_hidden_layers_that_name_none():
+    spec = NetworkSpec.parse("2-20:relu-20-4:tanh")
+    assert spec.chain_activations() == ["relu", "tanh"]
+    assert spec.to_text() == "2-20:relu-20:tanh-4"  # written out where they differ
+    assert NetworkSpec.parse("2-20:tanh-20:tanh-4").to_text() == "2-20-20-4:tanh"
+
+
+def test_the_bundled_experiment_files_networks_parse_as_before():
+    from pathlib import Path
+
+    from gradviz.core.settings.experiment import load_experiment
+
+    root = Path(__file__).resolve().parents[2] / "resources" / "experiments"
+    nets = [load_experiment(path)[0].net for path in sorted(root.glob("*.json"))]
+    assert "8-64-3:tanh" in nets
+    spec = NetworkSpec.parse("8-64-3:tanh")
+    assert _kinds(spec) == ["Linear", "Tanh", "Linear"] and spec.to_text() == "8-64-3:tanh"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("2:tanh-20-4", "after the input width 2"),
+        ("2-20:swish-4", "'swish'"),
+        ("2-x:tanh-4", "'x'"),
+        ("2-20:-4", "''"),
+    ],
+)
+def test_per_layer_activation_errors_name_the_offending_part(text, named):
+    with pytest.raises(GradvizError) as info:
+        NetworkSpec.parse(text)
+    assert named in str(info.value)
+
+
+def test_specs_that_are_not_one_activation_per_hidden_layer_have_no_chain():
+    stacked = NetworkSpec.parse(
+        json.dumps(
+            {
+                "version": 1,
+                "layers": [
+                    {"type": "linear", "in": 2, "out": 3},
+                    {"type": "relu"},
+                    {"type": "tanh"},
+                    {"type": "linear", "in": 3, "out": 1},
+                ],
+            }
+        )
+    )
+    assert stacked.chain_activations() is None and stacked.to_text() is None
+    last = NetworkSpec.parse(
+        '{"version": 1, "layers": [{"type": "linear", "in": 2, "out": 3}, {"type": "tanh"}]}'
+    )
+    assert last.chain_activations() is None and last.to_text() is None
+
+
 def test_widths_that_do_not_chain_are_named():
     text = json.dumps(
         {

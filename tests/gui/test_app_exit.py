@@ -50,6 +50,18 @@ def test_a_screenshot_prints_the_file_its_size_and_the_runs_state_and_step(tmp_p
     assert out.stat().st_size > 0
 
 
+@pytest.mark.slow
+def test_a_screenshot_of_an_experiment_that_cannot_run_says_failed_and_why(tmp_path):
+    out = tmp_path / "shot.png"
+    proc = _python(["-m", "gradviz", "gui", "--experiment", "helix;n=32;net=8-16-5:tanh",
+                    "--screenshot", str(out), "--run-for", "0.3"], tmp_path)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stdout.strip().splitlines()
+    assert line.startswith(f"saved {out} (1440x900); run failed: The network's last width is 5")
+    assert "make them equal (e.g. 8-64-3:tanh); page Distance-fit lab" in line
+    assert out.stat().st_size > 0
+
+
 SLOW_STEP_SCRIPT = textwrap.dedent(
     """
     import threading, time

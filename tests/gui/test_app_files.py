@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures_app import isolated_settings, lab  # noqa: F401 - fixtures
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.experiment import load_experiment, save_experiment
@@ -158,3 +159,24 @@ def test_the_first_window_fits_the_screen_it_opens_on(monkeypatch, qapp, free, e
     # A 1024 x 700 screen gets a window that fits it, a big one the default, and a tiny
     # one the smallest window the layout is made for.
     assert first_launch_size() == expected
+
+
+def test_a_bad_experiment_line_exits_2_with_one_sentence(tmp_path):
+    proc = _run(["-m", "gradviz", "gui", "--experiment", "helix;n=lots"],
+                GRADVIZ_SETTINGS_FILE=str(tmp_path / "s.ini"))  # fmt: skip
+    assert proc.returncode == 2
+    assert "'n' must be a whole number, got 'lots'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_copy_as_experiment_line_reads_back_as_the_forms_setup(lab):  # noqa: F811
+    from PySide6.QtGui import QGuiApplication
+
+    from gradviz.core.settings.compact import experiment_from
+
+    lab.form.param("method").setValue("naive")
+    lab.form.param("net").setValue("network")
+    lab.window.actions["copy_experiment"].trigger()
+    line = QGuiApplication.clipboard().text()
+    assert line == "helix;method=naive;net=8-64-3:tanh"
+    assert experiment_from(line) == (lab.form.config(), lab.form.live_settings())

@@ -360,3 +360,54 @@ def test_unreadable_fixed_input_values_are_reported_inline_and_compute_nothing(q
     tab.compute()
     assert tab.generation == done
     assert "not a number: 'x'" in s.inputs_message.text()
+
+
+def _pick(qtbot, combo, name: str) -> None:
+    """Choose ``name`` in a combo with the keyboard, as a user does."""
+    from PySide6.QtCore import Qt
+
+    combo.setFocus()
+    while combo.currentText() != name:
+        key = Qt.Key.Key_Down if combo.findText(name) > combo.currentIndex() else Qt.Key.Key_Up
+        qtbot.keyClick(combo, key)
+
+
+def test_net_x_built_by_clicks_is_linear_until_an_activation_is_added(qtbot, tab):
+    from PySide6.QtCore import Qt
+
+    wait_for_result(qtbot, tab)  # the default spec's result
+    editor = tab.settings.network_editor
+    for _ in range(2):
+        qtbot.mouseClick(editor.remove_layer, Qt.MouseButton.LeftButton)
+    assert tab.settings.spec_edit.text() == "2-4"
+    for _ in range(2):
+        qtbot.mouseClick(editor.add_layer, Qt.MouseButton.LeftButton)
+    for column in (1, 2):
+        box = editor.column(column)["width"]
+        box.setFocus()
+        box.selectAll()
+        qtbot.keyClicks(box, "20")
+        qtbot.keyClick(box, Qt.Key.Key_Return)
+        _pick(qtbot, editor.column(column)["activation"], "identity")
+    assert tab.settings.spec_edit.text() == "2-20-20-4"
+    assert editor.readouts()["widths"] == [2, 20, 20, 4]
+    wait_for_result(qtbot, tab)
+    assert tab.result.label == "2-20-20-4" and tab.result.constant
+    assert "Every input has the same Jacobian" in tab.views["batch"].verdict.text()
+
+    _pick(qtbot, editor.column(2)["activation"], "tanh")
+    assert tab.settings.spec_edit.text() == "2-20-20:tanh-4"
+    wait_for_result(qtbot, tab)
+    assert tab.result.label == "2-20-20:tanh-4" and not tab.result.constant
+    verdict = tab.views["batch"].verdict.text()
+    assert "not linear on this batch" in verdict
+    assert "Every input has the same Jacobian" not in verdict
+
+
+def test_a_typed_spec_redraws_the_explorer_diagram(qtbot, tab):
+    tab.settings.spec_edit.setFocus()
+    tab.settings.spec_edit.selectAll()
+    qtbot.keyClicks(tab.settings.spec_edit, "3-7:relu-2")
+    shown = tab.settings.network_editor.readouts()
+    assert shown["widths"] == [3, 7, 2] and shown["activations"] == ["relu"]
+    assert not shown["output_locked"]

@@ -31,6 +31,7 @@ class Capture:
     coord_health: torch.Tensor  # (N, D) uint8
     param_health: tuple[tuple[str, int], ...]
     jacobians: torch.Tensor | None  # (N, D, F)
+    param_norms: tuple[tuple[str, float], ...] = ()  # (name, gradient norm), as param_health
 
     def display_matrices(self, block: int, target: torch.Tensor) -> dict[str, object]:
         """The Snapshot fields of the (N, N) matrices, reduced by ``block`` on the device:

@@ -327,6 +327,7 @@ class DistanceFitRun:
             coord_grads=_f32(capture.coord_grads),
             coord_health=_to_numpy(capture.coord_health),
             param_health=capture.param_health,
+            param_norms=capture.param_norms,
             jacobians=None if capture.jacobians is None else _f32(capture.jacobians),
             first_nonfinite_grad_step=self.first_nonfinite_grad_step,
             first_nonfinite_loss_step=self.first_nonfinite_loss_step,
@@ -449,7 +450,14 @@ class DistanceFitRun:
             coord_health=diagnostics.coord_health(coord_grads),
             param_health=diagnostics.parameter_health(self._named_params),
             jacobians=self._jacobians(),
+            param_norms=self._param_norms(),
         )
+
+    def _param_norms(self) -> tuple[tuple[str, float], ...]:
+        """(name, gradient norm) of each parameter now, as ``grad_norm_history`` keeps them."""
+        norms = diagnostics.grad_norms([p.grad for p in self._params], self.device)
+        values = norms.to("cpu", torch.float64).tolist()
+        return tuple(zip(self.grad_norm_names, values, strict=True))
 
     def _fresh_capture(self) -> Capture:
         """Forward/backward of the current parameters without an optimizer step (nor the

@@ -54,6 +54,10 @@ class Snapshot:
     # loss_history (NaN and Inf kept); the T tensors are named by grad_norm_names.
     grad_norm_history: np.ndarray | None = None
     grad_norm_names: tuple[str, ...] = ()
+    # (parameter name, L2 norm of its gradient) from the same forward/backward as
+    # param_health, in its order (NaN where a NaN is in it, Inf where an Inf is or it
+    # overflows, NaN where no gradient reached it); () where not known (a recording).
+    param_norms: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -3,9 +3,10 @@
 Parsing imports no torch (``build`` imports it when called), so the GUI can validate a spec
 as the user types, before torch has finished importing.
 
-Text form: widths joined by ``-`` with an optional ``:activation`` applied after every hidden
-layer. ``2-20-20-4`` is three Linear layers and no activation; ``2-20-20-4:sigmoid`` has a
-sigmoid after each of the two hidden layers. JSON form::
+Text form: widths joined by ``-``. A hidden width may name the activation that follows it
+(``2-20:tanh-20:relu-4``); an ``:activation`` on the last width applies after every hidden
+layer that names none (``2-20-20-4:sigmoid`` has a sigmoid after each of the two hidden
+layers, as it always had). ``2-20-20-4`` is three Linear layers and no activation. JSON form::
 
     {"version": 1, "layers": [{"type": "linear", "in": 2, "out": 20, "bias": true},
                               {"type": "tanh"}, {"type": "linear", "in": 20, "out": 4}]}
@@ -98,28 +99,70 @@ class NetworkSpec:
             raise GradvizError("The network spec is empty; write widths like 2-20-20-4:tanh.")
         if text.startswith("{"):
             return cls.from_json(text)
-        return cls.from_widths(*_parse_text(text))
+        return cls.from_chain(*_parse_text(text))
 
     @classmethod
     def from_widths(cls, widths: list[int], activation: str = "identity") -> NetworkSpec:
+        """Linear layers of these widths, ``activation`` after every hidden layer."""
         if activation not in ACTIVATIONS:
             raise GradvizError(_unknown_activation(activation))
+        return cls.from_chain(widths, [activation] * max(0, len(widths) - 2))
+
+    @classmethod
+    def from_chain(cls, widths: list[int], activations: list[str]) -> NetworkSpec:
+        """Linear layers of these widths with ``activations[k]`` after hidden layer k (one
+        name per hidden width, ``len(widths) - 2``; "identity" puts no layer there)."""
+        if len(activations) != max(0, len(widths) - 2):
+            raise GradvizError(
+                f"{len(widths)} widths have {max(0, len(widths) - 2)} hidden layers, "
+                f"but {len(activations)} activations were given."
+            )
+        for name in activations:
+            if name not in ACTIVATIONS:
+                raise GradvizError(_unknown_activation(name))
         layers: list[Layer] = []
         for k, (a, b) in enumerate(zip(widths, widths[1:], strict=False)):
-            if k > 0 and activation != "identity":
-                layers.append(Activation(activation))
+            if k > 0 and activations[k - 1] != "identity":
+                layers.append(Activation(activations[k - 1]))
             layers.append(Linear(a, b))
         return cls(tuple(layers))
 
-    def to_text(self) -> str | None:
-        """The text form, or None where there is none (per-layer activations, no bias)."""
-        acts = {layer.name for layer in self.layers if isinstance(layer, Activation)}
-        activation = acts.pop() if len(acts) == 1 else "identity"
-        widths = [self.in_dim] + [lin.out_features for lin in self.linears]
-        if NetworkSpec.from_widths(widths, activation) != self:
+    def widths(self) -> list[int]:
+        """The input width and each Linear layer's output width, in order."""
+        return [self.in_dim] + [lin.out_features for lin in self.linears]
+
+    def chain_activations(self) -> list[str] | None:
+        """The activation after each hidden layer ("identity" where there is none), or None
+        where the spec is not such a chain: an activation before the first or after the last
+        Linear layer, or two of them in one place."""
+        between: list[list[str]] = [[]]
+        for layer in self.layers:
+            if isinstance(layer, Linear):
+                between.append([])
+            else:
+                between[-1].append(layer.name)
+        if between[0] or between[-1] or any(len(names) > 1 for names in between):
             return None
-        suffix = "" if activation == "identity" else f":{activation}"
-        return "-".join(str(w) for w in widths) + suffix
+        return [names[0] if names else "identity" for names in between[1:-1]]
+
+    def to_text(self) -> str | None:
+        """The text form, or None where there is none (no bias, activations that are not one
+        per hidden layer). One activation after every hidden layer is written once at the end
+        (``2-20-20-4:tanh``), mixed ones after their widths (``2-20:tanh-20:relu-4``)."""
+        activations = self.chain_activations()
+        if activations is None:
+            return None
+        widths = self.widths()
+        named = set(activations)
+        if len(named) == 1 and "identity" not in named:
+            text = "-".join(str(w) for w in widths) + f":{activations[0]}"
+        else:
+            hidden = [
+                f"{w}" if act == "identity" else f"{w}:{act}"
+                for w, act in zip(widths[1:-1], activations, strict=True)
+            ]
+            text = "-".join([str(widths[0]), *hidden, str(widths[-1])])
+        return text if NetworkSpec.parse(text) == self else None
 
     def to_dict(self) -> dict:
         layers = []
@@ -188,27 +231,35 @@ class NetworkSpec:
         return module.to(dtype) if dtype is not None else module
 
 
-def _parse_text(text: str) -> tuple[list[int], str]:
-    widths_part, _, activation = text.partition(":")
-    activation = activation.strip() or "identity"
-    if activation not in ACTIVATIONS:
-        raise GradvizError(_unknown_activation(activation))
-    parts = widths_part.split("-")
-    widths = []
+def _parse_text(text: str) -> tuple[list[int], list[str]]:
+    """Widths and the activation after each hidden width of the text form."""
+    parts = text.split("-")
+    widths, named = [], []
     for k, part in enumerate(parts):
-        part = part.strip()
-        if not part.isdigit() or not 1 <= int(part) <= MAX_WIDTH:
+        width, colon, activation = part.partition(":")
+        width, activation = width.strip(), activation.strip()
+        if not width.isdigit() or not 1 <= int(width) <= MAX_WIDTH:
             raise GradvizError(
-                f"Width {k + 1} of {text!r} is {part!r}; widths must be whole numbers from 1 to "
-                f"{MAX_WIDTH:,}, joined by '-', e.g. 2-20-20-4:tanh."
+                f"Width {k + 1} of {text!r} is {width!r}; widths must be whole numbers from 1 "
+                f"to {MAX_WIDTH:,}, joined by '-', e.g. 2-20-20-4:tanh."
             )
-        widths.append(int(part))
+        if colon and activation not in ACTIVATIONS:
+            raise GradvizError(_unknown_activation(activation))
+        widths.append(int(width))
+        named.append(activation if colon else None)
     if len(widths) < 2:
         raise GradvizError(
             f"{text!r} has one width; a network needs an input and an output width, "
             "e.g. 2-4 or 2-20-20-4:tanh."
         )
-    return widths, activation
+    if named[0] is not None:
+        raise GradvizError(
+            f"{text!r} names an activation after the input width {widths[0]}; an activation "
+            "follows a hidden width (2-20:tanh-4), or ends the spec to follow every hidden "
+            "layer (2-20-20-4:tanh)."
+        )
+    every = named[-1] or "identity"  # the last width's: after every hidden layer unnamed
+    return widths, [every if name is None else name for name in named[1:-1]]
 
 
 def _layer_from_dict(k: int, item: object) -> Layer:

@@ -92,6 +92,7 @@ class FitConfig:
         group="Target points",
         choices=POINT_GENERATORS,
         accepts_file=True,
+        editor="points",
         metavar="SPEC",
         cli_help="generator name or file:PATH (CSV/NPY; sets N and D)",
     )

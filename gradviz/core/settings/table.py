@@ -44,7 +44,8 @@ class SettingInfo:
     change applies to a running run (False: the run must be reset). limits: inclusive
     (low, high) for numbers. choices: allowed values, each with a one-line explanation;
     ``accepts_file`` also allows ``file:PATH``. editor: "" picks the form's editor from the
-    type and choices; "network" and "device" name the form's two custom editors. flag,
+    type and choices; "network" and "device" name the form's custom editors, and "points"
+    adds the point-set gallery to a choice of generators that accepts files. flag,
     metavar, cli_help: the CLI option where it differs from ``--name`` and the tooltip.
     """
 

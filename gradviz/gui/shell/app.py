@@ -138,7 +138,9 @@ class ExceptionHook:
 
 class ScreenshotDirector(QObject):
     """--screenshot: run the experiment for ``run_for`` seconds after its first frame (on a
-    busy machine that frame may take a while), save the window, quit."""
+    busy machine that frame may take a while), save the window, quit. Where the experiment
+    does not run (settings the form refuses, a run that fails), the window is saved at once
+    and the line says ``run failed: <why>`` (exit status 1): nothing waits for a person."""
 
     def __init__(self, controller: LabController, path: str, run_for: float) -> None:
         super().__init__()
@@ -150,11 +152,23 @@ class ScreenshotDirector(QObject):
         controller.torchReady.connect(self._on_ready)
         controller.session.snapshotShown.connect(self._on_frame)
         controller.loader.failed.connect(self._on_failed)
+        controller.session.failed.connect(self._on_run_failed)
+        self._failure = ""
+        self._captured = False
         QTimer.singleShot(int(SCREENSHOT_LOAD_TIMEOUT_S * 1000), self._on_timeout)
 
     @Slot()
     def _on_ready(self) -> None:
         self.controller.start()
+        if not self.controller.session.state.going:  # refused: the error dialog says why
+            dialog = self.controller.error_dialog
+            self._on_run_failed(dialog.sentence if dialog else "the run did not start", "")
+
+    @Slot(str, str)
+    def _on_run_failed(self, sentence: str, _details: str) -> None:
+        if not self._failure:
+            self._failure = sentence.strip().rstrip(".") or "the run failed"
+            QTimer.singleShot(0, self._capture)  # the window as it says so
 
     @Slot(object)
     def _on_frame(self, _snapshot: object) -> None:
@@ -168,15 +182,20 @@ class ScreenshotDirector(QObject):
     def _capture(self) -> None:
         from gradviz.gui.shell.window_line import screenshot_line
 
+        if self._captured:  # a failure after the frame's timer was set: one picture
+            return
+        self._captured = True
         window = self.controller.window
         image = window.grab()  # the live window, run still going
         session = self.controller.session
         # Read before stopping: the line says what the saved picture shows.
-        line = screenshot_line(self.path, image.width(), image.height(), window, session)
+        line = screenshot_line(
+            self.path, image.width(), image.height(), window, session, self._failure
+        )
         session.stop()
         if image.save(self.path):
             print(line, flush=True)  # one line a script can read (see window_line)
-            self.exit_code = 0
+            self.exit_code = 1 if self._failure else 0
         else:
             print(f"gradviz gui: error: could not write {self.path!r}.", file=sys.stderr)
         self.controller.shutdown()
@@ -244,9 +263,9 @@ def main(
     app = create_application()
     config = live = None
     if experiment:
-        from gradviz.core.settings.experiment import load_experiment
+        from gradviz.core.settings.compact import experiment_from
 
-        config, live = load_experiment(experiment)  # GradvizError: exit 2 via the CLI
+        config, live = experiment_from(experiment)  # GradvizError: exit 2 via the CLI
     controller = build_controller(config, live, log_path=str(log_path))
     hook = ExceptionHook(controller.report_exception)
     hook.install()

@@ -125,6 +125,10 @@ class MainWindow(QMainWindow):
             "copy_command", "&Copy as command", "Ctrl+Shift+C",
             "Copy the gradviz fit command line that repeats this setup headless",
         )  # fmt: skip
+        self._action(
+            "copy_experiment", "Copy as e&xperiment line", None,
+            "Copy this setup in one line, for gradviz gui --experiment",
+        )  # fmt: skip
         for name, text, key, tip in _RUN_ACTIONS:
             self._action(name, text, key, tip)
         self.actions["pause"].setCheckable(True)
@@ -168,6 +172,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.actions["quit"])
         edit_menu = bar.addMenu("&Edit")
         edit_menu.addAction(self.actions["copy_command"])
+        edit_menu.addAction(self.actions["copy_experiment"])
         self.run_menu = run_menu = bar.addMenu("&Run")
         for name, *_ in _RUN_ACTIONS:
             run_menu.addAction(self.actions[name])

@@ -1,8 +1,10 @@
 """The one line ``gradviz gui ... --screenshot F`` prints after saving: what the window said.
 
-``saved F (WxH); run <state> at step K; page <title>; status: <status bar text>``. Scripts
-and tests read it to check what the window showed, so it is built from the widgets
-themselves: the title of the tab shown, the status bar's labels as they read.
+``saved F (WxH); run <state> at step K; page <title>; status: <status bar text>``, or
+``run failed: <why>`` in place of the run's state where the experiment did not run (no
+dialog waits for a person in a scripted run). Scripts and tests read it to check what the
+window showed, so it is built from the widgets themselves: the title of the tab shown, the
+status bar's labels as they read.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ def run_part(session) -> str | None:
     return f"run {session.state.label} at step {shown.step if shown is not None else 0}"
 
 
-def screenshot_line(path: str, width: int, height: int, window: QMainWindow, session) -> str:
+def screenshot_line(
+    path: str, width: int, height: int, window: QMainWindow, session, failure: str = ""
+) -> str:
     parts = [f"saved {path} ({width}x{height})"]
-    run = run_part(session)
+    run = f"run failed: {failure}" if failure else run_part(session)
     if run is not None:
         parts.append(run)
     parts += [f"page {page_title(window)}", f"status: {status_text(window)}"]

@@ -10,6 +10,7 @@ is ready). Whether a change needs a fresh run is ``needs_reset(name)``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -29,6 +30,9 @@ from gradviz.core.settings.table import (
     needs_reset,
     settings_of,
 )
+from gradviz.gui.widgets.form_editors import FormEditors
+from gradviz.gui.widgets.form_points import read_point_file
+from gradviz.gui.widgets.tree_widgets import embedded
 
 __all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
 
@@ -55,11 +59,14 @@ class SetupForm(QWidget):
         groups = groups_of((self._config_class, LiveSettings))
         self._rows = {row.name: row for rows in groups.values() for row in rows}
         self._updating = False
+        # The network editors and point galleries: rows of the tree, under their settings.
+        self.editors = FormEditors(self, NETWORK, FILE_CHOICE)
+        widgets = self.editors.widgets()
         self.root = ptree.Parameter.create(
             name="setup",
             type="group",
             children=[
-                {"name": title, "type": "group", "children": _params_for_rows(rows)}
+                {"name": title, "type": "group", "children": _params_for_rows(rows, widgets)}
                 for title, rows in groups.items()
             ],
         )
@@ -88,6 +95,33 @@ class SetupForm(QWidget):
         self.root.sigTreeStateChanged.connect(self._on_tree_changed)
         for name in self._names_with("network"):
             self.param(f"{name}_spec").sigValueChanging.connect(self._on_net_spec_typing)
+
+    def point_gallery(self, name: str = "target"):
+        """The FormPoints of point setting ``name``: its gallery, file and save actions."""
+        return self.editors.points[name]
+
+    def network_editor(self, name: str = "net"):
+        """The NetworkEditor of network setting ``name`` (its diagram in the tree)."""
+        return self.editors.networks[name].editor
+
+    def show_network_gradients(self, snapshot, run_net: str | None) -> None:
+        """Draw the gradients of ``snapshot``, the picture on screen, on each network editor
+        that shows its run's network (``run_net``: that run's spec, None for free
+        coordinates); the others say why they show none."""
+        self.editors.show_network_gradients(snapshot, run_net)
+
+    def point_spec(self, name: str) -> str:
+        """Point setting ``name`` as the run takes it (GradvizError where not valid yet)."""
+        return self._point_source(self._rows[name])
+
+    @contextlib.contextmanager
+    def quietly(self):
+        """Change parameters without saying ``changed`` (the caller says what changed)."""
+        updating, self._updating = self._updating, True
+        try:
+            yield
+        finally:
+            self._updating = updating
 
     def _give_spin_editors_room(self) -> None:
         """Rows as tall as a number editor: pyqtgraph squeezes spin boxes to the font's
@@ -132,6 +166,7 @@ class SetupForm(QWidget):
                 self._show(row, getattr(config, row.name))
             for row in settings_of(LiveSettings) if live is not None else ():
                 self._show(row, getattr(live, row.name))
+            self.editors.shown()
             self._sync_visibility()
             # "Back to default" (the arrow beside a changed value) returns to this experiment.
             for group in self.root.children():
@@ -237,6 +272,10 @@ class SetupForm(QWidget):
             raise GradvizError(f"Choose a CSV or NPY file for the {row.title}.")
         if not os.path.isfile(path):
             raise GradvizError(f"The file {path!r} for the {row.title} does not exist.")
+        try:
+            read_point_file(path)  # read once per version of the file
+        except GradvizError as exc:
+            raise GradvizError(f"The {row.title}: {exc}") from None
         return f"{FILE_PREFIX}{path}"
 
     def _net_spec_text(self, name: str, text: str | None = None) -> str | None:
@@ -262,6 +301,7 @@ class SetupForm(QWidget):
         names = {p.name() for p, change, _ in changes if change == "value"}
         if not names:
             return
+        names |= self.editors.follow(names)
         self._sync_visibility()
         self._validate()
         for name in sorted(names):
@@ -269,14 +309,18 @@ class SetupForm(QWidget):
             self.changed.emit(field)
 
     def _on_net_spec_typing(self, param, text: str) -> None:
-        self._validate(typed=(param.name().removesuffix("_spec"), text))
+        name = param.name().removesuffix("_spec")
+        self.editors.typing(name, text)
+        self._validate(typed=(name, text))
 
     def _sync_visibility(self) -> None:
         for name, row in self._rows.items():
             if row.info.accepts_file:
                 self.param(f"{name}_file").setOpts(visible=self.param(name).value() == FILE_CHOICE)
             if row.info.editor == "network":
-                self.param(f"{name}_spec").setOpts(visible=self.param(name).value() == NETWORK)
+                chosen = self.param(name).value() == NETWORK
+                self.param(f"{name}_spec").setOpts(visible=chosen)
+                self.param(f"{name}_diagram").setOpts(visible=chosen)
             elif row.info.choices is not None:
                 self.param(name).setOpts(tip=_choice_tip(row, self.param(name).value()))
 
@@ -313,11 +357,11 @@ def _forget_root_item_with(tree: ptree.ParameterTree) -> None:
     tree.destroyed.connect(lambda *_: shiboken6.invalidate(root))
 
 
-def _params_for_rows(rows: list[Setting]) -> list[dict[str, Any]]:
-    return [param for row in rows for param in _params_for(row)]
+def _params_for_rows(rows: list[Setting], widgets: dict[str, QWidget]) -> list[dict[str, Any]]:
+    return [param for row in rows for param in _params_for(row, widgets)]
 
 
-def _params_for(row: Setting) -> list[dict[str, Any]]:
+def _params_for(row: Setting, widgets: dict[str, QWidget]) -> list[dict[str, Any]]:
     """The parameter(s) that edit one setting: its own and, for some editors, a companion."""
     info = row.info
     param: dict[str, Any] = {"name": row.name, "title": info.title, "tip": info.tooltip}
@@ -330,16 +374,21 @@ def _params_for(row: Setting) -> list[dict[str, Any]]:
             "type": "str",
             "value": "8-64-3:tanh",
             "visible": False,
-            "tip": "Widths joined by '-' and an activation, e.g. 8-64-3:tanh; the last "
-            "width must equal D.",
+            "tip": "Widths joined by '-' and an activation after every hidden layer, e.g. "
+            "8-64-3:tanh, or one after each hidden width, e.g. 8-32:relu-32:tanh-3; the last "
+            "width must equal D. The diagram under it edits the same network by clicks.",
         }
-        return [{**param, "type": "list", "limits": [FREE, NETWORK]}, spec]
+        diagram = embedded(f"{row.name}_diagram", widgets[f"{row.name}_diagram"], False)
+        return [{**param, "type": "list", "limits": [FREE, NETWORK]}, spec, diagram]
     if info.editor == "device":
         return [{**param, "type": "list", "limits": ["auto"]}]
     if info.choices is not None:
         limits = list(info.choices) + ([FILE_CHOICE] if info.accepts_file else [])
         param.update(type="list", limits=limits, tip=_choice_tip(row, row.default))
-        return [param, _file_param(row)] if info.accepts_file else [param]
+        params = [param, _file_param(row)] if info.accepts_file else [param]
+        if info.editor == "points":
+            params.append(embedded(f"{row.name}_gallery", widgets[f"{row.name}_gallery"]))
+        return params
     param["type"] = _KIND[row.kind]
     if info.limits is not None:
         low, high = info.limits

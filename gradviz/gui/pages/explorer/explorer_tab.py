@@ -138,6 +138,7 @@ class ExplorerTab(QWidget):
         self.settings.spec_edit.blockSignals(True)
         self.settings.spec_edit.setText(text)
         self.settings.spec_edit.blockSignals(False)
+        self.settings.show_outside_network(spec, label)
         show_message(
             self.settings.spec_message,
             f"{in_dim} inputs → {out_dim} outputs (from {label})",

@@ -2,7 +2,8 @@
 
 Plain widgets in group boxes; ``changed`` fires on any edit that should recompute. The spec
 field is validated on every keystroke with ``NetworkSpec.parse`` (no torch), the message
-shown right under it. Nothing here computes.
+shown right under it; the network editor under it is the same network, drawn and edited by
+clicks (a click writes the spec field as if typed). Nothing here computes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gradviz.core.explorer.batches import (
 from gradviz.core.nets.networks import NetworkSpec
 from gradviz.core.settings.config import HISTOGRAM_LOSSES, MAX_FULL_BATCH
 from gradviz.gui.pages.explorer.image_inputs import IMAGE_FILES
+from gradviz.gui.widgets.network_editor import NetworkEditor
 
 DEFAULT_SPEC = "2-20-20-4:tanh"
 ERROR_COLOUR = "#E69F00"  # Okabe-Ito orange: readable on light and dark backgrounds
@@ -156,7 +158,8 @@ class ExplorerSettings(QWidget):
         self.spec_edit.setPlaceholderText("widths-joined-by-dashes[:activation], e.g. 2-20-20-4")
         self.spec_edit.setToolTip(
             "Widths joined by '-', optionally ':activation' after every hidden layer\n"
-            "(identity, relu, tanh, sigmoid, gelu, softplus); or the JSON form.\n"
+            "(identity, relu, tanh, sigmoid, gelu, softplus), or one after a hidden width\n"
+            "(2-20:tanh-20:relu-4); or the JSON form.\n"
             "2-20-20-4 is purely linear; 2-20-20-4:sigmoid is not."
         )
         self.spec_message = message_label()
@@ -165,13 +168,18 @@ class ExplorerSettings(QWidget):
         self.dtype_box = QComboBox()
         self.dtype_box.addItems(["float32", "float64"])
         self.dtype_box.setToolTip("Precision of the network and its Jacobians")
+        self.network_editor = NetworkEditor(_input_words, _output_words)
+        self.network_editor.setObjectName("explorer-network-editor")
+        self.network_editor.show_gradients(None, "")
         form.addRow("Source", self.source_label)
         form.addRow("Spec", self.spec_edit)
         form.addRow(self.spec_message)
+        form.addRow(self.network_editor)
         form.addRow("Weights seed", self.net_seed)
         form.addRow("Precision", self.dtype_box)
         self.spec_edit.textChanged.connect(self._on_spec_text_changed)
         self.spec_edit.textEdited.connect(self._on_spec_typed)
+        self.network_editor.specEdited.connect(self._on_spec_clicked)
         self.net_seed.valueChanged.connect(self._on_changed)
         self.dtype_box.currentIndexChanged.connect(self._on_changed)
         return group
@@ -298,6 +306,11 @@ class ExplorerSettings(QWidget):
         """Put a spec in the field as if the app typed it (validated, no edit signal)."""
         self.spec_edit.setText(text)
 
+    def show_outside_network(self, spec: NetworkSpec | None, label: str) -> None:
+        """A network set from outside (``label``): its spec drawn where it has one."""
+        note = "" if spec is not None else f"{label} has no spec to draw; type one to explore it."
+        self.network_editor.set_spec(spec, note)
+
     def show_inputs_problem(self, text: str) -> None:
         show_message(self.inputs_message, text, ok=False)
 
@@ -312,8 +325,10 @@ class ExplorerSettings(QWidget):
         except GradvizError as exc:
             self.spec = None
             show_message(self.spec_message, str(exc), ok=False)
+            self.network_editor.set_stale(str(exc))
             return
         spec = self.spec
+        self.network_editor.set_spec(spec)
         show_message(
             self.spec_message,
             f"{spec.in_dim} inputs → {spec.out_dim} outputs, {len(spec.linears)} Linear layers, "
@@ -323,6 +338,12 @@ class ExplorerSettings(QWidget):
 
     @Slot(str)
     def _on_spec_typed(self, _text: str) -> None:
+        self.specEdited.emit()
+
+    @Slot(str)
+    def _on_spec_clicked(self, text: str) -> None:
+        """The network editor made a new spec: into the field, as if typed."""
+        self.spec_edit.setText(text)
         self.specEdited.emit()
 
     @Slot()
@@ -346,6 +367,17 @@ class ExplorerSettings(QWidget):
     @Slot()
     def _on_selection_changed(self) -> None:
         self.selectionChanged.emit()
+
+
+def _input_words(width: int) -> str:
+    return (
+        f"{width:,} input{'s' if width != 1 else ''} per sample, from the Inputs below "
+        "(a random batch, a grid or a file)"
+    )
+
+
+def _output_words(width: int) -> str:
+    return f"{width:,} per sample: each Jacobian has {width:,} row{'s' if width != 1 else ''}"
 
 
 def _pair(a: QWidget, b: QWidget) -> QHBoxLayout:

@@ -103,6 +103,9 @@ class LabController(QObject):
             self.form, self.session, self.recordings.recorded, self
         )
         self.recordings.shown.connect(self._on_recording_shown)
+        from gradviz.gui.pages.lab.network_gradients import NetworkGradients
+
+        self.network_gradients = NetworkGradients(self.session, self.form, self)
         self._form_filled_by: object | None = None  # the opened recording that filled the form
         from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
 

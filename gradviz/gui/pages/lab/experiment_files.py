@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QSettings, Signal, Slot
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog
 
 from gradviz.core.common.errors import GradvizError
@@ -46,6 +47,7 @@ class ExperimentFiles(QObject):
         self.show_error = show_error
         window.actions["open"].triggered.connect(self._on_open_triggered)
         window.actions["save"].triggered.connect(self._on_save_triggered)
+        window.actions["copy_experiment"].triggered.connect(self.copy_line)
         window.recentChosen.connect(self.open)
         window.set_recent_files(self.recent.read())
 
@@ -73,6 +75,22 @@ class ExperimentFiles(QObject):
         self.window.set_recent_files(self.recent.add(path))
         self.window.statusBar().showMessage(f"Saved the experiment to {path}", 8000)
         return True
+
+    @Slot()
+    def copy_line(self) -> str | None:
+        """Put the form's setup on the clipboard in one line (``gradviz gui --experiment``
+        reads it back); the line, or None where the form is not valid or cannot be written
+        in one line (the dialog says why)."""
+        from gradviz.core.settings.compact import to_compact
+
+        try:
+            line = to_compact(self.form.config(), self.form.live_settings())
+        except GradvizError as exc:
+            self.show_error(str(exc), "")
+            return None
+        QGuiApplication.clipboard().setText(line)
+        self.window.statusBar().showMessage(f"Copied: {line}", 8000)
+        return line
 
     def _on_open_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self.window, "Open experiment", "", FILE_FILTER)
