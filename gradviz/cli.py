@@ -168,7 +168,8 @@ def _add_inspect(sub) -> None:
         formatter_class=DefaultsHelpFormatter,
         description="Describe a saved model file without running it, or a recording "
         "directory. Exit status: 0, 1 for a recording that opens but has lost data (named "
-        "under 'damaged'), 2 for a file or recording that cannot be read.",
+        "under 'damaged') or a rank whose records end before another's (named under "
+        "'ranks_ending_early'), 2 for a file or recording that cannot be read.",
     )
     p.add_argument("path", metavar="PATH")
     p.add_argument(
