@@ -98,11 +98,38 @@ def test_log_of_zero_is_named_in_the_forward():
     assert origin.indices == ((1,),) and origin.inputs == ((0.0,),)
 
 
-def test_log_at_zero_in_the_backward_is_named_when_the_forward_value_was_dropped():
+def test_a_forward_log_of_zero_is_the_origin_though_only_its_gradient_lasts():
+    # The -Inf loss is not kept, only the gradient its backward made (1 / 0): that gradient
+    # is the forward's log(0) continued, not a new start in the backward.
     p = torch.tensor([0.5, 0.0], requires_grad=True)
-    origin = traced(lambda: LogLoss()(p).backward())  # the -Inf loss is not kept: the grad is
-    assert (origin.phase, origin.node, origin.source) == ("backward", "LogBackward0", line("log"))
-    assert origin.cause_code == "log_of_zero" and p.grad[1] == -math.inf
+    origin = traced(lambda: LogLoss()(p).backward())
+    assert (origin.phase, origin.op, origin.node) == ("forward", "aten.log.default", None)
+    assert origin.source == line("log") and origin.cause_code == "log_of_zero"
+    assert [e.node for e in origin.events if e.phase == "backward"][-1] == "LogBackward0"
+    assert p.grad[1] == -math.inf
+
+
+class LogOfDifference(nn.Module):
+    def forward(self, x):
+        return torch.log(x - x)  # log of x - x
+
+
+def test_a_forward_log_of_zero_inside_a_submodule_is_the_origin_where_nan_shows_in_the_backward():
+    # log(x - x) = -Inf in the forward; the backward's LogBackward0 makes Inf from it and
+    # SubBackward0 adds +Inf and -Inf: NaN first shows in the backward, but started before.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), LogOfDifference())
+
+    def step():
+        loss = model(torch.randn(8, 4)).mean()
+        loss.backward()
+        return loss
+
+    origin = traced(step)
+    assert (origin.phase, origin.op, origin.module) == ("forward", "aten.log.default", "1")
+    assert origin.source == line("log of x - x") and origin.kind == "-inf"
+    assert origin.cause_code == "log_of_zero" and origin.spread_code == "inf_minus_inf"
+    assert "It became NaN in the backward, in aten.add.Tensor (SubBackward0)" in origin.cause
 
 
 def test_log_of_a_negative_number_is_nan_in_the_forward():
@@ -505,3 +532,25 @@ def test_another_threads_operations_and_modules_are_not_traced():
         y = MeanOfSelected()(x, torch.zeros(2))  # divide
     assert t.origin.source == line("divide") and t.origin.module == ""
     del y
+
+
+def _causal_attention(x, mask):
+    scores = x @ x.transpose(-1, -2) + mask
+    return torch.softmax(scores, -1) @ x  # masked softmax
+
+
+def test_an_inf_mask_made_before_the_trace_is_deliberate_not_an_input_origin():
+    # A causal mask of -Inf built once, outside the traced step: no row is all masked, so
+    # nothing started; where a row is all masked, the softmax that made NaN of it did.
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3, requires_grad=True)
+    causal = torch.full((4, 4), -math.inf).triu(1)
+    with trace_nonfinite() as t:
+        out = _causal_attention(x, causal)
+        out.sum().backward()
+    assert t.origin is None
+    blocked = causal.clone()
+    blocked[2] = -math.inf
+    origin = traced(lambda: _causal_attention(x, blocked))
+    assert (origin.phase, origin.op) == ("forward", "aten._softmax.default")
+    assert origin.source == line("masked softmax") and origin.cause_code == "fully_masked"

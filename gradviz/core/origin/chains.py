@@ -18,7 +18,18 @@ class Chain:
     references, a bounded number) and the first few events of their spread. A chain whose
     carriers are all gone, or all finite again, was masked away and started nothing."""
 
-    __slots__ = ("event", "scalars", "node", "tensor", "constant", "carriers", "spread", "events")
+    __slots__ = (
+        "event",
+        "scalars",
+        "node",
+        "tensor",
+        "constant",
+        "carriers",
+        "spread",
+        "events",
+        "serial",
+        "early",
+    )
 
     def __init__(self, event: Event, scalars=(), node=None, tensor="", constant=False):
         self.event, self.scalars, self.node = event, scalars, node
@@ -26,6 +37,11 @@ class Chain:
         self.carriers: list[weakref.ref] = []
         self.spread = False  # carried by more tensors than are followed: certainly alive
         self.events: list[Event] = []
+        #: Its place among the trace's chains (which started first), set by the tracer.
+        self.serial = 0
+        #: Made by an optimizer's step before any forward operation of the interval: the
+        #: step that ran after the last logged one (its ``step()`` belongs to that step).
+        self.early = False
 
     def carry(self, t: torch.Tensor) -> None:
         if self.spread:

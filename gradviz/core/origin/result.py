@@ -14,7 +14,9 @@ class Event:
 
     ``indices`` are the first few non-finite entries of its output, as index tuples into
     the output's shape; ``inputs`` the floating inputs' values at those entries where an
-    input has the output's shape after broadcasting (else ``None`` for that input).
+    input has the output's shape after broadcasting (else ``None`` for that input);
+    ``input_kinds`` the kinds of non-finite entries each floating input held anywhere
+    ("" finite, else "nan", "inf", "-inf" joined by commas: see ``inspect_values.kinds_of``).
     """
 
     phase: str  # "input", "forward", "backward" or "optimizer"
@@ -29,6 +31,7 @@ class Event:
     indices: tuple[tuple[int, ...], ...] = ()
     inputs: tuple[tuple[float, ...] | None, ...] = ()
     dtype: str = ""  # the output's dtype, "float32"
+    input_kinds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

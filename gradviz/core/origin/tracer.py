@@ -7,15 +7,21 @@ never raises: a result is tested with one sum (a NaN or Inf anywhere makes it no
 and searched entry by entry only on suspicion. Non-finite values are followed by their
 storage, so a NaN made later is traced back to the Inf that started it.
 
-Which value is the origin:
+Which value is the origin: the first chain of non-finite values, in the order they
+started, whose values still live when the origin is asked for (one that every tensor
+dropped or made finite again was masked away and started nothing). A chain starts
 
-- where a NaN appeared, the start of its chain: the operation that made the Inf it came
-  from, or the NaN-making operation itself, or the input it came from (phase "input");
-- where only Inf appeared, the first operation that made it from finite values (or the
-  input it came from);
-- infinities written on purpose (``masked_fill(mask, -inf)``, ``torch.full(..., inf)``)
-  start nothing by themselves: a clean transformer with masked attention reports None,
-  a softmax over a fully masked row reports the softmax.
+- at an operation that made NaN or Inf from finite values (or a NaN from infinities
+  written on purpose), or at an input it came in with (phase "input");
+- not again in the backward of a forward operation whose output was already non-finite:
+  ``log(0) = -Inf`` in the forward whose backward then divides by that 0 is one chain,
+  started in the forward, even where NaN is first seen in the backward;
+- never at infinities written on purpose (``masked_fill(mask, -inf)``, ``torch.full(...,
+  inf)``, a -Inf-only mask made before the trace that meets a masking operation): a clean
+  transformer with masked attention reports None, a softmax over a fully masked row
+  reports the softmax.
+
+Where an Inf became NaN later, the first operation that did so is told as how it spread.
 """
 
 from __future__ import annotations
@@ -59,10 +65,37 @@ from gradviz.core.origin.result import Event, Origin
 #: Events kept after the origin (how it spread).
 MAX_EVENTS = 8
 #: Non-finite entries listed per event.
-MAX_INDICES = 4  #: Chains remembered per trace (interval).
+MAX_INDICES = 4
+#: Chains remembered per trace (interval).
 MAX_CHAINS = 256
+#: Forward operations whose node's backward is followed per trace (interval).
+MAX_NODE_CHAINS = 4096
+#: Operations that mask with a -Inf tensor given to them (an attention mask): such a
+#: tensor from outside the trace is taken as written on purpose (see ``_input_chain``).
+MASKING = frozenset(
+    {
+        "add",
+        "add_",
+        "sub",
+        "where",
+        "masked_fill",
+        "masked_fill_",
+        "_softmax",
+        "_log_softmax",
+        "_masked_softmax",
+        "baddbmm",
+        "minimum",
+        "maximum",
+        "clamp",
+        "clamp_max",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    }
+)
 
 _current_node = torch._C._current_autograd_node
+_next_node_number = torch._C._autograd._get_sequence_nr
 
 
 class NonfiniteTracer(TorchDispatchMode):
@@ -78,6 +111,12 @@ class NonfiniteTracer(TorchDispatchMode):
         self._chains: dict[int, Chain] = {}  # storage key -> where its non-finite values began
         self._made: list[Chain] = []  # chains started by computed values or inputs, in order
         self._nans: list[tuple[Chain, Chain]] = []  # (an op that made NaN, its chain's start)
+        #: the next free autograd node number at a forward operation that made non-finite
+        #: values -> their chain (its node is that number less one)
+        self._node_chains: dict[int, Chain] = {}
+        self._forward_seen = False  # a forward operation ran since the last reset
+        #: the chain the last ``origin`` chose (None: none)
+        self._chosen: Chain | None = None
         self._optimizer = 0
         self._parameters: set[int] = set()  # ids of the tensors optimizers update
         self._thread = threading.get_ident()
@@ -91,7 +130,9 @@ class NonfiniteTracer(TorchDispatchMode):
         """Forget what was seen (the mode stays armed): the next interval starts afresh."""
         self._chains.clear()
         self._made, self._nans = [], []
-        self._done = False
+        self._node_chains.clear()
+        self._done = self._forward_seen = False
+        self._chosen = None
         self.nodes.clear()
 
     # ---- arming ---------------------------------------------------------------------------------
@@ -186,6 +227,7 @@ class NonfiniteTracer(TorchDispatchMode):
         kwargs = kwargs or {}
         node = _current_node()
         if node is None and not self._optimizer:
+            self._forward_seen = True
             number = self.nodes.changed()
             if number is not None:  # a forward op that made an autograd node: remember where
                 self.nodes.remember(number, (self.modules.current, *user_source(self.skip_gradviz)))
@@ -248,7 +290,8 @@ class NonfiniteTracer(TorchDispatchMode):
         flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
         tensors = [a for i, a in enumerate(flat_inputs) if floating(a) and a is not out]
         scalars = tuple(float(a) for a in flat_inputs if isinstance(a, float))
-        in_bad = [t for t in tensors if not V.looks_finite(t) and V.nonfinite_mask(t) is not None]
+        kinds = tuple(V.kinds_of(t) if not V.looks_finite(t) else "" for t in tensors)
+        in_bad = [t for t, k in zip(tensors, kinds) if k]
         prior = self._chains.get(storage_key(out)) if written else None
         event = Event(
             phase=phase,
@@ -263,12 +306,18 @@ class NonfiniteTracer(TorchDispatchMode):
             indices=tuple(V.unravel(flat, out.shape)),
             inputs=tuple(V.values_at(t, out.shape, flat) for t in tensors),
             dtype=str(out.dtype).removeprefix("torch."),
+            input_kinds=kinds,
         )
         tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
         here = Chain(event, scalars, node, tensor)
         made_nan = kind == "nan" or V.has_nan(out)
+        new_nan = made_nan and not any("nan" in k for k in kinds)
         chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
+        if start is None and node is not None:
+            # The backward of a forward operation whose output was already non-finite
+            # (log's at 0, which made -Inf): the same values' doing, not a new start.
+            start = self._node_chains.get(node._sequence_nr() + 1)
         fresh = start is None
         if start is None and in_bad and phase != "optimizer":
             start = self._input_chain(in_bad[0], event)  # (an optimizer's state is not followed)
@@ -276,20 +325,44 @@ class NonfiniteTracer(TorchDispatchMode):
             constant = any(not math.isfinite(s) for s in scalars) or not tensors
             here.constant = constant and phase not in ("optimizer", "backward")
             start = here
+        elif start.constant and new_nan:
+            # Infinities written on purpose start nothing by themselves: the operation that
+            # made NaN of them (a softmax over a fully masked row) does.
+            start, fresh = here, True
         self._chains[storage_key(out)] = start
         start.carry(out)
+        if phase == "forward" and self._makes_node(flat_inputs):
+            self._remember_node(start)
         if fresh and not start.constant and len(self._made) < MAX_CHAINS:
+            start.serial = len(self._made)
+            start.early = phase == "optimizer" and not self._forward_seen
             self._made.append(start)
-        if made_nan and not any(V.has_nan(t) for t in in_bad) and len(self._nans) < MAX_CHAINS:
+        if new_nan and len(self._nans) < MAX_CHAINS:
             self._nans.append((here, start))
         if start.event is not event and len(start.events) < self.max_events:
             start.events.append(event)
-        first = self._nans[0][1] if self._nans else None
+        first = self._made[0] if self._made else None
         if first is not None and first.spread and len(first.events) >= self.max_events:
             self._done = True  # the story is told and cannot be undone: the rest runs untouched
 
+    @staticmethod
+    def _makes_node(flat_inputs) -> bool:
+        """Whether the forward operation running now makes an autograd node (autograd has
+        numbered it before the operation reached this mode)."""
+        return torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in flat_inputs
+        )
+
+    def _remember_node(self, chain: Chain) -> None:
+        """The running forward operation's node (its number is one less than the next
+        free one: see ``NodeMap``) made values of ``chain``: its backward continues it."""
+        if len(self._node_chains) < MAX_NODE_CHAINS:
+            self._node_chains.setdefault(_next_node_number(), chain)
+
     def _input_chain(self, t: torch.Tensor, consumer: Event) -> Chain:
-        """A non-finite tensor no traced operation made: it came in from outside."""
+        """A non-finite tensor no traced operation made: it came in from outside. One that
+        holds only -Inf, is no parameter and meets an operation that masks with it (an
+        attention mask made before the trace) was written on purpose: a constant."""
         bad = V.nonfinite_mask(t)
         kind, count, flat = V.describe(t, bad, MAX_INDICES)
         event = Event(
@@ -306,7 +379,13 @@ class NonfiniteTracer(TorchDispatchMode):
             inputs=(),
             dtype=str(t.dtype).removeprefix("torch."),
         )
-        return Chain(event, tensor=self.modules.tensor_name(t) or "")
+        chain = Chain(event, tensor=self.modules.tensor_name(t) or "")
+        chain.constant = (
+            _base(consumer.op) in MASKING
+            and not self.modules.is_parameter(t)
+            and V.kinds_of(t) == "-inf"
+        )
+        return chain
 
     def _where(self, node) -> tuple[str, str, str, str]:
         """(phase, module, source, function) of the operation running now."""
@@ -325,18 +404,14 @@ class NonfiniteTracer(TorchDispatchMode):
             return self._origin()
 
     def _origin(self) -> Origin | None:
-        chosen = then = None
-        for nan_here, start in self._nans:
-            if start.alive():
-                chosen = nan_here if start.constant or start is nan_here else start
-                then = None if chosen is nan_here else nan_here
-                events = start.events
-                break
-        else:
-            chosen = next((c for c in self._made if c.alive()), None)
-            events = chosen.events if chosen is not None else []
+        """The first chain (in the order they started) whose values still live: a value
+        made first and lasting started the trouble, even where NaN shows only later (a
+        forward's log(0) = -Inf whose backward then made NaN)."""
+        chosen = self._chosen = next((c for c in self._made if c.alive()), None)
         if chosen is None:
             return None
+        # Where an Inf became NaN later: the first operation that did, from these values.
+        then = next((h for h, start in self._nans if start is chosen and h is not chosen), None)
         code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, chosen.tensor)
         spread = ""
         if then is not None:
@@ -349,8 +424,21 @@ class NonfiniteTracer(TorchDispatchMode):
             cause_code=code,
             spread_code=spread,
             tensor=chosen.tensor,
-            events=tuple(e for e in events if e is not chosen.event),
+            events=tuple(e for e in chosen.events if e is not chosen.event),
         )
+
+    @property
+    def origin_follows_a_logged_step(self) -> bool:
+        """Whether the origin last returned was made by an optimizer's step that ran before
+        any forward operation since the last ``reset``: the step of the interval before
+        (a loop that logs, then steps)."""
+        return self._chosen is not None and self._chosen.early
+
+
+def _base(op: str) -> str:
+    """``aten.add.Tensor`` -> ``add``."""
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 2 else op
 
 
 class trace_nonfinite:  # noqa: N801 (used as a function: ``with gradviz.trace_nonfinite()``)
