@@ -554,3 +554,63 @@ def test_an_inf_mask_made_before_the_trace_is_deliberate_not_an_input_origin():
     origin = traced(lambda: _causal_attention(x, blocked))
     assert (origin.phase, origin.op) == ("forward", "aten._softmax.default")
     assert origin.source == line("masked softmax") and origin.cause_code == "fully_masked"
+
+
+# ---- causes only as far as the values go --------------------------------------------------------
+def test_acos_at_exactly_one_is_a_domain_edge_in_the_backward_not_an_overflow():
+    u = torch.tensor([[1.0, 0.0], [0.6, 0.8]], requires_grad=True)
+    ref = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+
+    def step():
+        angle = torch.acos((u * ref).sum(-1))  # angle
+        angle.sum().backward()
+
+    origin = traced(step)
+    assert (origin.phase, origin.node) == ("backward", "AcosBackward0")
+    assert origin.source == line("angle")
+    assert origin.cause_code == "domain_edge" and origin.saved == (1.0,)
+    assert "acos at 1" in origin.cause and "overflow" not in origin.cause.split("(")[0]
+    assert torch.isinf(u.grad[0, 0]) and torch.isfinite(u.grad[1]).all()
+
+
+def test_rsqrt_of_a_zero_variance_is_a_domain_edge():
+    x = torch.ones(2, 4)
+
+    def step():
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return (x - x.mean(-1, keepdim=True)) * torch.rsqrt(var)  # rsqrt
+
+    origin = traced(step)
+    assert (origin.op, origin.source) == ("aten.rsqrt.default", line("rsqrt"))
+    assert origin.cause_code == "domain_edge" and origin.spread_code == "zero_times_inf"
+
+
+def test_an_overflow_to_minus_inf_is_told_as_minus_inf():
+    origin = traced(lambda: torch.full((3,), -3e38) * 10)
+    assert origin.cause_code == "float_overflow" and "-Inf" in origin.cause
+    assert "+Inf" not in origin.cause
+
+
+def test_nan_made_from_minus_inf_inputs_is_not_said_to_come_from_finite_ones():
+    # log(0) = -Inf reaches a matrix product: its NaN came from -Inf, and which of Inf - Inf
+    # or 0 x Inf made it inside the product is not known from the values kept.
+    torch.manual_seed(0)
+    w = torch.randn(4, 2)
+    h = torch.randn(3, 4)
+    origin = traced(lambda: torch.log(h - h) @ w)
+    assert origin.cause_code == "log_of_zero" and origin.spread_code == "inf_in_product"
+    assert "received -Inf" in origin.cause and "finite inputs" not in origin.cause
+    assert "not known" in origin.cause
+
+
+def test_a_softmax_over_a_row_holding_plus_inf_is_not_called_masked():
+    q = torch.full((2, 3), 1e20)
+    origin = traced(lambda: torch.softmax(q @ q.T, -1))  # overflowing scores
+    assert (origin.op, origin.cause_code) == ("aten.mm.default", "float_overflow")
+    assert origin.spread_code == "softmax_of_inf" and "masked" not in origin.cause
+
+
+def test_an_operation_whose_inf_the_values_do_not_explain_says_not_known_and_why():
+    origin = traced(lambda: torch.special.erfinv(torch.tensor([0.5, 1.0])))
+    assert origin.op == "aten.erfinv.default" and origin.cause_code == "unknown"
+    assert origin.cause.startswith("Not known why") and "overflow" in origin.cause

@@ -48,7 +48,7 @@ from torch.utils._python_dispatch import (
 from torch.utils._pytree import tree_flatten
 
 from gradviz.core.origin import inspect_values as V
-from gradviz.core.origin.causes import cause_of, spread_sentence
+from gradviz.core.origin.causes import cause_of, saved_at, spread_sentence
 from gradviz.core.origin.chains import Chain
 from gradviz.core.origin.optimizer_replay import StepCheckpoint
 from gradviz.core.origin.plans import (
@@ -307,6 +307,7 @@ class NonfiniteTracer(TorchDispatchMode):
             inputs=tuple(V.values_at(t, out.shape, flat) for t in tensors),
             dtype=str(out.dtype).removeprefix("torch."),
             input_kinds=kinds,
+            saved=() if node is None or in_bad else saved_at(node, V.unravel(flat, out.shape)),
         )
         tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
         here = Chain(event, scalars, node, tensor)
