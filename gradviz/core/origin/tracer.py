@@ -226,12 +226,14 @@ class NonfiniteTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         node = _current_node()
-        if node is None and not self._optimizer:
-            self._forward_seen = True
+        forward = node is None and not self._optimizer
+        if forward:
             number = self.nodes.changed()
             if number is not None:  # a forward op that made an autograd node: remember where
                 self.nodes.remember(number, (self.modules.current, *user_source(self.skip_gradviz)))
         out = func(*args, **kwargs)
+        if forward and not self._forward_seen and type(out) is torch.Tensor:
+            self._forward_seen = True  # (not a profiler's record, which opt.step() opens with)
         if self._done:
             return out
         plan = self._plans.get(id(func), UNPLANNED)  # ids: operations live for the process
