@@ -614,3 +614,31 @@ def test_an_operation_whose_inf_the_values_do_not_explain_says_not_known_and_why
     origin = traced(lambda: torch.special.erfinv(torch.tensor([0.5, 1.0])))
     assert origin.op == "aten.erfinv.default" and origin.cause_code == "unknown"
     assert origin.cause.startswith("Not known why") and "overflow" in origin.cause
+
+
+def test_a_loss_divided_by_an_integer_count_of_zero_is_a_division_by_zero():
+    pred, labelled = torch.randn(4, 1), torch.zeros(4, 1, dtype=torch.bool)
+
+    def step():
+        return ((pred * labelled) ** 2).sum() / labelled.sum()  # count
+
+    origin = traced(step)
+    assert (origin.op, origin.source) == ("aten.div.Tensor", line("count"))
+    assert origin.cause_code == "division_by_zero" and origin.inputs == ((0.0,), (0.0,))
+
+
+def test_a_checkpoint_holding_nan_is_an_input_named_by_the_parameter_it_is_loaded_into(tmp_path):
+    # The NaN comes from the file; a freed tensor's storage address, reused by the loaded
+    # one, must not tie it to a value made earlier in the trace.
+    with trace_nonfinite() as t:
+        damaged = nn.Linear(2, 2)
+        with torch.no_grad():
+            damaged.weight[0, 0] = math.nan
+        torch.save(damaged.state_dict(), tmp_path / "ckpt.pt")
+        del damaged
+        model = nn.Sequential(nn.Linear(2, 2))
+        model[0].load_state_dict(torch.load(tmp_path / "ckpt.pt", weights_only=True))  # load
+        out = model(torch.ones(1, 2))
+    origin = t.origin
+    assert (origin.phase, origin.op, origin.source) == ("input", "aten.copy_.default", line("load"))
+    assert origin.tensor == "0.weight" and out.isnan().any()

@@ -201,10 +201,12 @@ def _from_nonfinite(event: Event, base: str) -> tuple[str, str]:
     if base in _SOFTMAX:
         return _softmax_nan(event, got)
     if base in _PRODUCTS and _has_zero_and_inf(event):
-        return "zero_times_inf", (
-            "0 x Inf = NaN: a zero (often the gradient a masked where sends to its "
-            "unselected branch) met an Inf."
+        hint = (
+            " (in a backward, often the gradient a masked where sends to its unselected branch)"
+            if event.phase == "backward"
+            else ""
         )
+        return "zero_times_inf", f"0 x Inf = NaN: a zero{hint} met an Inf."
     if base in _DIV:
         found = _division_nan(event)
         if found is not None:
@@ -282,12 +284,17 @@ def _exact(base: str, a: tuple, b: tuple) -> list[float]:
 
 def _overflow_words(event: Event) -> tuple[str, str]:
     made = _kind_words(event.kind)
-    if event.dtype in ("float16", "bfloat16"):
-        top = torch.finfo(getattr(torch, event.dtype)).max
+    if event.dtype == "float16":
+        top = torch.finfo(torch.float16).max
         return "low_precision_overflow", (
-            f"{event.dtype} overflowed to {made}: the result exceeds its largest value "
-            f"{top:.5g}; compute this step in float32 (autocast keeps such operations in "
-            "float32)."
+            f"float16 overflowed to {made}: the result exceeds its largest value {top:.5g}; "
+            "compute this step in float32 (autocast keeps such operations in float32)."
+        )
+    if event.dtype == "bfloat16":
+        top = torch.finfo(torch.bfloat16).max
+        return "low_precision_overflow", (
+            f"bfloat16 overflowed to {made}: the result exceeds its largest value {top:.5g}, "
+            "which is float32's range too: the values themselves grew too large."
         )
     if event.kind == "nan":
         return "float_overflow", (

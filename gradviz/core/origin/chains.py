@@ -29,6 +29,7 @@ class Chain:
         "events",
         "serial",
         "early",
+        "named",
     )
 
     def __init__(self, event: Event, scalars=(), node=None, tensor="", constant=False):
@@ -42,6 +43,9 @@ class Chain:
         #: Made by an optimizer's step before any forward operation of the interval: the
         #: step that ran after the last logged one (its ``step()`` belongs to that step).
         self.early = False
+        #: The tensor it came in with or was written into (a weak reference, named at the
+        #: end: a parameter's name is known once its model has been called), or None.
+        self.named: weakref.ref | None = None
 
     def carry(self, t: torch.Tensor) -> None:
         if self.spread:

@@ -13,8 +13,9 @@ class Event:
     """One operation that made or received non-finite values.
 
     ``indices`` are the first few non-finite entries of its output, as index tuples into
-    the output's shape; ``inputs`` the floating inputs' values at those entries where an
-    input has the output's shape after broadcasting (else ``None`` for that input);
+    the output's shape; ``inputs`` the tensor operands' values at those entries (floating,
+    integer or bool, in the operation's order) where an operand has the output's shape
+    after broadcasting (else ``None`` for that operand);
     ``input_kinds`` the kinds of non-finite entries each floating input held anywhere
     ("" finite, else "nan", "inf", "-inf" joined by commas: see ``inspect_values.kinds_of``);
     ``saved`` a backward node's saved input or result at those entries, where it has a
@@ -56,6 +57,8 @@ class Origin(Event):
     cause_code: str = "unknown"
     spread_code: str = ""  # where an Inf became NaN later: that operation's cause code
     tensor: str = ""
+    #: How it was established: "observed" (the tracer saw the operation make it, as it ran).
+    how: str = "observed"
     events: tuple[Event, ...] = field(default=(), compare=False)
 
     def to_dict(self, *, events: bool = True) -> dict:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +55,6 @@ from gradviz.core.origin.optimizer_replay import StepCheckpoint
 from gradviz.core.origin.plans import (
     PASS_THROUGH,
     UNPLANNED,
-    floating,
     plan_of,
     results_of,
     whole_storage,
@@ -108,7 +108,8 @@ class NonfiniteTracer(TorchDispatchMode):
         self.modules = ModuleTracker()
         self.nodes = NodeMap()
         self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
-        self._chains: dict[int, Chain] = {}  # storage key -> where its non-finite values began
+        #: storage key -> (where its non-finite values began, the storage: see ``_chain_of``)
+        self._chains: dict[int, tuple[Chain, weakref.ref | None]] = {}
         self._made: list[Chain] = []  # chains started by computed values or inputs, in order
         self._nans: list[tuple[Chain, Chain]] = []  # (an op that made NaN, its chain's start)
         #: the next free autograd node number at a forward operation that made non-finite
@@ -241,7 +242,7 @@ class NonfiniteTracer(TorchDispatchMode):
             plan = self._plans[id(func)] = plan_of(func)
         if plan is None:  # a view: it carries whatever its base carries (x.grad is a detach)
             if self._chains and type(out) is torch.Tensor:
-                chain = self._chains.get(storage_key(out))
+                chain = self._chain_of(out)
                 if chain is not None:
                     chain.carry(out)
             return out
@@ -270,11 +271,33 @@ class NonfiniteTracer(TorchDispatchMode):
         """``out`` of a copying operation carries the chain of its first input that has one."""
         for a in args:
             if isinstance(a, torch.Tensor):
-                chain = self._chains.get(storage_key(a))
+                chain = self._chain_of(a)
                 if chain is not None:
-                    self._chains[storage_key(out)] = chain
+                    self._set_chain(out, chain)
                     chain.carry(out)
                     return
+
+    def _chain_of(self, t: torch.Tensor) -> Chain | None:
+        """The chain whose values ``t``'s storage holds, or None. Storages are told apart by
+        their address and, since an address is reused once a storage is freed, by the
+        storage itself (torch keeps one Python object per live storage)."""
+        storage = _storage(t)
+        key = -id(t) if storage is None else storage.data_ptr()
+        entry = self._chains.get(key)
+        if entry is None:
+            return None
+        chain, ref = entry
+        if ref is not None and ref() is not storage:  # a freed storage's address, reused
+            del self._chains[key]
+            return None
+        return chain
+
+    def _set_chain(self, t: torch.Tensor, chain: Chain) -> None:
+        storage = _storage(t)
+        if storage is None:
+            self._chains[-id(t)] = (chain, None)
+        else:
+            self._chains[storage.data_ptr()] = (chain, weakref.ref(storage))
 
     def _writes_parameter(self, args, written: tuple[int, ...]) -> bool:
         for i in written:
@@ -288,13 +311,20 @@ class NonfiniteTracer(TorchDispatchMode):
     # ---- a non-finite result --------------------------------------------------------------------
     def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
         phase, module, source, function = self._where(node)
-        kind, count, flat = V.describe(out, bad, MAX_INDICES)
         flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
-        tensors = [a for i, a in enumerate(flat_inputs) if floating(a) and a is not out]
+        # Every operand's values at the entries (an integer count divided by is one), the
+        # floating ones' non-finite kinds.
+        operands = [a for a in flat_inputs if _numeric(a) and a is not out]
+        tensors = [a for a in operands if a.is_floating_point()]
         scalars = tuple(float(a) for a in flat_inputs if isinstance(a, float))
         kinds = tuple(V.kinds_of(t) if not V.looks_finite(t) else "" for t in tensors)
         in_bad = [t for t, k in zip(tensors, kinds) if k]
-        prior = self._chains.get(storage_key(out)) if written else None
+        made_nan = V.has_nan(out)
+        new_nan = made_nan and not any("nan" in k for k in kinds)
+        if new_nan and in_bad:  # NaN (beside Inf) made from Inf: the NaN entries tell how
+            bad = torch.isnan(out)
+        kind, count, flat = V.describe(out, bad, MAX_INDICES)
+        prior = self._chain_of(out) if written else None
         event = Event(
             phase=phase,
             op=str(func),
@@ -306,16 +336,16 @@ class NonfiniteTracer(TorchDispatchMode):
             count=count,
             numel=out.numel(),
             indices=tuple(V.unravel(flat, out.shape)),
-            inputs=tuple(V.values_at(t, out.shape, flat) for t in tensors),
+            inputs=tuple(V.values_at(t, out.shape, flat) for t in operands),
             dtype=str(out.dtype).removeprefix("torch."),
             input_kinds=kinds,
             saved=() if node is None or in_bad else saved_at(node, V.unravel(flat, out.shape)),
         )
         tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
         here = Chain(event, scalars, node, tensor)
-        made_nan = kind == "nan" or V.has_nan(out)
-        new_nan = made_nan and not any("nan" in k for k in kinds)
-        chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
+        if phase == "optimizer":
+            here.named = weakref.ref(out)
+        chains = [self._chain_of(t) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
         if start is None and node is not None:
             # The backward of a forward operation whose output was already non-finite
@@ -323,7 +353,8 @@ class NonfiniteTracer(TorchDispatchMode):
             start = self._node_chains.get(node._sequence_nr() + 1)
         fresh = start is None
         if start is None and in_bad and phase != "optimizer":
-            start = self._input_chain(in_bad[0], event)  # (an optimizer's state is not followed)
+            # (an optimizer's state is not followed)
+            start = self._input_chain(in_bad[0], event, out if written else None)
         if start is None:  # made here, from finite values (or written on purpose)
             constant = any(not math.isfinite(s) for s in scalars) or not tensors
             here.constant = constant and phase not in ("optimizer", "backward")
@@ -332,7 +363,7 @@ class NonfiniteTracer(TorchDispatchMode):
             # Infinities written on purpose start nothing by themselves: the operation that
             # made NaN of them (a softmax over a fully masked row) does.
             start, fresh = here, True
-        self._chains[storage_key(out)] = start
+        self._set_chain(out, start)
         start.carry(out)
         if phase == "forward" and self._makes_node(flat_inputs):
             self._remember_node(start)
@@ -362,10 +393,11 @@ class NonfiniteTracer(TorchDispatchMode):
         if len(self._node_chains) < MAX_NODE_CHAINS:
             self._node_chains.setdefault(_next_node_number(), chain)
 
-    def _input_chain(self, t: torch.Tensor, consumer: Event) -> Chain:
-        """A non-finite tensor no traced operation made: it came in from outside. One that
-        holds only -Inf, is no parameter and meets an operation that masks with it (an
-        attention mask made before the trace) was written on purpose: a constant."""
+    def _input_chain(self, t: torch.Tensor, consumer: Event, into=None) -> Chain:
+        """A non-finite tensor no traced operation made: it came in from outside (copied
+        ``into`` a tensor, which then names it: a parameter a checkpoint is loaded into).
+        One that holds only -Inf, is no parameter and meets an operation that masks with
+        it (an attention mask made before the trace) was written on purpose: a constant."""
         bad = V.nonfinite_mask(t)
         kind, count, flat = V.describe(t, bad, MAX_INDICES)
         event = Event(
@@ -383,6 +415,7 @@ class NonfiniteTracer(TorchDispatchMode):
             dtype=str(t.dtype).removeprefix("torch."),
         )
         chain = Chain(event, tensor=self.modules.tensor_name(t) or "")
+        chain.named = weakref.ref(into if into is not None else t)
         chain.constant = (
             _base(consumer.op) in MASKING
             and not self.modules.is_parameter(t)
@@ -414,8 +447,11 @@ class NonfiniteTracer(TorchDispatchMode):
         if chosen is None:
             return None
         # Where an Inf became NaN later: the first operation that did, from these values.
-        then = next((h for h, start in self._nans if start is chosen and h is not chosen), None)
-        code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, chosen.tensor)
+        made_nan = any(h is chosen for h, _ in self._nans)
+        then = next((h for h, s in self._nans if s is chosen and h is not chosen), None)
+        then = None if made_nan else then
+        tensor = chosen.tensor or self._name_of(chosen)
+        code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, tensor)
         spread = ""
         if then is not None:
             spread, then_text = cause_of(then.event, then.scalars, then.node, then.tensor)
@@ -426,9 +462,15 @@ class NonfiniteTracer(TorchDispatchMode):
             cause=sentence,
             cause_code=code,
             spread_code=spread,
-            tensor=chosen.tensor,
+            tensor=tensor,
             events=tuple(e for e in chosen.events if e is not chosen.event),
         )
+
+    def _name_of(self, chain: Chain) -> str:
+        """The parameter or buffer name of the tensor a chain came in with or was written
+        into, looked up now (a model's names are known once it has been called)."""
+        t = chain.named() if chain.named is not None else None
+        return (self.modules.tensor_name(t) or "") if t is not None else ""
 
     @property
     def origin_follows_a_logged_step(self) -> bool:
@@ -436,6 +478,18 @@ class NonfiniteTracer(TorchDispatchMode):
         any forward operation since the last ``reset``: the step of the interval before
         (a loop that logs, then steps)."""
         return self._chosen is not None and self._chosen.early
+
+
+def _numeric(a) -> bool:
+    """A real tensor with entries (floating, integer or bool)."""
+    return isinstance(a, torch.Tensor) and a.numel() > 0 and not a.is_complex()
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (meta, sparse)
+        return None
 
 
 def _base(op: str) -> str:
