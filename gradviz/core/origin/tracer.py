@@ -49,8 +49,8 @@ from torch.utils._python_dispatch import (
 from torch.utils._pytree import tree_flatten
 
 from gradviz.core.origin import inspect_values as V
-from gradviz.core.origin.causes import cause_of, saved_at, spread_sentence
-from gradviz.core.origin.chains import Chain
+from gradviz.core.origin.causes import saved_at
+from gradviz.core.origin.chains import Chain, ChainMap, input_chain, origin_of
 from gradviz.core.origin.optimizer_replay import StepCheckpoint
 from gradviz.core.origin.plans import (
     PASS_THROUGH,
@@ -59,7 +59,7 @@ from gradviz.core.origin.plans import (
     results_of,
     whole_storage,
 )
-from gradviz.core.origin.provenance import ModuleTracker, NodeMap, storage_key, user_source
+from gradviz.core.origin.provenance import ModuleTracker, NodeMap, user_source
 from gradviz.core.origin.result import Event, Origin
 
 #: Events kept after the origin (how it spread).
@@ -68,8 +68,6 @@ MAX_EVENTS = 8
 MAX_INDICES = 4
 #: Chains remembered per trace (interval).
 MAX_CHAINS = 256
-#: Forward operations whose node's backward is followed per trace (interval).
-MAX_NODE_CHAINS = 4096
 #: Operations that mask with a -Inf tensor given to them (an attention mask): such a
 #: tensor from outside the trace is taken as written on purpose (see ``_input_chain``).
 MASKING = frozenset(
@@ -94,8 +92,11 @@ MASKING = frozenset(
     }
 )
 
+#: id(operation) -> ``plan_of(operation)``, for the process: operations live as long, and a
+#: trace per training step (``with trace_nonfinite()`` around each) would plan them again.
+_PLANS: dict[int, object] = {}
+
 _current_node = torch._C._current_autograd_node
-_next_node_number = torch._C._autograd._get_sequence_nr
 
 
 class NonfiniteTracer(TorchDispatchMode):
@@ -107,14 +108,10 @@ class NonfiniteTracer(TorchDispatchMode):
         self.skip_gradviz = skip_gradviz
         self.modules = ModuleTracker()
         self.nodes = NodeMap()
-        self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
-        #: storage key -> (where its non-finite values began, the storage: see ``_chain_of``)
-        self._chains: dict[int, tuple[Chain, weakref.ref | None]] = {}
+        self._plans = _PLANS  # (an attribute: read at every operation)
+        self._chains = ChainMap()  # storage, or a forward operation's node -> its chain
         self._made: list[Chain] = []  # chains started by computed values or inputs, in order
         self._nans: list[tuple[Chain, Chain]] = []  # (an op that made NaN, its chain's start)
-        #: the next free autograd node number at a forward operation that made non-finite
-        #: values -> their chain (its node is that number less one)
-        self._node_chains: dict[int, Chain] = {}
         self._forward_seen = False  # a forward operation ran since the last reset
         #: the chain the last ``origin`` chose (None: none)
         self._chosen: Chain | None = None
@@ -131,7 +128,6 @@ class NonfiniteTracer(TorchDispatchMode):
         """Forget what was seen (the mode stays armed): the next interval starts afresh."""
         self._chains.clear()
         self._made, self._nans = [], []
-        self._node_chains.clear()
         self._done = self._forward_seen = False
         self._chosen = None
         self.nodes.clear()
@@ -242,7 +238,7 @@ class NonfiniteTracer(TorchDispatchMode):
             plan = self._plans[id(func)] = plan_of(func)
         if plan is None:  # a view: it carries whatever its base carries (x.grad is a detach)
             if self._chains and type(out) is torch.Tensor:
-                chain = self._chain_of(out)
+                chain = self._chains.of(out)
                 if chain is not None:
                     chain.carry(out)
             return out
@@ -262,7 +258,7 @@ class NonfiniteTracer(TorchDispatchMode):
                     if bad is not None:
                         self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
                 elif plan[1] and self._chains and whole_storage(t):
-                    self._chains.pop(storage_key(t), None)  # all finite again: carries nothing
+                    self._chains.drop(t)  # all finite again: carries nothing
         except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
             pass
         return out
@@ -271,33 +267,11 @@ class NonfiniteTracer(TorchDispatchMode):
         """``out`` of a copying operation carries the chain of its first input that has one."""
         for a in args:
             if isinstance(a, torch.Tensor):
-                chain = self._chain_of(a)
+                chain = self._chains.of(a)
                 if chain is not None:
-                    self._set_chain(out, chain)
+                    self._chains.set(out, chain)
                     chain.carry(out)
                     return
-
-    def _chain_of(self, t: torch.Tensor) -> Chain | None:
-        """The chain whose values ``t``'s storage holds, or None. Storages are told apart by
-        their address and, since an address is reused once a storage is freed, by the
-        storage itself (torch keeps one Python object per live storage)."""
-        storage = _storage(t)
-        key = -id(t) if storage is None else storage.data_ptr()
-        entry = self._chains.get(key)
-        if entry is None:
-            return None
-        chain, ref = entry
-        if ref is not None and ref() is not storage:  # a freed storage's address, reused
-            del self._chains[key]
-            return None
-        return chain
-
-    def _set_chain(self, t: torch.Tensor, chain: Chain) -> None:
-        storage = _storage(t)
-        if storage is None:
-            self._chains[-id(t)] = (chain, None)
-        else:
-            self._chains[storage.data_ptr()] = (chain, weakref.ref(storage))
 
     def _writes_parameter(self, args, written: tuple[int, ...]) -> bool:
         for i in written:
@@ -324,7 +298,7 @@ class NonfiniteTracer(TorchDispatchMode):
         if new_nan and in_bad:  # NaN (beside Inf) made from Inf: the NaN entries tell how
             bad = torch.isnan(out)
         kind, count, flat = V.describe(out, bad, MAX_INDICES)
-        prior = self._chain_of(out) if written else None
+        prior = self._chains.of(out) if written else None
         event = Event(
             phase=phase,
             op=str(func),
@@ -345,12 +319,12 @@ class NonfiniteTracer(TorchDispatchMode):
         here = Chain(event, scalars, node, tensor)
         if phase == "optimizer":
             here.named = weakref.ref(out)
-        chains = [self._chain_of(t) for t in in_bad] + [prior]
+        chains = [self._chains.of(t) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
         if start is None and node is not None:
             # The backward of a forward operation whose output was already non-finite
             # (log's at 0, which made -Inf): the same values' doing, not a new start.
-            start = self._node_chains.get(node._sequence_nr() + 1)
+            start = self._chains.of_node(node)
         fresh = start is None
         if start is None and in_bad and phase != "optimizer":
             # (an optimizer's state is not followed)
@@ -363,10 +337,10 @@ class NonfiniteTracer(TorchDispatchMode):
             # Infinities written on purpose start nothing by themselves: the operation that
             # made NaN of them (a softmax over a fully masked row) does.
             start, fresh = here, True
-        self._set_chain(out, start)
+        self._chains.set(out, start)
         start.carry(out)
-        if phase == "forward" and self._makes_node(flat_inputs):
-            self._remember_node(start)
+        if phase == "forward" and _makes_node(flat_inputs):
+            self._chains.made_by_running_node(start)
         if fresh and not start.constant and len(self._made) < MAX_CHAINS:
             start.serial = len(self._made)
             start.early = phase == "optimizer" and not self._forward_seen
@@ -379,42 +353,13 @@ class NonfiniteTracer(TorchDispatchMode):
         if first is not None and first.spread and len(first.events) >= self.max_events:
             self._done = True  # the story is told and cannot be undone: the rest runs untouched
 
-    @staticmethod
-    def _makes_node(flat_inputs) -> bool:
-        """Whether the forward operation running now makes an autograd node (autograd has
-        numbered it before the operation reached this mode)."""
-        return torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in flat_inputs
-        )
-
-    def _remember_node(self, chain: Chain) -> None:
-        """The running forward operation's node (its number is one less than the next
-        free one: see ``NodeMap``) made values of ``chain``: its backward continues it."""
-        if len(self._node_chains) < MAX_NODE_CHAINS:
-            self._node_chains.setdefault(_next_node_number(), chain)
-
     def _input_chain(self, t: torch.Tensor, consumer: Event, into=None) -> Chain:
         """A non-finite tensor no traced operation made: it came in from outside (copied
         ``into`` a tensor, which then names it: a parameter a checkpoint is loaded into).
         One that holds only -Inf, is no parameter and meets an operation that masks with
         it (an attention mask made before the trace) was written on purpose: a constant."""
-        bad = V.nonfinite_mask(t)
-        kind, count, flat = V.describe(t, bad, MAX_INDICES)
-        event = Event(
-            phase="input",
-            op=consumer.op,
-            node=consumer.node,
-            module=consumer.module,
-            source=consumer.source,
-            function=consumer.function,
-            kind=kind,
-            count=count,
-            numel=t.numel(),
-            indices=tuple(V.unravel(flat, t.shape)),
-            inputs=(),
-            dtype=str(t.dtype).removeprefix("torch."),
-        )
-        chain = Chain(event, tensor=self.modules.tensor_name(t) or "")
+        chain = input_chain(t, consumer, MAX_INDICES)
+        chain.tensor = self.modules.tensor_name(t) or ""
         chain.named = weakref.ref(into if into is not None else t)
         chain.constant = (
             _base(consumer.op) in MASKING
@@ -440,37 +385,12 @@ class NonfiniteTracer(TorchDispatchMode):
             return self._origin()
 
     def _origin(self) -> Origin | None:
-        """The first chain (in the order they started) whose values still live: a value
-        made first and lasting started the trouble, even where NaN shows only later (a
-        forward's log(0) = -Inf whose backward then made NaN)."""
         chosen = self._chosen = next((c for c in self._made if c.alive()), None)
         if chosen is None:
             return None
-        # Where an Inf became NaN later: the first operation that did, from these values.
-        made_nan = any(h is chosen for h, _ in self._nans)
-        then = next((h for h, s in self._nans if s is chosen and h is not chosen), None)
-        then = None if made_nan else then
-        tensor = chosen.tensor or self._name_of(chosen)
-        code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, tensor)
-        spread = ""
-        if then is not None:
-            spread, then_text = cause_of(then.event, then.scalars, then.node, then.tensor)
-            sentence += " " + spread_sentence(then_text, then.event)
-        fields = {k: getattr(chosen.event, k) for k in Event.__dataclass_fields__}
-        return Origin(
-            **fields,
-            cause=sentence,
-            cause_code=code,
-            spread_code=spread,
-            tensor=tensor,
-            events=tuple(e for e in chosen.events if e is not chosen.event),
-        )
-
-    def _name_of(self, chain: Chain) -> str:
-        """The parameter or buffer name of the tensor a chain came in with or was written
-        into, looked up now (a model's names are known once it has been called)."""
-        t = chain.named() if chain.named is not None else None
-        return (self.modules.tensor_name(t) or "") if t is not None else ""
+        named = chosen.named() if chosen.named is not None else None  # (its model now known)
+        tensor = "" if named is None else self.modules.tensor_name(named) or ""
+        return origin_of(chosen, self._nans, chosen.tensor or tensor)
 
     @property
     def origin_follows_a_logged_step(self) -> bool:
@@ -480,16 +400,17 @@ class NonfiniteTracer(TorchDispatchMode):
         return self._chosen is not None and self._chosen.early
 
 
+def _makes_node(flat_inputs) -> bool:
+    """Whether the forward operation running now makes an autograd node (autograd has
+    numbered it before the operation reached this mode)."""
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in flat_inputs
+    )
+
+
 def _numeric(a) -> bool:
     """A real tensor with entries (floating, integer or bool)."""
     return isinstance(a, torch.Tensor) and a.numel() > 0 and not a.is_complex()
-
-
-def _storage(t: torch.Tensor):
-    try:
-        return t.untyped_storage()
-    except (RuntimeError, NotImplementedError):  # a tensor without storage (meta, sparse)
-        return None
 
 
 def _base(op: str) -> str:
