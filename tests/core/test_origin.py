@@ -286,8 +286,9 @@ def test_custom_function_whose_backward_returns_nan():
     assert "custom autograd.Function NanBackward " in origin.cause
 
 
-def _overflowing_adam():
-    """A Linear layer and an Adam after three steps; the fourth overflows in the optimizer."""
+def _overflowing_adam(warm: int = 3):
+    """A Linear layer and an Adam after ``warm`` steps; the fourth overflows in the
+    optimizer."""
     torch.manual_seed(0)
     model = nn.Linear(3, 1)
     # Each step moves every weight by lr (beta1 = 0: the update is lr * g / |g|): the
@@ -299,7 +300,7 @@ def _overflowing_adam():
         model(torch.full((1, 3), 1e-3)).mean().backward()
         opt.step()  # optimizer
 
-    for _ in range(3):
+    for _ in range(warm):
         step()
     return model, opt, step
 
@@ -642,3 +643,20 @@ def test_a_checkpoint_holding_nan_is_an_input_named_by_the_parameter_it_is_loade
     origin = t.origin
     assert (origin.phase, origin.op, origin.source) == ("input", "aten.copy_.default", line("load"))
     assert origin.tensor == "0.weight" and out.isnan().any()
+
+
+def test_checkpoints_kept_from_step_to_step_replay_the_step_that_overflowed():
+    # The copies a clean step's checkpoint takes are buffers the next step's refills: the
+    # step that overflows (the fourth) must be replayed from its own values, and leave a
+    # plain run's.
+    plain_model, plain_opt, plain_step = _overflowing_adam(warm=1)
+    model, opt, step = _overflowing_adam(warm=1)
+    with trace_nonfinite() as t:
+        for _ in range(3):
+            step()
+    for _ in range(3):
+        plain_step()
+    assert (t.origin.phase, t.origin.op) == ("optimizer", "aten.addcdiv_.default")
+    assert not torch.isfinite(model.weight).all()
+    for a, b in zip(_values(plain_model, plain_opt), _values(model, opt), strict=True):
+        assert torch.equal(a, b)
