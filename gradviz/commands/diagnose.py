@@ -34,14 +34,18 @@ def run(args) -> int:
     from gradviz.core.origin.tracer import NonfiniteTracer
 
     tracer = NonfiniteTracer()
-    seen = {"step": None, "intervals": 0, "origin": None}
+    seen = {"step": None, "intervals": 0, "origin": None, "last": None}
 
     def on_step(_rec, step: int) -> None:
         seen["intervals"] += 1
         origin = tracer.origin
         if origin is not None:
-            seen["origin"], seen["step"] = origin, step
+            # An optimizer's step that ran after the last logged step's ``rec.log`` and
+            # before this interval's forward is that step's ``opt.step()``.
+            early = tracer.origin_follows_a_logged_step and seen["last"] is not None
+            seen["origin"], seen["step"] = origin, seen["last"] if early else step
             raise _Found
+        seen["last"] = step
         tracer.reset()  # a clean interval: start the next one afresh
 
     failure, namespace = None, None

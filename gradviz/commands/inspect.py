@@ -119,6 +119,8 @@ def recording_lines(summary: dict) -> list[str]:
     unknown = (summary["first_nonfinite"] or {}).get("origin_unknown")
     if origin:  # watch(origin=True) recorded where the first non-finite value started
         lines.append(f"  where it started: {origin['cause']}")
+        if origin.get("how") in _HOW:
+            lines.append(f"  how it was found: {_HOW[origin['how']]}")
     elif unknown:  # it looked, and says why it could not tell
         lines.append(f"  where it started: not known: {unknown}")
     if len(per_rank) > 1:
@@ -135,6 +137,14 @@ def recording_lines(summary: dict) -> list[str]:
         lost = f" steps {steps} {LOST};" if steps else ""
         lines.append(f"  damaged: rank {d['rank']} {d['what']}:{lost} {d['reason']}")
     return lines
+
+
+#: How a recorded origin was established, in words (``origin["how"]``).
+_HOW = {
+    "replayed": "the step was run again under the tracer, which saw the operation",
+    "module_boundaries": "from which module's output, or gradient reaching it, was first "
+    "non-finite (the operation and line are not known)",
+}
 
 
 def _skipped_lines(skipped: list[int]) -> list[str]:

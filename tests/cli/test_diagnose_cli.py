@@ -156,3 +156,46 @@ def test_the_help_says_whose_options_are_whose_with_an_example():
         "Options before SCRIPT.py are gradviz's; everything after it belongs to the script" in text
     )
     assert "gradviz diagnose --json train.py --json --lr 0.1" in text
+
+
+OVERFLOWING_STEP = """
+    import sys
+    import torch
+    import gradviz
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(3, 1, bias=False), torch.nn.Linear(1, 1, bias=False)
+    )
+    # Adam with beta1 = 0 moves each weight of the first layer by lr a step: its fourth
+    # step (step 3) passes float32's largest value while every forward stays finite.
+    groups = [{"params": model[0].parameters(), "lr": 1e38}, {"params": model[1].parameters()}]
+    opt = torch.optim.Adam(groups, lr=1e-3, betas=(0.0, 0.999))
+    log_first = sys.argv[2] == "log-then-step"
+    with gradviz.watch(model, sys.argv[1], every=1) as rec:
+        for step in range(6):
+            opt.zero_grad()
+            loss = model(torch.full((2, 3), 1e-3)).mean()
+            loss.backward()
+            if log_first:
+                rec.log(loss=loss)
+            opt.step()  # the step
+            if not log_first:
+                rec.log(loss=loss)
+"""
+
+
+@pytest.mark.parametrize("order", ["log-then-step", "step-then-log"])
+def test_an_optimizers_overflow_is_numbered_the_step_of_its_step_call(tmp_path, order):
+    path = script(tmp_path, OVERFLOWING_STEP)
+    result = run_gradviz("diagnose", "--json", path, str(tmp_path / "run"), order)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    origin = summary["origin"]
+    assert (origin["phase"], origin["op"], origin["tensor"]) == (
+        "optimizer",
+        "aten.addcdiv_.default",
+        "0.weight",
+    )
+    assert origin["source"].endswith("train.py:22") and origin["cause_code"] == "optimizer_overflow"
+    assert summary["step"] == 3

@@ -54,6 +54,7 @@ def test_naive_at_step_0_names_sqrt_backward_and_its_call_in_distances(recwarn):
     assert traced.count == config.n  # the N diagonal entries
     assert traced.indices == ((0, 0), (1, 1), (2, 2), (3, 3))
     assert traced.cause_code == "sqrt_at_zero" and "sqrt at 0" in report.summary
+    assert traced.how == "replayed"  # seen in the step run again, not as the run ran it
     assert len(recwarn) == 0
     assert not torch.is_anomaly_enabled()
 

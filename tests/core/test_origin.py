@@ -98,11 +98,38 @@ def test_log_of_zero_is_named_in_the_forward():
     assert origin.indices == ((1,),) and origin.inputs == ((0.0,),)
 
 
-def test_log_at_zero_in_the_backward_is_named_when_the_forward_value_was_dropped():
+def test_a_forward_log_of_zero_is_the_origin_though_only_its_gradient_lasts():
+    # The -Inf loss is not kept, only the gradient its backward made (1 / 0): that gradient
+    # is the forward's log(0) continued, not a new start in the backward.
     p = torch.tensor([0.5, 0.0], requires_grad=True)
-    origin = traced(lambda: LogLoss()(p).backward())  # the -Inf loss is not kept: the grad is
-    assert (origin.phase, origin.node, origin.source) == ("backward", "LogBackward0", line("log"))
-    assert origin.cause_code == "log_of_zero" and p.grad[1] == -math.inf
+    origin = traced(lambda: LogLoss()(p).backward())
+    assert (origin.phase, origin.op, origin.node) == ("forward", "aten.log.default", None)
+    assert origin.source == line("log") and origin.cause_code == "log_of_zero"
+    assert [e.node for e in origin.events if e.phase == "backward"][-1] == "LogBackward0"
+    assert p.grad[1] == -math.inf
+
+
+class LogOfDifference(nn.Module):
+    def forward(self, x):
+        return torch.log(x - x)  # log of x - x
+
+
+def test_a_forward_log_of_zero_inside_a_submodule_is_the_origin_where_nan_shows_in_the_backward():
+    # log(x - x) = -Inf in the forward; the backward's LogBackward0 makes Inf from it and
+    # SubBackward0 adds +Inf and -Inf: NaN first shows in the backward, but started before.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), LogOfDifference())
+
+    def step():
+        loss = model(torch.randn(8, 4)).mean()
+        loss.backward()
+        return loss
+
+    origin = traced(step)
+    assert (origin.phase, origin.op, origin.module) == ("forward", "aten.log.default", "1")
+    assert origin.source == line("log of x - x") and origin.kind == "-inf"
+    assert origin.cause_code == "log_of_zero" and origin.spread_code == "inf_minus_inf"
+    assert "It became NaN in the backward, in aten.add.Tensor (SubBackward0)" in origin.cause
 
 
 def test_log_of_a_negative_number_is_nan_in_the_forward():
@@ -259,8 +286,9 @@ def test_custom_function_whose_backward_returns_nan():
     assert "custom autograd.Function NanBackward " in origin.cause
 
 
-def _overflowing_adam():
-    """A Linear layer and an Adam after three steps; the fourth overflows in the optimizer."""
+def _overflowing_adam(warm: int = 3):
+    """A Linear layer and an Adam after ``warm`` steps; the fourth overflows in the
+    optimizer."""
     torch.manual_seed(0)
     model = nn.Linear(3, 1)
     # Each step moves every weight by lr (beta1 = 0: the update is lr * g / |g|): the
@@ -272,7 +300,7 @@ def _overflowing_adam():
         model(torch.full((1, 3), 1e-3)).mean().backward()
         opt.step()  # optimizer
 
-    for _ in range(3):
+    for _ in range(warm):
         step()
     return model, opt, step
 
@@ -505,3 +533,130 @@ def test_another_threads_operations_and_modules_are_not_traced():
         y = MeanOfSelected()(x, torch.zeros(2))  # divide
     assert t.origin.source == line("divide") and t.origin.module == ""
     del y
+
+
+def _causal_attention(x, mask):
+    scores = x @ x.transpose(-1, -2) + mask
+    return torch.softmax(scores, -1) @ x  # masked softmax
+
+
+def test_an_inf_mask_made_before_the_trace_is_deliberate_not_an_input_origin():
+    # A causal mask of -Inf built once, outside the traced step: no row is all masked, so
+    # nothing started; where a row is all masked, the softmax that made NaN of it did.
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3, requires_grad=True)
+    causal = torch.full((4, 4), -math.inf).triu(1)
+    with trace_nonfinite() as t:
+        out = _causal_attention(x, causal)
+        out.sum().backward()
+    assert t.origin is None
+    blocked = causal.clone()
+    blocked[2] = -math.inf
+    origin = traced(lambda: _causal_attention(x, blocked))
+    assert (origin.phase, origin.op) == ("forward", "aten._softmax.default")
+    assert origin.source == line("masked softmax") and origin.cause_code == "fully_masked"
+
+
+# ---- causes only as far as the values go --------------------------------------------------------
+def test_acos_at_exactly_one_is_a_domain_edge_in_the_backward_not_an_overflow():
+    u = torch.tensor([[1.0, 0.0], [0.6, 0.8]], requires_grad=True)
+    ref = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+
+    def step():
+        angle = torch.acos((u * ref).sum(-1))  # angle
+        angle.sum().backward()
+
+    origin = traced(step)
+    assert (origin.phase, origin.node) == ("backward", "AcosBackward0")
+    assert origin.source == line("angle")
+    assert origin.cause_code == "domain_edge" and origin.saved == (1.0,)
+    assert "acos at 1" in origin.cause and "overflow" not in origin.cause.split("(")[0]
+    assert torch.isinf(u.grad[0, 0]) and torch.isfinite(u.grad[1]).all()
+
+
+def test_rsqrt_of_a_zero_variance_is_a_domain_edge():
+    x = torch.ones(2, 4)
+
+    def step():
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return (x - x.mean(-1, keepdim=True)) * torch.rsqrt(var)  # rsqrt
+
+    origin = traced(step)
+    assert (origin.op, origin.source) == ("aten.rsqrt.default", line("rsqrt"))
+    assert origin.cause_code == "domain_edge" and origin.spread_code == "zero_times_inf"
+
+
+def test_an_overflow_to_minus_inf_is_told_as_minus_inf():
+    origin = traced(lambda: torch.full((3,), -3e38) * 10)
+    assert origin.cause_code == "float_overflow" and "-Inf" in origin.cause
+    assert "+Inf" not in origin.cause
+
+
+def test_nan_made_from_minus_inf_inputs_is_not_said_to_come_from_finite_ones():
+    # log(0) = -Inf reaches a matrix product: its NaN came from -Inf, and which of Inf - Inf
+    # or 0 x Inf made it inside the product is not known from the values kept.
+    torch.manual_seed(0)
+    w = torch.randn(4, 2)
+    h = torch.randn(3, 4)
+    origin = traced(lambda: torch.log(h - h) @ w)
+    assert origin.cause_code == "log_of_zero" and origin.spread_code == "inf_in_product"
+    assert "received -Inf" in origin.cause and "finite inputs" not in origin.cause
+    assert "not known" in origin.cause
+
+
+def test_a_softmax_over_a_row_holding_plus_inf_is_not_called_masked():
+    q = torch.full((2, 3), 1e20)
+    origin = traced(lambda: torch.softmax(q @ q.T, -1))  # overflowing scores
+    assert (origin.op, origin.cause_code) == ("aten.mm.default", "float_overflow")
+    assert origin.spread_code == "softmax_of_inf" and "masked" not in origin.cause
+
+
+def test_an_operation_whose_inf_the_values_do_not_explain_says_not_known_and_why():
+    origin = traced(lambda: torch.special.erfinv(torch.tensor([0.5, 1.0])))
+    assert origin.op == "aten.erfinv.default" and origin.cause_code == "unknown"
+    assert origin.cause.startswith("Not known why") and "overflow" in origin.cause
+
+
+def test_a_loss_divided_by_an_integer_count_of_zero_is_a_division_by_zero():
+    pred, labelled = torch.randn(4, 1), torch.zeros(4, 1, dtype=torch.bool)
+
+    def step():
+        return ((pred * labelled) ** 2).sum() / labelled.sum()  # count
+
+    origin = traced(step)
+    assert (origin.op, origin.source) == ("aten.div.Tensor", line("count"))
+    assert origin.cause_code == "division_by_zero" and origin.inputs == ((0.0,), (0.0,))
+
+
+def test_a_checkpoint_holding_nan_is_an_input_named_by_the_parameter_it_is_loaded_into(tmp_path):
+    # The NaN comes from the file; a freed tensor's storage address, reused by the loaded
+    # one, must not tie it to a value made earlier in the trace.
+    with trace_nonfinite() as t:
+        damaged = nn.Linear(2, 2)
+        with torch.no_grad():
+            damaged.weight[0, 0] = math.nan
+        torch.save(damaged.state_dict(), tmp_path / "ckpt.pt")
+        del damaged
+        model = nn.Sequential(nn.Linear(2, 2))
+        model[0].load_state_dict(torch.load(tmp_path / "ckpt.pt", weights_only=True))  # load
+        out = model(torch.ones(1, 2))
+    origin = t.origin
+    assert (origin.phase, origin.op, origin.source) == ("input", "aten.copy_.default", line("load"))
+    assert origin.tensor == "0.weight" and out.isnan().any()
+
+
+def test_checkpoints_kept_from_step_to_step_replay_the_step_that_overflowed():
+    # The copies a clean step's checkpoint takes are buffers the next step's refills: the
+    # step that overflows (the fourth) must be replayed from its own values, and leave a
+    # plain run's.
+    plain_model, plain_opt, plain_step = _overflowing_adam(warm=1)
+    model, opt, step = _overflowing_adam(warm=1)
+    with trace_nonfinite() as t:
+        for _ in range(3):
+            step()
+    for _ in range(3):
+        plain_step()
+    assert (t.origin.phase, t.origin.op) == ("optimizer", "aten.addcdiv_.default")
+    assert not torch.isfinite(model.weight).all()
+    for a, b in zip(_values(plain_model, plain_opt), _values(model, opt), strict=True):
+        assert torch.equal(a, b)

@@ -49,8 +49,11 @@ def test_the_first_bad_step_names_the_module_whose_forward_made_it(tmp_path):
     first = _train(model, tmp_path / "run", batches, every=100)
     assert first["step"] == 3
     origin = first["origin"]
-    assert origin["phase"] == "forward" and origin["module"] == "0.1" and origin["op"] is None
+    assert origin["phase"] == "forward" and origin["module"] == "0.1"
     assert "0.1" in origin["cause"] and origin["step"] == 3
+    # Step 3 ran again under the tracer: the operation and its line are known.
+    assert (origin["op"], origin["how"]) == ("aten.log.default", "replayed")
+    assert origin["source"].endswith("test_origin_watch.py:16")
 
 
 def test_a_nan_gradient_is_blamed_on_the_backward_that_made_it(tmp_path):
@@ -190,8 +193,9 @@ def test_a_submodule_its_user_compiled_keeps_its_compiled_call_and_is_still_watc
     model[0][1]._compiled_call_impl = compiled
     batches = [torch.rand(4, 2) + 0.5, torch.zeros(4, 2)]  # log of 0 at step 1
     first = _train(model, tmp_path / "run", batches)
-    # Its call ran at both steps and at the replay of step 1 (see ``core.origin.replay``).
-    assert len(calls) == 3 and model[0][1]._compiled_call_impl is compiled
+    # Its call ran at both steps, at the replay of step 1 and at that step's run again under
+    # the tracer (see ``core.origin.replay``).
+    assert len(calls) == 4 and model[0][1]._compiled_call_impl is compiled
     assert (first["step"], first["origin"]["module"]) == (1, "0.1")
 
 
@@ -643,7 +647,7 @@ def test_a_layers_place_in_the_backward_is_its_own_node_though_its_output_is_cha
     origin = ModuleOrigin(model)
     try:
         y = model(torch.randn(4, 3))
-        (_, _, order), *_ = origin._by_bias
+        (_, _, order, _), *_ = origin._by_bias
         linear = made_by_linear[0]._sequence_nr()
         assert order == linear < y.grad_fn._sequence_nr()  # y's node is now ReLU's
     finally:

@@ -193,6 +193,8 @@ def diagnose_step(
     (step 0). ``step`` only labels the report. Raises GradvizError when the parameters do
     not fit the run that ``config`` builds.
     """
+    from dataclasses import replace
+
     from gradviz.core.origin import trace_nonfinite
 
     run = DistanceFitRun(config.with_changes(steps=1, stop_on_nan=True, threads=None))
@@ -207,6 +209,7 @@ def diagnose_step(
     origin = t.origin  # while ``run`` still holds the step's gradients and parameters
     backward = forward = None
     if origin is not None:
+        origin = replace(origin, how="replayed")  # seen in the step run again, not as it ran
         trace = OperationTrace(origin.node or origin.op, _frames(origin))
         if origin.phase == "backward":
             backward = trace

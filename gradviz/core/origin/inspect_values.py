@@ -35,6 +35,17 @@ def has_nan(t: torch.Tensor) -> bool:
     return bool(torch.isnan(t).any())
 
 
+def kinds_of(t: torch.Tensor) -> str:
+    """The kinds of non-finite entries ``t`` holds, as "nan", "inf", "-inf" joined by
+    commas in that order ("" where every entry is finite)."""
+    found = (
+        ("nan", bool(torch.isnan(t).any())),
+        ("inf", bool((t == math.inf).any())),
+        ("-inf", bool((t == -math.inf).any())),
+    )
+    return ",".join(k for k, there in found if there)
+
+
 def values_at(t: torch.Tensor, shape: torch.Size, flat: list[int]) -> tuple[float, ...] | None:
     """``t``'s values at flat indices of an output of ``shape`` (broadcasting ``t`` to it),
     or None where ``t`` does not broadcast to that shape."""

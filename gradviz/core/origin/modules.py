@@ -49,6 +49,13 @@ from torch import nn
 from gradviz.core.common.diagnostics import finiteness_sum
 from gradviz.core.common.kept_copies import KeptCopies
 from gradviz.core.common.module_calls import note_each_call
+from gradviz.core.origin.boundaries import (
+    CONTAINERS,
+    CallNote,
+    Tokens,
+    origin_of,
+    parameter_gradient,
+)
 
 #: Modules that only select, move or zero values (no NaN or Inf of their own making) and
 #: containers: not noted, because a note costs every call of a module microseconds.
@@ -65,6 +72,9 @@ _PASSIVE = (
     nn.modules.pooling._AdaptiveMaxPoolNd,
 )
 
+
+#: Marks a passive module's call among a lazy forward's notes.
+_PASSED = object()
 
 #: Tensors up to this many entries are kept through the step (lazy mode), larger ones summed.
 KEEP_NUMEL = 1 << 15
@@ -125,10 +135,16 @@ class ModuleOrigin:
         self._lazy = lazy
         #: Read at every forward: False between the recorded steps of an accelerator.
         self.armed = True
-        # (phase, module, tensor or its sum, kept, order) in execution order; from ``_summed``
-        # on, entries may hold a kept tensor (``kept`` True) rather than its sum; ``order``
-        # is a gradient's node's sequence number (None for the forward).
-        self._entries: list[tuple[str, str, torch.Tensor, bool, int | None]] = []
+        # (phase, module, tensor or its sum, kept, order, info) in execution order; from
+        # ``_summed`` on, entries may hold a kept tensor (``kept`` True) rather than its sum;
+        # ``order`` is a gradient's node's sequence number (None for the forward); ``info``
+        # the call (a ``CallNote``) for the forward, the id of the output whose gradient it
+        # is for the backward.
+        self._entries: list[tuple] = []
+        #: Every noted call of the step, in the order they returned (a container returning
+        #: its child's output has its call here, though not its output among the entries).
+        self._calls: list[CallNote] = []
+        self._tokens = Tokens()  # the noted outputs' numbers (see ``boundaries.Tokens``)
         self._summed = 0
         # The output noted last: held where it is kept anyway (``_last_output``), else by a
         # weak reference (``_last_summed``): holding a large output past the operation that
@@ -138,9 +154,9 @@ class ModuleOrigin:
         self._last_summed: weakref.ref | None = None
         # (module, output) whose gradient autograd keeps for this step (``retain_grad``):
         # read only on suspicion, in the backward's order (see ``_retained_entries``).
-        self._retained: list[tuple[str, torch.Tensor]] = []
-        # (module, bias, order of the output's node): the gradient reaching the output is
-        # read from the bias's (``output_bias``), for a module's first call of the step.
+        self._retained: list[tuple[str, torch.Tensor, int | None]] = []
+        # (module, bias, order of the output's node, id of the output): the gradient reaching
+        # the output is read from the bias's (``output_bias``), for a module's first call.
         self._by_bias: list[tuple[str, nn.Parameter, int]] = []
         self._biased: set[int] = set()
         # The biases' gradients as the backward left them (gradient clipping, or a user's
@@ -161,10 +177,15 @@ class ModuleOrigin:
         self._handles = note_each_call(model, self._on_root_output, self._on_root_input)
         for m in noted:
             self._handles += note_each_call(m, self._on_output)
-        # A lazy forward's outputs (module, output, autograd's sequence counter), noted as
-        # the modules return and looked at as the forward ends (``_take_notes``); None
-        # outside the model's forward.
-        self._notes: list[tuple[nn.Module, torch.Tensor, int | None]] | None = None
+        # A passive module's output stands for its input where a later module takes it (the
+        # module boundaries then see who took a value across a ReLU or a Flatten).
+        for m in model.modules():
+            if isinstance(m, _PASSIVE) and not isinstance(m, CONTAINERS) and m is not model:
+                self._handles += note_each_call(m, self._on_passive)
+        # A lazy forward's outputs (module, output, autograd's sequence counter, the call's
+        # arguments), noted as the modules return and looked at as the forward ends
+        # (``_take_notes``); None outside the model's forward.
+        self._notes: list[tuple] | None = None
         # Beyond a forward and a backward's worth of entries (submodules called one by
         # one, outside the root, again and again) the older ones are summed: counted from
         # the modules noted, not from how they are noted (a wrapper or two hooks).
@@ -199,11 +220,20 @@ class ModuleOrigin:
         if notes is not None and (
             output.numel() <= KEEP_NUMEL if type(output) is torch.Tensor else _small(output)
         ):
-            notes.append((module, output, _SEQUENCE_NR()))
+            notes.append((module, output, _SEQUENCE_NR(), args))
             return
         if notes:
             self._take_notes()  # the outputs before this one, in their order
-        self._note_now(module, output)
+        self._note_now(module, args, output)
+
+    def _on_passive(self, module, args, output) -> None:
+        if type(output) is not torch.Tensor or not args or type(args[0]) is not torch.Tensor:
+            return
+        notes = self._notes
+        if notes is not None:
+            notes.append((module, output, _PASSED, args))
+        elif self.armed and torch.is_grad_enabled():
+            self._tokens.alias(output, args[0])
 
     def _on_root_output(self, module, args, output) -> None:
         self._on_output(module, args, output)
@@ -217,9 +247,15 @@ class ModuleOrigin:
         notes, self._notes = self._notes, []
         biased, names = self._biased, self._names
         entries, by_bias, last = self._entries, self._by_bias, self._last_output
-        for module, output, after in notes:
+        calls = self._calls
+        for module, output, after, args in notes:
+            if after is _PASSED:
+                self._tokens.alias(output, args[0])
+                continue
             # The counter was read after the module's operations: its last node is one less.
             order = None if after is None else after - 1
+            call = CallNote(module, names[id(module)], args, output, KEEP_NUMEL, self._tokens)
+            calls.append(call)
             for t in (output,) if type(output) is torch.Tensor else output:
                 if t is None or t is last:
                     continue
@@ -230,12 +266,12 @@ class ModuleOrigin:
                 if bias is not None and t.is_floating_point():
                     biased.add(key)
                     name = names[key]
-                    by_bias.append((name, bias, order))
-                    entries.append(("forward", name, t, True, None))
+                    by_bias.append((name, bias, order, self._tokens.of(t)))
+                    entries.append(("forward", name, t, True, None, call))
                     last = t
                     continue
                 self._last_output = last
-                self._note_output(module, t, order)
+                self._note_output(module, t, call, order)
                 last = self._last_output
         self._last_output = last
         if notes:
@@ -243,24 +279,29 @@ class ModuleOrigin:
         if len(entries) - self._summed > self._limit:
             self._sum_kept()
 
-    def _note_now(self, module, output) -> None:
+    def _note_now(self, module, args, output) -> None:
         """Note ``output`` (a tensor, or the tensors of a tuple or list) at once."""
         if not (self.armed and torch.is_grad_enabled()):
             return
+        name = self._names.get(id(module), type(module).__name__)
+        call = CallNote(module, name, args, output, KEEP_NUMEL if self._lazy else 0, self._tokens)
+        self._calls.append(call)
         if isinstance(output, torch.Tensor):
             if not self._is_last(output):
-                self._note_output(module, output)
+                self._note_output(module, output, call)
         elif isinstance(output, (tuple, list)):
             for t in output:
                 if isinstance(t, torch.Tensor) and not self._is_last(t):
-                    self._note_output(module, t)
+                    self._note_output(module, t, call)
 
     def _is_last(self, t: torch.Tensor) -> bool:
         """Whether ``t`` is the output noted last (a container returning its child's)."""
         summed = self._last_summed
         return t is self._last_output or (summed is not None and summed() is t)
 
-    def _note_output(self, module, t: torch.Tensor, order: int | None = None) -> None:
+    def _note_output(
+        self, module, t: torch.Tensor, call: CallNote, order: int | None = None
+    ) -> None:
         """Note ``t`` from ``module``'s forward and watch the gradient that will reach it.
         A container returning its last child's output: that tensor is noted once, under the
         innermost module that made it (``_last_output``). ``order``: the place in the
@@ -279,12 +320,12 @@ class ModuleOrigin:
         else:
             self._last_output, self._last_summed = None, weakref.ref(t)
         if not t.requires_grad:
-            self._add("forward", name, t)
+            self._add("forward", name, t, info=call)
             return
         node = t.grad_fn
         if node is not None and (bias := self._bias_for(key)) is not None:
             self._biased.add(key)
-            self._note_by_bias(name, t, bias, node, order)
+            self._note_by_bias(name, t, bias, node, order, call)
             return
         if node is not None and self._lazy and numel <= KEEP_NUMEL and not t.retains_grad:
             # Autograd keeps this gradient (``.grad`` of the output, by its C++ hook: no
@@ -292,10 +333,10 @@ class ModuleOrigin:
             # The output itself is kept as it is, not detached: ``_retained`` holds it (and
             # its node) until the step ends anyway.
             t.retain_grad()
-            self._retained.append((name, t))
-            self._keep("forward", name, t)
+            self._retained.append((name, t, self._tokens.of(t)))
+            self._keep("forward", name, t, info=call)
             return
-        self._add("forward", name, t)
+        self._add("forward", name, t, info=call)
         self._watch_gradient(name, t, node)
 
     def _bias_for(self, key: int) -> nn.Parameter | None:
@@ -309,29 +350,30 @@ class ModuleOrigin:
         return bias if bias.dtype in _WIDE else None
 
     def _note_by_bias(
-        self, name: str, t: torch.Tensor, bias: nn.Parameter, node, order: int | None
+        self, name: str, t: torch.Tensor, bias: nn.Parameter, node, order: int | None, call
     ) -> None:
         """Note ``t`` and read the gradient that will reach it from ``bias``'s (copied
         when the backward ends)."""
-        self._by_bias.append((name, bias, node._sequence_nr() if order is None else order))
+        order = node._sequence_nr() if order is None else order
+        self._by_bias.append((name, bias, order, self._tokens.of(t)))
         if self._lazy and t.numel() <= KEEP_NUMEL:
             # Not detached (a microsecond a module): the backward frees its graph's tensors,
             # and a forward never backpropagated is summed at the next.
-            self._keep("forward", name, t)
+            self._keep("forward", name, t, info=call)
         else:
-            self._add("forward", name, t)
+            self._add("forward", name, t, info=call)
 
     def _watch_gradient(self, name: str, t: torch.Tensor, node) -> None:
         """Note the gradient reaching ``t`` (a large output, or one whose gradient is kept
         already) when its autograd node runs: a pre-hook on the node (no Python handle
         object per tensor, and it dies with the graph)."""
-        entries = self._entries
+        entries, out = self._entries, self._tokens.of(t)
         if node is None:  # a leaf returned as it is (a parameter): a tensor hook, removed later
-            hook = t.register_hook(lambda g: self._on_gradient(entries, name, g))
+            hook = t.register_hook(lambda g: self._on_gradient(entries, name, g, None, out))
             self._leaf_handles.append(hook)
             return
         nr, order = t.output_nr, node._sequence_nr()
-        node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order))
+        node.register_prehook(lambda grads: self._on_gradient(entries, name, grads[nr], order, out))
 
     def _arm_trigger(self, bias: nn.Parameter | None) -> None:
         """Let ``bias``'s gradient (once accumulated) ask for the biases' copy (None: none)."""
@@ -350,7 +392,7 @@ class ModuleOrigin:
         suspicion: laid end to end by one operation (between a model's operations each
         costs some ten microseconds, whatever its size), else one by one."""
         self._copied = True
-        pairs = [(b, g) for _, b, _ in self._by_bias if (g := b.grad) is not None]
+        pairs = [(b, g) for _, b, _, _ in self._by_bias if (g := b.grad) is not None]
         if not pairs:  # a graph kept from an ended step, run again: no step to add to
             return
         grads = [g for _, g in pairs]
@@ -366,26 +408,32 @@ class ModuleOrigin:
         copies = self._bias_copies.take(grads)
         self._bias_copy = {id(b): copy for (b, _), copy in zip(pairs, copies)}
 
-    def _on_gradient(self, entries: list, name: str, grad, order: int | None = None) -> None:
+    def _on_gradient(
+        self, entries: list, name: str, grad, order: int | None = None, out: int | None = None
+    ) -> None:
         # ``entries is self._entries``: a graph kept from an earlier step (retain_graph) and
         # run again must not add to this one.
         if entries is self._entries and _floating(grad):
-            self._add("backward", name, grad, order)
+            self._add("backward", name, grad, order, out)
 
-    def _add(self, phase: str, name: str, t: torch.Tensor, order: int | None = None) -> None:
+    def _add(
+        self, phase: str, name: str, t: torch.Tensor, order: int | None = None, info=None
+    ) -> None:
         # Detached: a kept output must not keep the autograd graph (and its activations)
         # alive; a sum of a detached tensor records no graph. ``order``: a gradient's node's
         # sequence number (the backward runs nodes in decreasing order of it). Lazily, the
         # model's inputs are kept whatever their size: the caller holds its batch anyway.
         t = t.detach() if t.requires_grad else t
         if not (self._lazy and (phase == "input" or t.numel() <= KEEP_NUMEL)):
-            self._entries.append((phase, name, finiteness_sum(t), False, order))
+            self._entries.append((phase, name, finiteness_sum(t), False, order, info))
             return
-        self._keep(phase, name, t, order)
+        self._keep(phase, name, t, order, info)
 
-    def _keep(self, phase: str, name: str, t: torch.Tensor, order: int | None = None) -> None:
+    def _keep(
+        self, phase: str, name: str, t: torch.Tensor, order: int | None = None, info=None
+    ) -> None:
         """Keep ``t`` itself until the step ends (tested only on suspicion)."""
-        self._entries.append((phase, name, t, True, order))
+        self._entries.append((phase, name, t, True, order, info))
         if len(self._entries) - self._summed > self._limit:
             self._sum_kept()
 
@@ -393,9 +441,9 @@ class ModuleOrigin:
         """Replace the kept tensors by their sums (device-side, no read)."""
         entries = self._entries
         for k in range(self._summed, len(entries)):
-            phase, name, t, kept, order = entries[k]
+            phase, name, t, kept, order, info = entries[k]
             if kept:
-                entries[k] = (phase, name, finiteness_sum(t.detach()), False, order)
+                entries[k] = (phase, name, finiteness_sum(t.detach()), False, order, info)
         self._summed = len(entries)
         self._last_output = self._last_summed = None
 
@@ -406,6 +454,8 @@ class ModuleOrigin:
         entries, retained, by_bias = self._entries, self._retained, self._by_bias
         bias_copy, flat = self._bias_copy, self._bias_flat
         self._entries, self._summed, self._last_output, self._retained = [], 0, None, []
+        self._calls = []
+        self._tokens.clear()
         self._last_summed = None
         self._by_bias, self._biased, self._bias_copy = [], set(), None
         self._bias_flat, self._notes = None, None
@@ -420,30 +470,36 @@ class ModuleOrigin:
         by_bias = _bias_entries(by_bias, bias_copy if flat is None else _split(*flat))
         return _in_backward_order(entries + _retained_entries(retained) + by_bias)
 
-    def step_end(self, read: bool = True, suspect: bool | None = None) -> dict | None:
-        """The step's origin, if ``read``; ``suspect`` False (the step is known clean)
-        skips the sums, None (unknown) takes them all."""
+    def step_end(
+        self, read: bool = True, suspect: bool | None = None, grads: list | None = None
+    ) -> dict | None:
+        """The step's origin, if ``read`` (``boundaries.origin_of``'s verdict: an origin,
+        or ``{"unknown": why}``); ``suspect`` False (the step is known clean) skips the
+        sums, None (unknown) takes them all. ``grads``: the parameters' gradients as the
+        backward made them, ``(name, gradient)`` (a replay's: no user's code between), for
+        a NaN made inside a module's backward that reaches its parameters only."""
+        calls = self._calls
         entries = self._end_entries(read and suspect is not False)
         try:
             if not entries:
                 return None
             device = entries[0][2].device
             wide = torch.float32 if device.type == "mps" else torch.float64
-            sums = [(finiteness_sum(t.detach()) if kept else t) for _, _, t, kept, _ in entries]
+            sums = [(finiteness_sum(t.detach()) if kept else t) for _, _, t, kept, *_ in entries]
             sums = [t.to(device, wide) for t in sums]
             values = torch.stack(sums).tolist()  # one read
-            where = [(phase, name) for phase, name, *_ in entries]
             for k, value in enumerate(values):
                 if not math.isfinite(value):
-                    _, _, t, kept, _ = entries[k]
+                    _, _, t, kept, _, _ = entries[k]
                     if kept:  # the tensor is at hand: exactly (a sum of finite values may overflow)
                         if bool(torch.isfinite(t).all()):
                             continue
                         value = math.nan if bool(torch.isnan(t).any()) else math.inf
-                    return _origin(k, where, value)
-            return None
+                    return origin_of(entries, k, value, calls)
+            return parameter_gradient(grads, entries, calls) if grads else None
         finally:
             entries.clear()  # the kept tensors go now, not when the last hook does
+            calls.clear()
 
 
 def _split(flat: torch.Tensor, biases: list[nn.Parameter]) -> dict[int, torch.Tensor]:
@@ -455,15 +511,15 @@ def _split(flat: torch.Tensor, biases: list[nn.Parameter]) -> dict[int, torch.Te
     return parts
 
 
-def _retained_entries(retained: list[tuple[str, torch.Tensor]]) -> list:
+def _retained_entries(retained: list[tuple[str, torch.Tensor, int | None]]) -> list:
     """The gradients autograd kept on outputs, as backward entries. Their ``.grad`` stays
     on the outputs (a hook of the user's may have asked for it too, as Grad-CAM does) and
     goes with them: nothing here keeps an output past its step."""
     taken = []
-    for name, t in retained:
+    for name, t, out in retained:
         grad = t.grad
         if grad is not None and grad.numel():
-            taken.append(("backward", name, grad, True, t.grad_fn._sequence_nr()))
+            taken.append(("backward", name, grad, True, t.grad_fn._sequence_nr(), out))
     return taken
 
 
@@ -472,10 +528,10 @@ def _bias_entries(by_bias: list, copy: dict[int, torch.Tensor] | None) -> list:
     the backward left them (``copy``); where no backward asked for the copy, as they are
     now. Finite entries stay in the list: they place the others' producers."""
     taken = []
-    for name, bias, order in by_bias:
+    for name, bias, order, out in by_bias:
         grad = bias.grad if copy is None else copy.get(id(bias))
         if grad is not None and grad.numel():
-            taken.append(("backward", name, grad, True, order))
+            taken.append(("backward", name, grad, True, order, out))
     return taken
 
 
@@ -493,43 +549,6 @@ def _in_backward_order(entries: list) -> list:
     grads = [e for e in entries if e[0] == "backward"]
     grads.sort(key=lambda e: 1 if e[4] is None else -e[4])
     return ahead + grads
-
-
-def _origin(k: int, where: list[tuple[str, str]], value: float) -> dict:
-    phase, module = where[k]
-    kind = "NaN" if math.isnan(value) else "Inf"
-    if phase == "input":
-        return {
-            "phase": "input",
-            "module": "",
-            "op": None,
-            "cause": f"The model's input already held {kind} before any module ran.",
-        }
-    if phase == "forward":
-        return {
-            "phase": "forward",
-            "module": module,
-            "op": None,
-            "cause": f"The forward of {_named(module)} made {kind} from finite inputs "
-            "(run `gradviz diagnose` for the operation and line).",
-        }
-    # A gradient reaching ``module``'s output: made by the backward of the module whose
-    # output gradient came just before it (its consumer), or by the loss.
-    before = [m for p, m in where[:k] if p == "backward"]
-    producer = before[-1] if before else ""
-    made_by = f"the backward of {_named(producer)}" if producer else "the loss's backward"
-    return {
-        "phase": "backward",
-        "module": producer,
-        "op": None,
-        "cause": f"The gradient reaching the output of {_named(module)} was {kind}, made by "
-        f"{made_by} (run `gradviz diagnose` for the operation and line).",
-    }
-
-
-def _named(module: str) -> str:
-    """A module in a sentence: module 'encoder.0', or the model itself."""
-    return f"module '{module}'" if module else "the model"
 
 
 def _small(output) -> bool:

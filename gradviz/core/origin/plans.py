@@ -28,6 +28,9 @@ _COPIES = frozenset(
         "aten::new_empty",
         "aten::detach",
         "aten::lift_fresh",
+        # Points a tensor at a storage (deserialising a checkpoint): its values come from
+        # outside, and are an input where a traced operation first meets them.
+        "aten::set_",
     }
 )
 

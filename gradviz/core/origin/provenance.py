@@ -104,6 +104,7 @@ class ModuleTracker:
         self._names: dict[int, str] = {}  # id(module) -> dotted name, for the roots seen
         self._roots: list[nn.Module] = []  # kept alive so that the ids stay theirs
         self._tensors: dict[int, str] = {}  # storage data_ptr -> parameter/buffer name
+        self._parameters: set[int] = set()  # storage data_ptr of the parameters among them
         self._handles: list = []
 
     @property
@@ -127,6 +128,10 @@ class ModuleTracker:
         """``"fc1.weight"`` where ``t`` shares storage with a parameter or buffer seen."""
         return self._tensors.get(storage_key(t))
 
+    def is_parameter(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` shares storage with a parameter of a module seen."""
+        return storage_key(t) in self._parameters
+
     def _on_pre(self, module: nn.Module, _args) -> None:
         if threading.get_ident() != self._thread:
             return
@@ -149,6 +154,7 @@ class ModuleTracker:
             self._names.setdefault(id(m), name)
         for name, t in [*root.named_parameters(), *root.named_buffers()]:
             self._tensors.setdefault(storage_key(t), name)
+        self._parameters.update(storage_key(p) for p in root.parameters())
 
 
 def storage_key(t: torch.Tensor) -> int:

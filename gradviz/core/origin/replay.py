@@ -179,17 +179,37 @@ class StepCalls:
         with self._replaying():
             origin = origin_of(self._model)
             try:
-                outputs, grads = self._forwards()
-                inputs = self._leaf_inputs([p for p in self._params if p.requires_grad])
-                if outputs and inputs:
-                    try:
-                        torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
-                    except Exception as exc:  # never the user's loop's failure
-                        name = type(exc).__name__
-                        raise NotReplayable(f"its backward raised {name}") from None
-                return origin.step_end(read=True, suspect=None)
+                _, made = self._run_again()
+                named = [n for n, p in self._model.named_parameters() if p.requires_grad]
+                grads = list(zip(named, made))  # (the leaf inputs' come after: left out)
+                return origin.step_end(read=True, suspect=None, grads=grads)
             finally:
                 origin.remove()
+
+    def trace_again(self, tracer):
+        """Run the step's calls and their backward again under ``tracer`` (a
+        ``NonfiniteTracer``, not armed: apart from the notes, whose own operations are not
+        the user's); returns its origin, asked while what the replay made is held (a value
+        nothing holds was masked away). Raises ``NotReplayable``."""
+        with self._replaying():
+            with tracer:
+                made = self._run_again()
+            origin = tracer.origin
+            del made
+            return origin
+
+    def _run_again(self) -> tuple:
+        """The step's forwards, then their backward to the parameters; returns the outputs
+        and the gradients made."""
+        outputs, grads = self._forwards()
+        inputs = self._leaf_inputs([p for p in self._params if p.requires_grad])
+        made = ()
+        if outputs and inputs:
+            try:
+                made = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
+            except Exception as exc:  # never the user's loop's failure
+                raise NotReplayable(f"its backward raised {type(exc).__name__}") from None
+        return outputs, made
 
     @contextlib.contextmanager
     def _replaying(self) -> Iterator[None]:

@@ -13,8 +13,13 @@ class Event:
     """One operation that made or received non-finite values.
 
     ``indices`` are the first few non-finite entries of its output, as index tuples into
-    the output's shape; ``inputs`` the floating inputs' values at those entries where an
-    input has the output's shape after broadcasting (else ``None`` for that input).
+    the output's shape; ``inputs`` the tensor operands' values at those entries (floating,
+    integer or bool, in the operation's order) where an operand has the output's shape
+    after broadcasting (else ``None`` for that operand);
+    ``input_kinds`` the kinds of non-finite entries each floating input held anywhere
+    ("" finite, else "nan", "inf", "-inf" joined by commas: see ``inspect_values.kinds_of``);
+    ``saved`` a backward node's saved input or result at those entries, where it has a
+    domain edge (acos's input: 1.0; see ``causes.saved_at``).
     """
 
     phase: str  # "input", "forward", "backward" or "optimizer"
@@ -29,24 +34,31 @@ class Event:
     indices: tuple[tuple[int, ...], ...] = ()
     inputs: tuple[tuple[float, ...] | None, ...] = ()
     dtype: str = ""  # the output's dtype, "float32"
+    input_kinds: tuple[str, ...] = ()
+    saved: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
 class Origin(Event):
     """Where the first non-finite value started (an Event) and why.
 
-    ``cause`` is one or two sentences for a person; ``cause_code`` a short code for
-    programs ("sqrt_at_zero", "log_of_zero", "division_by_zero", "exp_overflow",
-    "zero_times_inf", "inf_minus_inf", "domain", "low_precision_overflow",
-    "float_overflow", "nonfinite_input", "custom_backward", "optimizer_overflow",
-    "constant", "fully_masked", "unknown"). ``tensor`` names the input tensor for phase "input"
-    ("fc1.weight", or "" for a tensor from outside the model such as the batch).
+    ``cause`` is one or two sentences for a person, saying only what the values kept
+    support; ``cause_code`` a short code for programs ("sqrt_at_zero", "log_of_zero",
+    "domain_edge" (acos or asin at +-1, rsqrt at 0, ...), "division_by_zero",
+    "exp_overflow", "zero_times_inf", "inf_minus_inf", "inf_over_inf", "inf_in_product",
+    "softmax_of_inf", "domain", "low_precision_overflow", "float_overflow",
+    "nonfinite_input", "custom_backward", "optimizer_overflow", "constant",
+    "fully_masked", "carried", or "unknown": not known, and the sentence says why).
+    ``tensor`` names the input tensor for phase "input" ("fc1.weight", or "" for a tensor
+    from outside the model such as the batch).
     """
 
     cause: str = ""
     cause_code: str = "unknown"
     spread_code: str = ""  # where an Inf became NaN later: that operation's cause code
     tensor: str = ""
+    #: How it was established: "observed" (the tracer saw the operation make it, as it ran).
+    how: str = "observed"
     events: tuple[Event, ...] = field(default=(), compare=False)
 
     def to_dict(self, *, events: bool = True) -> dict:
@@ -56,7 +68,7 @@ class Origin(Event):
         data["inputs"] = [None if v is None else list(v) for v in self.inputs]
         if events:
             data["events"] = [
-                {k: v for k, v in asdict(e).items() if k not in ("indices", "inputs")}
+                {k: v for k, v in asdict(e).items() if k not in ("indices", "inputs", "saved")}
                 for e in self.events
             ]
         else:

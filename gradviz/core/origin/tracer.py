@@ -7,15 +7,21 @@ never raises: a result is tested with one sum (a NaN or Inf anywhere makes it no
 and searched entry by entry only on suspicion. Non-finite values are followed by their
 storage, so a NaN made later is traced back to the Inf that started it.
 
-Which value is the origin:
+Which value is the origin: the first chain of non-finite values, in the order they
+started, whose values still live when the origin is asked for (one that every tensor
+dropped or made finite again was masked away and started nothing). A chain starts
 
-- where a NaN appeared, the start of its chain: the operation that made the Inf it came
-  from, or the NaN-making operation itself, or the input it came from (phase "input");
-- where only Inf appeared, the first operation that made it from finite values (or the
-  input it came from);
-- infinities written on purpose (``masked_fill(mask, -inf)``, ``torch.full(..., inf)``)
-  start nothing by themselves: a clean transformer with masked attention reports None,
-  a softmax over a fully masked row reports the softmax.
+- at an operation that made NaN or Inf from finite values (or a NaN from infinities
+  written on purpose), or at an input it came in with (phase "input");
+- not again in the backward of a forward operation whose output was already non-finite:
+  ``log(0) = -Inf`` in the forward whose backward then divides by that 0 is one chain,
+  started in the forward, even where NaN is first seen in the backward;
+- never at infinities written on purpose (``masked_fill(mask, -inf)``, ``torch.full(...,
+  inf)``, a -Inf-only mask made before the trace that meets a masking operation): a clean
+  transformer with masked attention reports None, a softmax over a fully masked row
+  reports the softmax.
+
+Where an Inf became NaN later, the first operation that did so is told as how it spread.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -42,25 +49,52 @@ from torch.utils._python_dispatch import (
 from torch.utils._pytree import tree_flatten
 
 from gradviz.core.origin import inspect_values as V
-from gradviz.core.origin.causes import cause_of, spread_sentence
-from gradviz.core.origin.chains import Chain
+from gradviz.core.origin.causes import saved_at
+from gradviz.core.origin.chains import Chain, ChainMap, input_chain, origin_of
 from gradviz.core.origin.optimizer_replay import StepCheckpoint
 from gradviz.core.origin.plans import (
     PASS_THROUGH,
     UNPLANNED,
-    floating,
     plan_of,
     results_of,
     whole_storage,
 )
-from gradviz.core.origin.provenance import ModuleTracker, NodeMap, storage_key, user_source
+from gradviz.core.origin.provenance import ModuleTracker, NodeMap, user_source
 from gradviz.core.origin.result import Event, Origin
 
 #: Events kept after the origin (how it spread).
 MAX_EVENTS = 8
 #: Non-finite entries listed per event.
-MAX_INDICES = 4  #: Chains remembered per trace (interval).
+MAX_INDICES = 4
+#: Chains remembered per trace (interval).
 MAX_CHAINS = 256
+#: Operations that mask with a -Inf tensor given to them (an attention mask): such a
+#: tensor from outside the trace is taken as written on purpose (see ``_input_chain``).
+MASKING = frozenset(
+    {
+        "add",
+        "add_",
+        "sub",
+        "where",
+        "masked_fill",
+        "masked_fill_",
+        "_softmax",
+        "_log_softmax",
+        "_masked_softmax",
+        "baddbmm",
+        "minimum",
+        "maximum",
+        "clamp",
+        "clamp_max",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    }
+)
+
+#: id(operation) -> ``plan_of(operation)``, for the process: operations live as long, and a
+#: trace per training step (``with trace_nonfinite()`` around each) would plan them again.
+_PLANS: dict[int, object] = {}
 
 _current_node = torch._C._current_autograd_node
 
@@ -74,10 +108,13 @@ class NonfiniteTracer(TorchDispatchMode):
         self.skip_gradviz = skip_gradviz
         self.modules = ModuleTracker()
         self.nodes = NodeMap()
-        self._plans: dict[int, object] = {}  # id(operation) -> _plan(operation)
-        self._chains: dict[int, Chain] = {}  # storage key -> where its non-finite values began
+        self._plans = _PLANS  # (an attribute: read at every operation)
+        self._chains = ChainMap()  # storage, or a forward operation's node -> its chain
         self._made: list[Chain] = []  # chains started by computed values or inputs, in order
         self._nans: list[tuple[Chain, Chain]] = []  # (an op that made NaN, its chain's start)
+        self._forward_seen = False  # a forward operation ran since the last reset
+        #: the chain the last ``origin`` chose (None: none)
+        self._chosen: Chain | None = None
         self._optimizer = 0
         self._parameters: set[int] = set()  # ids of the tensors optimizers update
         self._thread = threading.get_ident()
@@ -91,7 +128,8 @@ class NonfiniteTracer(TorchDispatchMode):
         """Forget what was seen (the mode stays armed): the next interval starts afresh."""
         self._chains.clear()
         self._made, self._nans = [], []
-        self._done = False
+        self._done = self._forward_seen = False
+        self._chosen = None
         self.nodes.clear()
 
     # ---- arming ---------------------------------------------------------------------------------
@@ -185,11 +223,14 @@ class NonfiniteTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         node = _current_node()
-        if node is None and not self._optimizer:
+        forward = node is None and not self._optimizer
+        if forward:
             number = self.nodes.changed()
             if number is not None:  # a forward op that made an autograd node: remember where
                 self.nodes.remember(number, (self.modules.current, *user_source(self.skip_gradviz)))
         out = func(*args, **kwargs)
+        if forward and not self._forward_seen and type(out) is torch.Tensor:
+            self._forward_seen = True  # (not a profiler's record, which opt.step() opens with)
         if self._done:
             return out
         plan = self._plans.get(id(func), UNPLANNED)  # ids: operations live for the process
@@ -197,7 +238,7 @@ class NonfiniteTracer(TorchDispatchMode):
             plan = self._plans[id(func)] = plan_of(func)
         if plan is None:  # a view: it carries whatever its base carries (x.grad is a detach)
             if self._chains and type(out) is torch.Tensor:
-                chain = self._chains.get(storage_key(out))
+                chain = self._chains.of(out)
                 if chain is not None:
                     chain.carry(out)
             return out
@@ -217,7 +258,7 @@ class NonfiniteTracer(TorchDispatchMode):
                     if bad is not None:
                         self._on_nonfinite(func, args, kwargs, t, bad, node, plan[1])
                 elif plan[1] and self._chains and whole_storage(t):
-                    self._chains.pop(storage_key(t), None)  # all finite again: carries nothing
+                    self._chains.drop(t)  # all finite again: carries nothing
         except Exception:  # noqa: S110 never raise into the user's step: this op stays unchecked
             pass
         return out
@@ -226,9 +267,9 @@ class NonfiniteTracer(TorchDispatchMode):
         """``out`` of a copying operation carries the chain of its first input that has one."""
         for a in args:
             if isinstance(a, torch.Tensor):
-                chain = self._chains.get(storage_key(a))
+                chain = self._chains.of(a)
                 if chain is not None:
-                    self._chains[storage_key(out)] = chain
+                    self._chains.set(out, chain)
                     chain.carry(out)
                     return
 
@@ -244,12 +285,20 @@ class NonfiniteTracer(TorchDispatchMode):
     # ---- a non-finite result --------------------------------------------------------------------
     def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
         phase, module, source, function = self._where(node)
-        kind, count, flat = V.describe(out, bad, MAX_INDICES)
         flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
-        tensors = [a for i, a in enumerate(flat_inputs) if floating(a) and a is not out]
+        # Every operand's values at the entries (an integer count divided by is one), the
+        # floating ones' non-finite kinds.
+        operands = [a for a in flat_inputs if _numeric(a) and a is not out]
+        tensors = [a for a in operands if a.is_floating_point()]
         scalars = tuple(float(a) for a in flat_inputs if isinstance(a, float))
-        in_bad = [t for t in tensors if not V.looks_finite(t) and V.nonfinite_mask(t) is not None]
-        prior = self._chains.get(storage_key(out)) if written else None
+        kinds = tuple(V.kinds_of(t) if not V.looks_finite(t) else "" for t in tensors)
+        in_bad = [t for t, k in zip(tensors, kinds) if k]
+        made_nan = V.has_nan(out)
+        new_nan = made_nan and not any("nan" in k for k in kinds)
+        if new_nan and in_bad:  # NaN (beside Inf) made from Inf: the NaN entries tell how
+            bad = torch.isnan(out)
+        kind, count, flat = V.describe(out, bad, MAX_INDICES)
+        prior = self._chains.of(out) if written else None
         event = Event(
             phase=phase,
             op=str(func),
@@ -261,52 +310,63 @@ class NonfiniteTracer(TorchDispatchMode):
             count=count,
             numel=out.numel(),
             indices=tuple(V.unravel(flat, out.shape)),
-            inputs=tuple(V.values_at(t, out.shape, flat) for t in tensors),
+            inputs=tuple(V.values_at(t, out.shape, flat) for t in operands),
             dtype=str(out.dtype).removeprefix("torch."),
+            input_kinds=kinds,
+            saved=() if node is None or in_bad else saved_at(node, V.unravel(flat, out.shape)),
         )
         tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
         here = Chain(event, scalars, node, tensor)
-        made_nan = kind == "nan" or V.has_nan(out)
-        chains = [self._chains.get(storage_key(t)) for t in in_bad] + [prior]
+        if phase == "optimizer":
+            here.named = weakref.ref(out)
+        chains = [self._chains.of(t) for t in in_bad] + [prior]
         start = next((c for c in chains if c is not None), None)
+        if start is None and node is not None:
+            # The backward of a forward operation whose output was already non-finite
+            # (log's at 0, which made -Inf): the same values' doing, not a new start.
+            start = self._chains.of_node(node)
         fresh = start is None
         if start is None and in_bad and phase != "optimizer":
-            start = self._input_chain(in_bad[0], event)  # (an optimizer's state is not followed)
+            # (an optimizer's state is not followed)
+            start = self._input_chain(in_bad[0], event, out if written else None)
         if start is None:  # made here, from finite values (or written on purpose)
             constant = any(not math.isfinite(s) for s in scalars) or not tensors
             here.constant = constant and phase not in ("optimizer", "backward")
             start = here
-        self._chains[storage_key(out)] = start
+        elif start.constant and new_nan:
+            # Infinities written on purpose start nothing by themselves: the operation that
+            # made NaN of them (a softmax over a fully masked row) does.
+            start, fresh = here, True
+        self._chains.set(out, start)
         start.carry(out)
+        if phase == "forward" and _makes_node(flat_inputs):
+            self._chains.made_by_running_node(start)
         if fresh and not start.constant and len(self._made) < MAX_CHAINS:
+            start.serial = len(self._made)
+            start.early = phase == "optimizer" and not self._forward_seen
             self._made.append(start)
-        if made_nan and not any(V.has_nan(t) for t in in_bad) and len(self._nans) < MAX_CHAINS:
+        if new_nan and len(self._nans) < MAX_CHAINS:
             self._nans.append((here, start))
         if start.event is not event and len(start.events) < self.max_events:
             start.events.append(event)
-        first = self._nans[0][1] if self._nans else None
+        first = self._made[0] if self._made else None
         if first is not None and first.spread and len(first.events) >= self.max_events:
             self._done = True  # the story is told and cannot be undone: the rest runs untouched
 
-    def _input_chain(self, t: torch.Tensor, consumer: Event) -> Chain:
-        """A non-finite tensor no traced operation made: it came in from outside."""
-        bad = V.nonfinite_mask(t)
-        kind, count, flat = V.describe(t, bad, MAX_INDICES)
-        event = Event(
-            phase="input",
-            op=consumer.op,
-            node=consumer.node,
-            module=consumer.module,
-            source=consumer.source,
-            function=consumer.function,
-            kind=kind,
-            count=count,
-            numel=t.numel(),
-            indices=tuple(V.unravel(flat, t.shape)),
-            inputs=(),
-            dtype=str(t.dtype).removeprefix("torch."),
+    def _input_chain(self, t: torch.Tensor, consumer: Event, into=None) -> Chain:
+        """A non-finite tensor no traced operation made: it came in from outside (copied
+        ``into`` a tensor, which then names it: a parameter a checkpoint is loaded into).
+        One that holds only -Inf, is no parameter and meets an operation that masks with
+        it (an attention mask made before the trace) was written on purpose: a constant."""
+        chain = input_chain(t, consumer, MAX_INDICES)
+        chain.tensor = self.modules.tensor_name(t) or ""
+        chain.named = weakref.ref(into if into is not None else t)
+        chain.constant = (
+            _base(consumer.op) in MASKING
+            and not self.modules.is_parameter(t)
+            and V.kinds_of(t) == "-inf"
         )
-        return Chain(event, tensor=self.modules.tensor_name(t) or "")
+        return chain
 
     def _where(self, node) -> tuple[str, str, str, str]:
         """(phase, module, source, function) of the operation running now."""
@@ -325,32 +385,38 @@ class NonfiniteTracer(TorchDispatchMode):
             return self._origin()
 
     def _origin(self) -> Origin | None:
-        chosen = then = None
-        for nan_here, start in self._nans:
-            if start.alive():
-                chosen = nan_here if start.constant or start is nan_here else start
-                then = None if chosen is nan_here else nan_here
-                events = start.events
-                break
-        else:
-            chosen = next((c for c in self._made if c.alive()), None)
-            events = chosen.events if chosen is not None else []
+        chosen = self._chosen = next((c for c in self._made if c.alive()), None)
         if chosen is None:
             return None
-        code, sentence = cause_of(chosen.event, chosen.scalars, chosen.node, chosen.tensor)
-        spread = ""
-        if then is not None:
-            spread, then_text = cause_of(then.event, then.scalars, then.node, then.tensor)
-            sentence += " " + spread_sentence(then_text, then.event)
-        fields = {k: getattr(chosen.event, k) for k in Event.__dataclass_fields__}
-        return Origin(
-            **fields,
-            cause=sentence,
-            cause_code=code,
-            spread_code=spread,
-            tensor=chosen.tensor,
-            events=tuple(e for e in events if e is not chosen.event),
-        )
+        named = chosen.named() if chosen.named is not None else None  # (its model now known)
+        tensor = "" if named is None else self.modules.tensor_name(named) or ""
+        return origin_of(chosen, self._nans, chosen.tensor or tensor)
+
+    @property
+    def origin_follows_a_logged_step(self) -> bool:
+        """Whether the origin last returned was made by an optimizer's step that ran before
+        any forward operation since the last ``reset``: the step of the interval before
+        (a loop that logs, then steps)."""
+        return self._chosen is not None and self._chosen.early
+
+
+def _makes_node(flat_inputs) -> bool:
+    """Whether the forward operation running now makes an autograd node (autograd has
+    numbered it before the operation reached this mode)."""
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in flat_inputs
+    )
+
+
+def _numeric(a) -> bool:
+    """A real tensor with entries (floating, integer or bool)."""
+    return isinstance(a, torch.Tensor) and a.numel() > 0 and not a.is_complex()
+
+
+def _base(op: str) -> str:
+    """``aten.add.Tensor`` -> ``add``."""
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 2 else op
 
 
 class trace_nonfinite:  # noqa: N801 (used as a function: ``with gradviz.trace_nonfinite()``)

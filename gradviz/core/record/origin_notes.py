@@ -29,9 +29,6 @@ _RAN_CLEAN = (
     "backward, or that forward is not the same twice"
 )
 
-#: What a recording's ``first_nonfinite["origin"]`` holds.
-ORIGIN_KEYS = ("phase", "module", "op", "cause", "step")
-
 
 def untraced():
     """The context the recorder's own work runs in (no tracer's, where one is armed)."""
@@ -63,11 +60,17 @@ class OriginNotes:
       again as it ran (its replayed outputs differ, or it runs again clean) has no origin:
       ``unknown`` says why, and the notes come back for the steps after it.
 
+    Where the notes name a bad step's origin and the step can be run again, it runs again
+    under the tracer too, which names the operation, its line and its cause (``verdicts``).
+    A parameter that held the value is the optimizer's doing at the step of the ``step()``
+    that last wrote it (``writes``). Where the notes cannot decide, ``unknown`` says why.
+
     Once the origin is found everything goes: the steps after it cost nothing."""
 
     def __init__(self, model: nn.Module, device: torch.device, *, single: bool = True) -> None:
         from gradviz.core.origin.modules import ModuleOrigin  # only where origin is asked for
         from gradviz.core.origin.replay import StepCalls
+        from gradviz.core.origin.writes import OptimizerWrites
 
         lazy = device.type == "cpu"
         self._model = model
@@ -78,8 +81,12 @@ class OriginNotes:
         self._notes: ModuleOrigin | None = ModuleOrigin(model, **self._notes_args)
         replays = REPLAY and lazy and single
         self._calls: StepCalls | None = StepCalls(model) if replays else None
+        self._writes: OptimizerWrites | None = OptimizerWrites(model)
+        self._clean = False  # the last step was read and found clean
+        self._done = False  # the first bad step was looked at: nothing more is
         self.found: dict | None = None
-        #: {"step", "why"}: a bad step whose origin could not be found by replaying it.
+        #: {"step", "why"}: a bad step whose origin is not known (it could not be run again,
+        #: or the notes do not decide).
         self.unknown: dict | None = None
 
     @property
@@ -98,18 +105,72 @@ class OriginNotes:
         logged loss, if any) tells a loss that was already non-finite from one whose
         backward made the first bad gradient. ``read_next``: whether the next step will be
         read (the hooks sleep through a step that will not)."""
-        read = read and self.found is None
+        if self._done:
+            return
         if self._notes is not None:
             found = self._notes.step_end(read=read, suspect=suspect)
+            if found is not None:
+                found = self._traced(found)
+            elif read and suspect:
+                found = self._unseen(number)
         else:
             found = self._replayed(number) if read and suspect is not False else None
+        if found is not None and "unknown" in found:
+            self._decided(number, None, found["unknown"])
+            return
         if found is None:
             self._choose_way()
+            self._clean = read and suspect is False
+            if self._writes is not None:
+                self._writes.logged(number)
         if found is not None:
-            self.found = {**_outside_modules(found, loss), "step": number}
-            self.remove()  # only the first origin is kept: nothing more to look at
-        elif self.found is None and self._notes is not None:
+            self._decided(number, found, loss=loss)
+        elif self._notes is not None:
             self._notes.armed = read_next
+
+    def _decided(self, number: int, found: dict | None, why: str = "", loss=None) -> None:
+        """Step ``number`` is the first bad one: keep its origin (``found``), or why it is
+        not known; nothing more is looked at."""
+        from gradviz.core.origin.verdicts import optimizer_wrote
+
+        if found is None:
+            if self.unknown is None:
+                self.unknown = {"step": number, "why": why}
+        else:
+            found = optimizer_wrote(found, self._model, self._writes, number, self._clean)
+            self.found = {"step": number, **_outside_modules(found, loss)}
+        self._done = True
+        self.remove()  # only the first origin is kept: nothing more to look at
+
+    def _traced(self, verdict: dict) -> dict:
+        """The notes' ``verdict``, or what the tracer sees of the step run again where it
+        can be (see ``verdicts.refined``)."""
+        from gradviz.core.origin.replay import NotReplayable
+        from gradviz.core.origin.tracer import NonfiniteTracer
+        from gradviz.core.origin.verdicts import refined
+
+        calls = self._calls
+        if calls is None or calls.why_not() is not None:
+            return verdict
+        try:
+            traced = calls.trace_again(NonfiniteTracer())
+        except NotReplayable:
+            return verdict
+        except Exception:  # noqa: BLE001 a watch must not stop the loop it watches
+            return verdict
+        return refined(verdict, traced)
+
+    def _unseen(self, number: int) -> dict | None:
+        """A bad step whose noted values were all finite: run again where it can be (the
+        parameters' gradients then tell a NaN made inside a module's backward), else its
+        origin is not known."""
+        if self._calls is not None and self._calls.why_not() is None:
+            return self._replayed(number)
+        return {
+            "unknown": "every module's output and the gradient reaching it were finite, and "
+            "the step could not be run again: the value started inside a module's backward "
+            "(reaching only its parameters), or outside the model's forward and backward"
+        }
 
     def _replayed(self, number: int) -> dict | None:
         """The origin of step ``number``, from running it again (None where it is clean, or
@@ -127,7 +188,8 @@ class OriginNotes:
             return None
         if found is None:  # a bad step that runs again clean
             self._not_known(number, _RAN_CLEAN)
-        return found
+            return None
+        return self._traced(found)
 
     def _not_known(self, number: int, why: str) -> None:
         """Step ``number`` was bad and its origin is not known: keep why (the first such
@@ -164,19 +226,27 @@ class OriginNotes:
     def forget(self, read_next: bool = True) -> None:
         """Drop the step's tensors unread (a step GradScaler skipped: its scaled gradients
         overflowed, which is no module's doing)."""
+        if self._done:
+            return
         if self._notes is not None:
             self._notes.step_end(read=False)
             if self.found is None:
                 self._notes.armed = read_next
         if self._calls is not None:
             self._calls.clear()
+        if self._writes is not None:
+            self._writes.skipped()
 
     def attach(self, first: dict | None) -> None:
         """Add the origin to the run's ``first`` non-finite gradient where it was seen by
         that step (a later one started elsewhere)."""
+        from gradviz.core.origin.verdicts import ORIGIN_KEYS
+
         found, unknown = self.found, self.unknown
+        if unknown is not None and found is not None and unknown["step"] < found["step"]:
+            found = None  # a bad step before it whose origin is not known: that one counts
         if first is not None and found is not None and found["step"] <= first["step"]:
-            first["origin"] = {k: found[k] for k in ORIGIN_KEYS}
+            first["origin"] = {k: found[k] for k in ORIGIN_KEYS if k in found}
         elif first is not None and unknown is not None and unknown["step"] <= first["step"]:
             first["origin_unknown"] = unknown["why"]
 
@@ -185,6 +255,9 @@ class OriginNotes:
             self._notes.remove()
         if self._calls is not None:
             self._calls.remove()
+        if self._writes is not None:
+            self._writes.remove()
+            self._writes = None
 
 
 def _outside_modules(found: dict, loss) -> dict:
