@@ -73,7 +73,7 @@ def _inspect_recording(args) -> int:
     from gradviz.core.record.reader import Reader  # raises a one-sentence error if not one
 
     reader = Reader(args.path)
-    summary = reader.describe()
+    summary = reader.summary().to_dict()
     if not summary["ranks"] and summary["damaged"]:
         reason = summary["damaged"][0]["reason"]
         raise GradvizError(f"{args.path!r} is a gradviz recording that cannot be read: {reason}")

@@ -331,7 +331,9 @@ def test_the_header_names_the_origin_once_a_followed_recording_reaches_it(
     data = open_and_wait(qtbot, lab, input_nan_recording)
     page = lab.graph.page
     qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
-    before = dataclasses.replace(data, first_nonfinite=None)  # as followed before step 2 came
+    summary = data.summary  # as followed before step 2 came: no first non-finite yet
+    ranks = tuple(dataclasses.replace(r, first_nonfinite=None) for r in summary.per_rank)
+    before = dataclasses.replace(data, summary=dataclasses.replace(summary, per_rank=ranks))
     page.set_recording(before)
     assert "first non-finite" not in page.header.text()
     page.set_recording(data)  # the writer reached its NaN step
@@ -346,7 +348,9 @@ def test_the_header_says_which_steps_a_damaged_recording_lost(qtbot, lab, input_
     qtbot.waitUntil(lambda: page.scene is not None and page.shown is not None, timeout=WAIT_MS)
     assert "Damaged recording" not in page.header.text()
     lost = ({"rank": 0, "what": "stats", "missing_steps": [[1, 1]], "reason": "r."},)
-    page.set_recording(dataclasses.replace(data, damaged=lost))
+    page.set_recording(
+        dataclasses.replace(data, summary=dataclasses.replace(data.summary, damaged=lost))
+    )
     assert "Damaged recording: rank 0 stats: steps 1 lost" in page.header.text()
 
 

@@ -568,7 +568,8 @@ def test_another_recording_is_another_run_and_its_target_is_placed_once(
     run.show_index(1)
     assert run.shown.generation == first.generation
     assert run.shown.target_coords is first.target_coords and len(placed) == 1
-    run.set_data(dataclasses.replace(data, path=data.path + "-other"))
+    other = dataclasses.replace(data.summary, path=data.path + "-other")
+    run.set_data(dataclasses.replace(data, summary=other))
     run.show_index(0)
     assert run.shown.generation != first.generation  # the views start afresh
     assert len(placed) == 2

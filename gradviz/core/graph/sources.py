@@ -23,8 +23,7 @@ from typing import Any
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.graph.collapse import NODE_LIMIT, limit_nodes
 from gradviz.core.graph.model import ModelGraph
-from gradviz.core.modelio import info as fmt
-from gradviz.core.modelio import sniff
+from gradviz.core.modelio import formats, sniff
 from gradviz.core.modelio.limits import bounded
 
 
@@ -47,8 +46,9 @@ def graph_of_file(
         else:
             data = sniff.read_model_bytes(name)
             kind = sniff.detect_format(data, name)
-            if kind in (sniff.EXPORTED_PROGRAM, sniff.TORCHSCRIPT):
-                graph = _graph_of_program(name, data, kind, trust)
+            program = _program_format(kind)
+            if program is not None:
+                graph = _graph_of_program(name, data, program, trust)
             else:
                 graph = _graph_of_weights(name, trust)
         return limit_nodes(graph, node_limit)
@@ -70,25 +70,33 @@ def _graph_of_weights(name: str, trust: bool) -> ModelGraph:
     for layer in info.layers:
         prefix = "" if layer.name == "(top)" else layer.name
         names.extend(f"{prefix}.{leaf}" if prefix else leaf for leaf in layer.shapes)
-        if info.format == fmt.PICKLED_MODULE and prefix:
+        if info.format == formats.PICKLED_MODULE.name and prefix:
             types[prefix] = layer.kind  # a pickled module names its classes
     return graph_from_names(names, types)
 
 
-def _graph_of_program(name: str, data: bytes, kind: str, trust: bool) -> ModelGraph:
-    import torch
+def _program_format(kind: str) -> formats.ModelFormat | None:
+    """The format of a program file of container ``kind`` (one that runs code), else None."""
+    return next((f for f in formats.FORMATS if kind in f.containers and f.runs_code), None)
 
+
+def _graph_of_program(
+    name: str, data: bytes, program: formats.ModelFormat, trust: bool
+) -> ModelGraph:
     from gradviz.core.modelio.declared import check_torch_bytes
     from gradviz.core.modelio.info import ModelInfo
     from gradviz.core.modelio.programs import refusal
 
-    program_format = fmt.EXPORTED_PROGRAM if kind == sniff.EXPORTED_PROGRAM else fmt.TORCHSCRIPT
     if not trust:
-        base = ModelInfo(name, program_format, len(data), runnable=True, needs_trust=True)
+        base = ModelInfo(name, program.name, len(data), runnable=True, needs_trust=True)
         raise GradvizError(refusal(base))
     check_torch_bytes(data, name, is_zip=True)
-    if kind == sniff.TORCHSCRIPT:
-        return _graph_of_torchscript(name, data)
+    return _PROGRAM_GRAPHS[program.name](name, data)
+
+
+def _graph_of_exported(name: str, data: bytes) -> ModelGraph:
+    import torch
+
     from gradviz.core.graph.fx_graph import graph_from_exported
 
     try:
@@ -114,6 +122,12 @@ def _graph_of_torchscript(name: str, data: bytes) -> ModelGraph:
     except Exception as exc:
         raise GradvizError(f"{name} is a damaged TorchScript file ({_line(exc)}).") from None
     return graph_from_torchscript(module)
+
+
+_PROGRAM_GRAPHS = {
+    formats.TORCHSCRIPT.name: _graph_of_torchscript,
+    formats.EXPORTED_PROGRAM.name: _graph_of_exported,
+}
 
 
 def _graph_of_user_class(

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.distance_methods import DISTANCE_METHOD_TABLE
 
 
 @dataclass(frozen=True)
@@ -286,13 +287,10 @@ def cdist(x: torch.Tensor) -> DistanceResult:
     return DistanceResult(torch.cdist(x, x), None, None)
 
 
+#: Each method of the one table of methods (settings.distance_methods), in its order, with
+#: the function of its name above (a method without one fails here, at import).
 METHODS: dict[str, Callable[[torch.Tensor], DistanceResult]] = {
-    "naive": naive,
-    "masked": masked,
-    "clamp": clamp,
-    "safe": safe,
-    "cdist": cdist,
-    "detach": detach,
+    m.name: globals()[m.name] for m in DISTANCE_METHOD_TABLE
 }
 
 

@@ -52,28 +52,16 @@ import torch
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.nets.networks import NetworkSpec
 from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.distance_methods import DISTANCE_METHOD_TABLE
 
-#: (N, N) matrices in the run's dtype alive at the peak of one step, by method.
-STEP_MATRICES: dict[str, float] = {
-    "safe": 5,
-    "cdist": 5,
-    "naive": 8,
-    "detach": 9,
-    "clamp": 9,
-    "masked": 12,
-}
+#: (N, N) matrices in the run's dtype alive at the peak of one step, by method (each
+#: method's ``step_matrices`` in the one table of methods).
+STEP_MATRICES: dict[str, float] = {m.name: m.step_matrices for m in DISTANCE_METHOD_TABLE}
 
-#: Matrices in the run's dtype held between steps for the latest Snapshot: the target,
-#: distances, their gradient, and squared distances for the Gram methods (plus one byte an
-#: entry for the Health codes).
-CAPTURE_MATRICES: dict[str, float] = {
-    "safe": 3,
-    "cdist": 3,
-    "naive": 4,
-    "detach": 4,
-    "clamp": 4,
-    "masked": 4,
-}
+#: Matrices in the run's dtype held between steps for the latest Snapshot, by method (each
+#: method's ``capture_matrices``: the target, distances, their gradient, and squared
+#: distances for the Gram methods; plus one byte an entry for the Health codes).
+CAPTURE_MATRICES: dict[str, float] = {m.name: m.capture_matrices for m in DISTANCE_METHOD_TABLE}
 
 #: Host bytes per display entry: two Snapshots of four float32 matrices and a uint8 one.
 SNAPSHOT_BYTES_PER_ENTRY = 2 * (4 * 4 + 1)

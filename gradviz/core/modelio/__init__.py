@@ -6,7 +6,7 @@ Public API (the CLI and the desktop app use exactly this)::
     load_model(path, *, trust=False, activation=None, in_dim=None, assume_sequential=False,
                model_class=None, model_args=None) -> LoadedModel
 
-Loading policy:
+Loading policy (each format is one entry of ``formats.FORMATS``):
 
 ==================  =========================================  ==========================  =====
 format              how it is read                             what runs                   trust
@@ -27,7 +27,8 @@ inflated (``declared.py``, ``pickle_scan.py``; the limits are in ``limits.py``).
 this package does not import torch.
 """
 
-from gradviz.core.modelio.info import FORMATS, LayerInfo, LoadedModel, ModelInfo
+from gradviz.core.modelio.formats import FORMATS, ModelFormat
+from gradviz.core.modelio.info import LayerInfo, LoadedModel, ModelInfo
 from gradviz.core.modelio.loading import inspect_model, load_model
 from gradviz.core.modelio.sniff import MAX_MODEL_BYTES, detect_format
 
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_MODEL_BYTES",
     "LayerInfo",
     "LoadedModel",
+    "ModelFormat",
     "ModelInfo",
     "detect_format",
     "inspect_model",

@@ -14,15 +14,6 @@ if TYPE_CHECKING:
 
     from gradviz.core.nets.networks import NetworkSpec
 
-# Format names, as reported in ``ModelInfo.format`` and in ``gradviz inspect --json``.
-GRADVIZ = "gradviz"  # safetensors with the NetworkSpec JSON under ``gradviz.spec``
-SAFETENSORS = "safetensors"  # safetensors without gradviz metadata
-STATE_DICT = "state_dict"  # torch.save of a dict of tensors (possibly nested in a checkpoint)
-PICKLED_MODULE = "pickled_module"  # torch.save(model): a whole module, read without its code
-TORCHSCRIPT = "torchscript"  # torch.jit.save
-EXPORTED_PROGRAM = "pt2"  # torch.export.save
-FORMATS = (GRADVIZ, SAFETENSORS, STATE_DICT, PICKLED_MODULE, TORCHSCRIPT, EXPORTED_PROGRAM)
-
 
 @dataclass(frozen=True)
 class LayerInfo:
@@ -52,6 +43,7 @@ class LayerInfo:
 class ModelInfo:
     """A description of a model file, made without running anything from it.
 
+    ``format``: the name of its entry in ``formats.FORMATS`` (``state_dict``, ``pt2``, ...).
     ``runnable``: gradviz can build a module from it (after trust, where ``needs_trust``).
     ``classes``: classes and functions the file names (fully qualified), none of them imported.
     ``in_dim`` / ``out_dim``: input and output widths, None where the file does not say.

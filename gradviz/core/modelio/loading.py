@@ -10,8 +10,9 @@ import os
 from dataclasses import replace
 
 from gradviz.core.common.errors import GradvizError
-from gradviz.core.modelio import info as fmt
 from gradviz.core.modelio import sniff
+from gradviz.core.modelio.content import Content
+from gradviz.core.modelio.formats import format_of, weights_format
 from gradviz.core.modelio.info import LoadedModel, ModelInfo
 from gradviz.core.modelio.limits import bounded, escaped
 from gradviz.core.modelio.readers import Opened
@@ -128,7 +129,7 @@ def load_model(
 def _in_user_class(
     path: str | os.PathLike, model_class: str, model_args, *, trust: bool, max_bytes: int
 ) -> LoadedModel:
-    from gradviz.core.modelio import readers, user_class
+    from gradviz.core.modelio import user_class
     from gradviz.core.modelio.guard import CheckedModel
 
     if not trust:
@@ -136,19 +137,14 @@ def _in_user_class(
     name = os.fspath(path)
     data, kind = _checked_bytes(name, max_bytes)
     base = ModelInfo(path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=True)
-    if kind == sniff.SAFETENSORS:
-        from safetensors.torch import load
-
-        readers.open_safetensors(data, base, None)  # the header checks and their messages
-        tensors, base = load(data), replace(base, format=fmt.SAFETENSORS)
-    elif kind in (sniff.TORCH_ZIP, sniff.PICKLE):
-        tensors = readers.read_tensors(data, base, zip_format=kind == sniff.TORCH_ZIP)
-        base = replace(base, format=fmt.STATE_DICT)
-    else:
+    weights = weights_format(kind)
+    if weights is None:
         raise GradvizError(
             f"{name} is a {kind} file; --model-class needs a state_dict (.pt) or safetensors "
             "file of weights."
         )
+    tensors = weights.weights(Content(kind, data, name), base)
+    base = replace(base, format=weights.name)
     from gradviz.core.modelio.tensors import layers_from_tensors, nonfinite_names
 
     base = replace(
@@ -247,7 +243,7 @@ def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
     judged from its parts (zip central directory, pickle entries) before it is read whole."""
     with sniff.open_model_file(name, max_bytes) as handle:
         kind = sniff.detect_format(handle, name)
-        if kind in (sniff.TORCH_ZIP, sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM, sniff.PICKLE):
+        if kind in sniff.TORCH_CONTAINERS:
             from gradviz.core.modelio.declared import check_torch_bytes
 
             check_torch_bytes(handle, name, is_zip=kind != sniff.PICKLE)
@@ -257,18 +253,15 @@ def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
 def _read(
     kind: str, data: bytes, base: ModelInfo, *, trust: bool, activation: str | None, assume: bool
 ) -> Opened:
-    from gradviz.core.modelio import programs, readers
-
-    if kind == sniff.NUMPY:
-        raise GradvizError(
-            f"{base.path} is a NumPy array file, not a model (it can be used as inputs: "
-            "--inputs file:PATH)."
-        )
-    if kind in (sniff.TORCHSCRIPT, sniff.EXPORTED_PROGRAM):
-        program_format = fmt.TORCHSCRIPT if kind == sniff.TORCHSCRIPT else fmt.EXPORTED_PROGRAM
-        return programs.open_program(data, replace(base, format=program_format), trust=trust)
-    if kind == sniff.SAFETENSORS:
-        return readers.open_safetensors(data, base, activation, assume_sequential=assume)
-    return readers.open_torch_file(
-        data, base, activation, zip_format=kind == sniff.TORCH_ZIP, assume_sequential=assume
+    """The file opened by the first format in ``formats.FORMATS`` that supports it."""
+    content = Content(kind, data, base.path)
+    entry = format_of(content)
+    if entry is None:
+        raise content.not_a_model()
+    return entry.open(
+        content,
+        replace(base, format=entry.name),
+        trust=trust,
+        activation=activation,
+        assume_sequential=assume,
     )

@@ -16,8 +16,9 @@ from typing import Any
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.common.torch_notices import torch_deprecations_logged, torch_logs_kept
-from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio.content import Content
 from gradviz.core.modelio.declared import read_entry
+from gradviz.core.modelio.formats import BY_NAME
 from gradviz.core.modelio.info import LayerInfo, ModelInfo
 from gradviz.core.modelio.limits import MAX_DESCRIPTION_ENTRY_BYTES
 from gradviz.core.modelio.readers import Opened
@@ -29,30 +30,47 @@ from gradviz.core.modelio.tensors import (
 )
 
 _CLASS_LINE = re.compile(r"^class (\w+)\(", re.MULTILINE)
-KIND_NAMES = {fmt.TORCHSCRIPT: "TorchScript", fmt.EXPORTED_PROGRAM: "torch.export (.pt2)"}
 
 
 def refusal(info: ModelInfo) -> str:
     """Why an untrusted program is not opened, naming --trust."""
     return (
-        f"{info.path} is a {KIND_NAMES[info.format]} program, and loading one can run code "
-        "stored in the file; open it only if you trust where it came from, with --trust "
+        f"{info.path} is {BY_NAME[info.format].title}, and loading one can run code stored "
+        "in the file; open it only if you trust where it came from, with --trust "
         "(trust=True)."
     )
 
 
-def open_program(data: bytes, base: ModelInfo, *, trust: bool) -> Opened:
-    """Untrusted: a description that says trust is needed. Trusted: the loaded program."""
+def open_torchscript(
+    content: Content,
+    base: ModelInfo,
+    *,
+    trust: bool,
+    activation: str | None,
+    assume_sequential: bool,
+) -> Opened:
+    """Untrusted: a description (the classes its code declares) that says trust is
+    needed. Trusted: the loaded program."""
     base = replace(base, runnable=True, needs_trust=True)
     if not trust:
-        if base.format == fmt.EXPORTED_PROGRAM:
-            base = replace(base, layers=_exported_layers_from_config(data))
-        else:
-            base = replace(base, classes=_torchscript_classes_from_code(data))
-        return Opened(base)
-    if base.format == fmt.TORCHSCRIPT:
-        return _open_torchscript(data, base)
-    return _open_exported(data, base)
+        return Opened(replace(base, classes=_torchscript_classes_from_code(content.data)))
+    return _open_torchscript(content.data, base)
+
+
+def open_exported(
+    content: Content,
+    base: ModelInfo,
+    *,
+    trust: bool,
+    activation: str | None,
+    assume_sequential: bool,
+) -> Opened:
+    """Untrusted: a description (its weights' names and shapes) that says trust is
+    needed. Trusted: the loaded program."""
+    base = replace(base, runnable=True, needs_trust=True)
+    if not trust:
+        return Opened(replace(base, layers=_exported_layers_from_config(content.data)))
+    return _open_exported(content.data, base)
 
 
 def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:

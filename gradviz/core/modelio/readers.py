@@ -1,8 +1,9 @@
 """Readers for the formats gradviz rebuilds without trust: torch.save files (state_dicts,
 checkpoints, whole pickled modules), safetensors and gradviz's own model file.
 
-Each reader returns an ``Opened``: the ModelInfo, and where the model is runnable a function
-that builds the module. Nothing from the file is run or imported.
+Each opener (named in ``formats.FORMATS``) returns an ``Opened``: the ModelInfo, and where
+the model is runnable a function that builds the module. Nothing from the file is run or
+imported.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gradviz.core.common.errors import GradvizError
-from gradviz.core.modelio import info as fmt
+from gradviz.core.modelio import sniff
 from gradviz.core.modelio.chain import (
     NotAChain,
     activations_between,
@@ -22,9 +23,9 @@ from gradviz.core.modelio.chain import (
     spec_from_items,
     with_activation,
 )
+from gradviz.core.modelio.content import CHECKPOINT_KEYS, Content
 from gradviz.core.modelio.info import ModelInfo
 from gradviz.core.modelio.limits import bounded, quoted
-from gradviz.core.modelio.safetensors_header import read_header
 from gradviz.core.modelio.standins import InertObject, read_torch_pickle
 from gradviz.core.modelio.tensors import (
     check_dense,
@@ -35,7 +36,6 @@ from gradviz.core.modelio.tensors import (
 from gradviz.core.modelio.tree import is_module, read_tree
 from gradviz.core.nets.networks import NetworkSpec
 
-CHECKPOINT_KEYS = ("state_dict", "model_state_dict", "model")
 ORDER_ASSUMED = "The forward order was assumed from the order of the submodules."
 
 
@@ -49,22 +49,54 @@ class Opened:
     probe_batch: int = 2  # batch size of the check run (a .pt2 may accept only one)
 
 
-def open_torch_file(
-    data: bytes,
+def open_state_dict(
+    content: Content,
     base: ModelInfo,
-    activation: str | None,
     *,
-    zip_format: bool,
-    assume_sequential: bool = False,
+    trust: bool,
+    activation: str | None,
+    assume_sequential: bool,
 ) -> Opened:
-    """A ``torch.save`` file: a state_dict, a checkpoint holding one, or a whole module.
+    """A ``torch.save`` file of named tensors (a state_dict, or a checkpoint's entry that is
+    one), run as a Linear chain where the tensors are one."""
+    held = content.torch_object
+    notes = (
+        [f"The weights were taken from the checkpoint's {held.nested_in!r} entry."]
+        if held.nested_in
+        else []
+    )
+    return open_tensors(
+        dict(held.target),
+        replace(base, classes=held.classes),
+        activation,
+        natural_order=False,
+        notes=notes,
+        assume_sequential=assume_sequential,
+    )
+
+
+def open_pickled_module(
+    content: Content,
+    base: ModelInfo,
+    *,
+    trust: bool,
+    activation: str | None,
+    assume_sequential: bool,
+) -> Opened:
+    """A ``torch.save`` of a whole module (or a checkpoint's entry that is one), read with
+    inert stand-ins for its classes.
 
     A whole module of a class of its own (not nn.Sequential) runs only with
     ``assume_sequential``: its forward is not in the file, so running its layers in
     declaration order is the user's call."""
-    obj, classes = read_torch_pickle(data, base.path, zip_format=zip_format)
-    base = replace(base, classes=tuple(classes))
-    return _open_object(obj, base, activation, nested_in=None, assume=assume_sequential)
+    held = content.torch_object
+    return _open_module_tree(
+        held.target,
+        replace(base, classes=held.classes),
+        activation,
+        held.nested_in,
+        assume_sequential,
+    )
 
 
 def read_tensors(data: bytes, base: ModelInfo, *, zip_format: bool) -> dict[str, Any]:
@@ -83,42 +115,7 @@ def read_tensors(data: bytes, base: ModelInfo, *, zip_format: bool) -> dict[str,
         if all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
             check_dense(tensors, base.path)
             return tensors
-    raise GradvizError(f"{base.path} holds {_describe(obj)}, not a state_dict.")
-
-
-def _open_object(
-    obj: Any, base: ModelInfo, activation: str | None, nested_in: str | None, assume: bool
-) -> Opened:
-    import torch
-
-    if is_module(obj):
-        return _open_module_tree(obj, base, activation, nested_in, assume)
-    if (
-        isinstance(obj, Mapping)
-        and obj
-        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
-    ):
-        notes = (
-            [f"The weights were taken from the checkpoint's {nested_in!r} entry."]
-            if nested_in
-            else []
-        )
-        return open_tensors(
-            dict(obj),
-            replace(base, format=fmt.STATE_DICT),
-            activation,
-            natural_order=False,
-            notes=notes,
-            assume_sequential=assume,
-        )
-    if nested_in is None and isinstance(obj, Mapping):
-        for key in CHECKPOINT_KEYS:
-            if key in obj:
-                return _open_object(obj[key], base, activation, nested_in=key, assume=assume)
-    raise GradvizError(
-        f"{base.path} holds {_describe(obj)}, not a state_dict or a module"
-        f"{' in its ' + repr(nested_in) + ' entry' if nested_in else ''}."
-    )
+    raise GradvizError(f"{base.path} holds {describe(obj)}, not a state_dict.")
 
 
 def _open_module_tree(
@@ -128,7 +125,6 @@ def _open_module_tree(
     check_dense(tree.tensors, base.path)
     info = replace(
         base,
-        format=fmt.PICKLED_MODULE,
         layers=tuple(tree.layers),
         nonfinite_weights=nonfinite_names(tree.tensors),
     )
@@ -266,42 +262,24 @@ def open_tensors(
     return replace(opened, info=replace(opened.info, activation_from_caller=True))
 
 
-def open_safetensors(
-    data: bytes, base: ModelInfo, activation: str | None, *, assume_sequential: bool = False
+def open_gradviz(
+    content: Content,
+    base: ModelInfo,
+    *,
+    trust: bool,
+    activation: str | None,
+    assume_sequential: bool,
 ) -> Opened:
-    """safetensors: gradviz's model file when it carries ``gradviz.spec``, else named
-    tensors rebuilt as a chain where they are one."""
-    _, metadata = read_header(data, base.path)
-    if "gradviz.spec" in metadata:
-        from gradviz.core.modelio.json_depth import check_json_depth
-
-        check_json_depth(metadata["gradviz.spec"], base.path, "gradviz.spec metadata")
-        return _open_gradviz(base)
-    from safetensors import SafetensorError
-    from safetensors.torch import load
-
-    try:
-        tensors = load(data)
-    except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
-        raise GradvizError(f"{base.path} is not a valid safetensors file ({exc}).") from None
-    return open_tensors(
-        tensors,
-        replace(base, format=fmt.SAFETENSORS),
-        activation,
-        natural_order=True,
-        notes=[],
-        assume_sequential=assume_sequential,
-    )
-
-
-def _open_gradviz(base: ModelInfo) -> Opened:
+    """gradviz's own model file: safetensors carrying its network as ``gradviz.spec``."""
+    from gradviz.core.modelio.json_depth import check_json_depth
     from gradviz.core.nets.networks import load_network
 
+    metadata = content.safetensors_metadata
+    check_json_depth(metadata["gradviz.spec"], base.path, "gradviz.spec metadata")
     spec, module = load_network(base.path)
     tensors = dict(module.state_dict())
     info = replace(
         base,
-        format=fmt.GRADVIZ,
         runnable=True,
         layers=layers_from_tensors(tensors),
         nonfinite_weights=nonfinite_names(tensors),
@@ -310,6 +288,53 @@ def _open_gradviz(base: ModelInfo) -> Opened:
         spec=str(spec),
     )
     return Opened(info, build=lambda: module.eval(), spec=spec)
+
+
+def open_safetensors_tensors(
+    content: Content,
+    base: ModelInfo,
+    *,
+    trust: bool,
+    activation: str | None,
+    assume_sequential: bool,
+) -> Opened:
+    """safetensors without gradviz's metadata: named tensors, rebuilt as a chain where they
+    are one."""
+    content.safetensors_metadata  # noqa: B018 (the header's checks and their messages)
+    return open_tensors(
+        _safetensors_tensors(content.data, base.path),
+        base,
+        activation,
+        natural_order=True,
+        notes=[],
+        assume_sequential=assume_sequential,
+    )
+
+
+def safetensors_weights(content: Content, base: ModelInfo) -> dict[str, Any]:
+    """The named tensors of any safetensors file (gradviz's own included), for the user's
+    own model class; the file is opened as it would be alone first, for its checks."""
+    from gradviz.core.modelio.formats import format_of
+
+    opener = format_of(content)
+    opener.open(content, base, trust=False, activation=None, assume_sequential=False)
+    return _safetensors_tensors(content.data, base.path)
+
+
+def state_dict_weights(content: Content, base: ModelInfo) -> dict[str, Any]:
+    """The named tensors of a torch.save state_dict (or a checkpoint's, or a pickled
+    module's), for the user's own model class."""
+    return read_tensors(content.data, base, zip_format=content.kind == sniff.TORCH_ZIP)
+
+
+def _safetensors_tensors(data: bytes, path: str) -> dict[str, Any]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        return load(data)
+    except (SafetensorError, ValueError, RuntimeError, TypeError) as exc:
+        raise GradvizError(f"{path} is not a valid safetensors file ({exc}).") from None
 
 
 def _chain_opened(items: list, info: ModelInfo, notes: list[str]) -> Opened:
@@ -404,7 +429,8 @@ def _activation_sentence(activation: str, lead: str) -> str:
     )
 
 
-def _describe(obj: Any) -> str:
+def describe(obj: Any) -> str:
+    """What a restored object is, in a few words (``a dict with keys 'a', 'b'``)."""
     if isinstance(obj, InertObject):
         return f"an object made by {obj.qualname}"
     if isinstance(obj, Mapping):

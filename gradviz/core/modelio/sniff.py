@@ -31,13 +31,16 @@ from gradviz.core.modelio import limits
 
 MAX_MODEL_BYTES = limits.MAX_FILE_BYTES
 
-# Kinds returned by detect_format (TORCH_ZIP is refined to a format after reading it).
+# Containers returned by detect_format: how the bytes are laid out. The model formats
+# (``formats.FORMATS``) say which containers each comes in and how they are told apart.
 TORCH_ZIP = "torch_zip"
 TORCHSCRIPT = "torchscript"
 EXPORTED_PROGRAM = "pt2"
 SAFETENSORS = "safetensors"
 NUMPY = "numpy"
 PICKLE = "pickle"
+# Containers torch reads (a pickle inside, judged from its parts before torch reads it).
+TORCH_CONTAINERS = (TORCH_ZIP, TORCHSCRIPT, EXPORTED_PROGRAM, PICKLE)
 
 NUMPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"

@@ -10,8 +10,8 @@ a step whose index row is lost is left out, one whose statistics are lost is fla
 
 from __future__ import annotations
 
-import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,13 +27,8 @@ from gradviz.core.record.damage import (
     check_stream,
     read_rows,
 )
-from gradviz.core.record.rank_ends import (
-    RankEnd,
-    ending_early,
-    known_sentence,
-    qualified,
-    rank_ends,
-)
+from gradviz.core.record.rank_ends import RankEnd, qualified, rank_ends
+from gradviz.core.record.summary import RecordingSummary, summarise
 
 if TYPE_CHECKING:
     import zarr
@@ -318,11 +313,15 @@ class Reader:
                 f"No rank {rank} in {str(self.path)!r}; it holds ranks {self.ranks}."
             ) from None
 
-    def damaged(self) -> list[Damage]:
-        """Everything found lost in the recording, by rank (empty when it is whole)."""
+    def damaged(self, ranks: Iterable[int] | None = None) -> list[Damage]:
+        """Everything found lost in the recording, by rank (empty when it is whole);
+        ``ranks``: only these ranks' streams are checked (reading all their statistics),
+        None: every rank's. Metadata that cannot be read is always named."""
         found = list(self._unreadable)
-        for stream in self._streams.values():
-            found += stream.damaged()
+        wanted = None if ranks is None else set(ranks)
+        for rank, stream in self._streams.items():
+            if wanted is None or rank in wanted:
+                found += stream.damaged()
         return sorted(found, key=lambda d: d.rank)
 
     def rank_ends(self) -> list[RankEnd]:
@@ -377,38 +376,20 @@ class Reader:
         ranks = sorted(f["rank"] for f in found if f["step"] == first["step"])
         return {**first, "ranks": ranks, "before_reduction": False}
 
+    def summary(self, check: Iterable[int] | None = None) -> RecordingSummary:
+        """The recording as it stands, summarised once (``summary.RecordingSummary``): what
+        ``gradviz inspect`` prints and the pages read. ``check``: the ranks whose streams
+        are checked for lost data (None: every rank; see ``summarise``)."""
+        return summarise(self, check)
+
     def describe(self) -> dict:
-        """The summary ``gradviz inspect --json`` prints: the recording as a whole, then
-        ``per_rank`` (each rank's own counts, never mixed), ``damaged`` (what is lost,
-        empty when whole), ``ranks_ending_early`` (the ranks whose records end before
-        another rank's last step, each with a reason; empty when every rank's reach it)
-        and ``ranks_known`` (which ranks are known from which step on, "" when all are);
-        ``complete`` is false where either list is not empty. Each part is built by a
-        function of its own, so a field joins in one place."""
-        streams = list(self._streams.values())
-        damaged = [d.to_dict() for d in self.damaged()]
-        ends = self.rank_ends()
-        short = [_end_fields(e) for e in ending_early(ends)]
-        whole = bool(streams) and all(s.complete for s in streams) and not damaged
-        summary = {
-            "kind": "recording",
-            "path": str(self.path),
-            "source": streams[0].meta.get("source") if streams else None,
-            **_totals(streams),
-            "complete": whole and not short,
-            "ranks": self.ranks,
-            "tensors": _union(s.tensors for s in streams),
-            "images": sorted({n for s in streams for n in s.image_names()}),
-            "scalars": _union(s.scalar_names() for s in streams),
-            "skipped_steps": sorted({e["step"] for s in streams for e in s.skipped}),
-            "first_nonfinite": _first_fields(self.first_nonfinite(), with_rank=True),
-            "bytes": _size_on_disk(self.path),
-            "per_rank": [_rank_summary(s) for s in streams],
-            "damaged": damaged,
-            "ranks_ending_early": short,
-            "ranks_known": known_sentence(ends),
-        }
-        return summary
+        """The summary ``gradviz inspect --json`` prints (``RecordingSummary.to_dict``): the
+        recording as a whole, then ``per_rank`` (each rank's own counts, never mixed),
+        ``damaged`` (what is lost, empty when whole), ``ranks_ending_early`` (the ranks
+        whose records end before another rank's last step, each with a reason; empty when
+        every rank's reach it) and ``ranks_known`` (which ranks are known from which step
+        on, "" when all are); ``complete`` is false where either list is not empty."""
+        return self.summary().to_dict()
 
 
 def _growth(stream: RankStream) -> tuple:
@@ -417,76 +398,7 @@ def _growth(stream: RankStream) -> tuple:
     return stream.steps, stream.complete, scalars
 
 
-def _totals(streams: list[RankStream]) -> dict:
-    """``steps``: the most steps any rank recorded; ``last_step``: the latest step."""
-    last = [s.meta["last_step"] for s in streams if s.meta["last_step"] is not None]
-    return {
-        "steps": max((s.steps for s in streams), default=0),
-        "last_step": max(last) if last else None,
-    }
-
-
-def _rank_summary(stream: RankStream) -> dict:
-    """One rank's own numbers (``per_rank`` of ``describe``)."""
-    return {
-        "rank": stream.rank,
-        "steps": stream.steps,
-        "last_step": stream.meta["last_step"],
-        "complete": stream.complete and not stream.damaged(),
-        "first_nonfinite": _first_fields(stream.first_nonfinite, with_rank=False),
-    }
-
-
-def _end_fields(end: RankEnd) -> dict:
-    """A rank whose records end before the others' (``ranks_ending_early`` of ``describe``)."""
-    return {
-        "rank": end.rank,
-        "steps": end.steps,
-        "last_step": end.last_step,
-        "complete": end.complete,
-        "reason": f"{end.ends_text()}: {end.why_text()}.",
-    }
-
-
-def _first_fields(first: dict | None, with_rank: bool) -> dict | None:
-    """The fields of a first non-finite gradient; ``with_rank`` (the recording's): which rank
-    went first, every rank non-finite at that step, and whether that was seen before DDP's
-    all-reduce (each rank's own gradients) or after it."""
-    keys = ("step", "tensor", "index", "kind")
-    if with_rank:
-        keys += ("rank", "ranks", "before_reduction")
-    if first is None:
-        return None
-    fields = {k: first.get(k) for k in keys}
-    if "origin" in first:  # watch(origin=True): where the first non-finite value started
-        fields["origin"] = first["origin"]
-    if "origin_unknown" in first:  # why the watch could not say where it started
-        fields["origin_unknown"] = first["origin_unknown"]
-    if "not_known" in first:  # a rank's records end before it: no step or rank is claimed
-        fields["not_known"] = first["not_known"]
-        fields["seen"] = _first_fields(first["seen"], with_rank=True)
-    return fields
-
-
-def _union(names_per_stream) -> list[str]:
-    """Names in order of first appearance over the streams."""
-    union: list[str] = []
-    for names in names_per_stream:
-        union += [n for n in names if n not in union]
-    return union
-
-
 def _rank_of(folder_name: str) -> int:
     """The rank a ``rank<r>`` folder is named for (-1 where the name holds no number)."""
     digits = folder_name[len(L.RANK_PREFIX) :]
     return int(digits) if digits.isdigit() else -1
-
-
-def _size_on_disk(path: Path) -> int:
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            # A writer's temporary file may vanish while we walk.
-            with contextlib.suppress(OSError):
-                total += os.stat(os.path.join(folder, name)).st_size
-    return total

@@ -11,7 +11,9 @@ What a step hands over (its statistics, the logged scalars, a GradScaler's skip,
 rank's own first non-finite step) goes through the recording's ``StepSink``, under its
 lock, so that it reaches the disk also when no further step follows (see ``sink``).
 With ``origin=True`` the module-level origin of the first non-finite step joins it there
-(see ``origin_notes``, which also holds what ``gradviz diagnose`` hooks into).
+(see ``origin_notes``, which also holds what ``gradviz diagnose`` hooks into). Which tensors
+are watched and how their gradients are read is ``watched``'s; which steps are recorded,
+``pacing``'s.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from torch import nn
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.record import ddp, stats
 from gradviz.core.record.amp import ScalerWatch, Skip, find_calling_scaler
-from gradviz.core.record.gradients import FirstNonfinite, ParameterCopies
+from gradviz.core.record.gradients import FirstNonfinite
 from gradviz.core.record.origin_notes import STEP_LISTENERS, OriginNotes, untraced
 from gradviz.core.record.origin_notes import UNTRACED as UNTRACED  # diagnose hooks in here
+from gradviz.core.record.pacing import Pacing
 from gradviz.core.record.run_order import RunOrder
 from gradviz.core.record.scalars import scalar_values
 from gradviz.core.record.sink import Pending, StepSink, watch_owner
+from gradviz.core.record.watched import WatchedTensors
 from gradviz.core.record.writer import BackgroundWriter, RankWriter
 
 #: Record statistics every this many steps by default (the overhead target: <= 5% of a step).
@@ -59,8 +63,7 @@ class Recorder:
         ddp_model: nn.Module | None = None,
         origin: bool = True,
     ) -> None:
-        if not (isinstance(every, int) and every >= 1):
-            raise GradvizError(f"every must be a whole number >= 1, got {every!r}.")
+        self._pace = Pacing(every, budget_bytes)
         if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
             raise GradvizError(
                 f"scaler= takes a torch.amp.GradScaler, not {type(scaler).__name__}."
@@ -69,38 +72,21 @@ class Recorder:
         plain = _uncompiled(target) is target
         origin = origin and plain
         target = _uncompiled(target)
-        self._module = target if isinstance(target, nn.Module) else None
-        self._named = _named_tensors(target)
-        # The common case read without a call per tensor at every step: parameters only (no
-        # intermediates, no shards), whose gradients' layout (dtype, device, sizes) is theirs.
-        self._leaves, self._layout = _plain_leaves(self._named, self._module)
-        self._captured: dict[str, torch.Tensor] = {}
-        self._hooks = [
-            t.register_hook(self._capture_hook(name))
-            for name, t in self._named.items()
-            if not t.is_leaf and t.requires_grad
-        ]
-        self._images: set[str] = set()
-        self._frozen = False  # the tensor list is fixed at the first recorded step
-        self._seen_bad = False
-        self._probe = probe
-        if probe is not None and self._module is None:
-            raise GradvizError("probe= needs an nn.Module target (its Jacobians are recorded).")
-        self.every = every
-        self.budget_bytes = int(budget_bytes)
-        self._level = 0
+        self._tensors = WatchedTensors(target, probe)
+        self._module = self._tensors.module
         self._count = 0
         self._workspace = stats.Workspace()  # scratch buffers of a recorded step, reused
-        self._copies = ParameterCopies()
         self._last_step: int | None = None
-        first = next(iter(self._named.values()), None)
-        self.device = first.device if first is not None else torch.device("cpu")
+        self.device = self._tensors.device
         self._first_bad = FirstNonfinite(self.device)
         rank, world = _distributed_rank()
-        self._writer_args = dict(source=source, rank=rank, world_size=world, meta=meta)
-        self._writer: BackgroundWriter | None = None
         self.path = path
-        self._create_writer([*self._named])  # fails now, not at step 0, on a bad path
+        names = [*self._tensors.named]  # made now: a bad path fails here, not at step 0
+        writer = RankWriter(
+            path, tensors=names, source=source, rank=rank, world_size=world, meta=meta
+        )
+        self._writer = BackgroundWriter(writer)
+        self._writer.meta["every"] = every
         # The sink writes every step this recorder is given, also if it is dropped without
         # close(), at exit, after an exception or on SIGTERM (see sink).
         self._sink = StepSink(self._writer)
@@ -121,7 +107,7 @@ class Recorder:
         if ddp_model is not None or ddp.is_ddp(target):  # a trainer's wrapper, or the target
             module = ddp_model if ddp_model is not None else target
             meta = self._writer.meta
-            self._sink.local = ddp.listen(module, self, self._named, self.device, meta)
+            self._sink.local = ddp.listen(module, self, self._tensors.named, self.device, meta)
         self._amp: ScalerWatch | None = None
         self._scaler_searches = 0 if scaler is None else _SCALER_SEARCHES
         if scaler is not None:
@@ -179,12 +165,7 @@ class Recorder:
         per-entry health picture. Call it in the forward pass of every step; returns ``t``.
         Names must be first given before the first recorded step."""
         self._check_open()
-        if name not in self._named and self._frozen:
-            return t  # the stream's tensors are fixed at the first recorded step
-        self._named[name] = t
-        self._images.add(name)
-        if t.requires_grad:
-            t.register_hook(self._capture_hook(name))
+        self._tensors.add(name, t)  # not once the stream's tensors are fixed
         return t
 
     def add_images(self, step: int, images: dict[str, np.ndarray]) -> bool:
@@ -206,8 +187,7 @@ class Recorder:
         if self._amp is not None:
             self._amp.release()
         ddp.uninstall(self)
-        for handle in self._hooks:
-            handle.remove()
+        self._tensors.remove()
         if self._optimizer_hook is not None:
             self._optimizer_hook.remove()
         self.closed = True
@@ -219,9 +199,17 @@ class Recorder:
         self.close()
 
     @property
+    def every(self) -> int:
+        return self._pace.every
+
+    @property
+    def budget_bytes(self) -> int:
+        return self._pace.budget_bytes
+
+    @property
     def interval(self) -> int:
         """The current recording interval: ``every`` doubled once per budget threshold."""
-        return self.every << self._level
+        return self._pace.interval
 
     # ---- one step ------------------------------------------------------------------------------
     def _on_step(self, loss, step: int | None, values: dict | None = None) -> None:
@@ -233,24 +221,18 @@ class Recorder:
             self._sink.add_scalars(number, values or {})
             self._sink.write_pending()
             self._sink.amend()  # the previous step, if written before this one came
-            self._adjust_interval()
+            self._pace.adjust(self._writer.bytes_written)
             if self._sink.local is not None:
                 self._sink.local.take(number)
                 self._sink.report_local()
-            names = list(self._named)
-            plain = self._leaves is not None and not self._captured and not self._images
-            if plain:
-                grads, layout = [t.grad for t in self._leaves], self._layout
-            else:
-                grads, layout = [self._gradient(name) for name in names], None
+            names, grads, layout = self._tensors.gradients()
             skip, scale = self._scaler_view(loss, grads)
             if skip is not None:
                 self._record_skip(number, skip, loss, (names, grads))
                 return
             bad_now = self._first_bad.check(grads, number, self._workspace, layout)
-            if self._wants(bad_now):
-                if scale != 1.0:  # still multiplied by the scaler's scale: record them unscaled
-                    grads = [None if g is None else g.detach() / scale for g in grads]
+            if self._pace.wants(bad_now, self._count, self._writer.bytes_written):
+                grads = _unscaled(grads, scale)  # still multiplied by the scaler's scale
                 self._sink.hold(self._gather(number, loss, names, grads))
             # After the step is held (its origin joins it when it is written): a bad step's
             # origin may run the step again, and an interrupt there must not lose the step.
@@ -259,7 +241,7 @@ class Recorder:
         self._next_step(number)
 
     def _next_step(self, number: int) -> None:
-        self._captured.clear()
+        self._tensors.step_done()
         self._last_step = number
         self._count += 1
 
@@ -276,7 +258,7 @@ class Recorder:
 
     def _reads_at(self, count: int) -> bool:
         """Whether the module-level origin is read at the ``count``-th logged step."""
-        return self.device.type == "cpu" or count % self.interval == 0
+        return self.device.type == "cpu" or self._pace.at_interval(count)
 
     def _on_optimizer_step(self) -> None:
         if self._amp is None and self._scaler_searches < _SCALER_SEARCHES:
@@ -331,86 +313,33 @@ class Recorder:
         if self._origin is not None:
             self._origin.forget(self._reads_at(self._count + 1))
         self._writer.append_skip({"step": number, "scale": skip.scale, "new_scale": skip.new_scale})
-        if self._count % self.interval == 0 and self._writer.bytes_written < self.budget_bytes:
-            names, grads = read or (list(self._named), None)
-            if grads is None:
-                grads = [self._gradient(name) for name in names]
+        written = self._writer.bytes_written
+        if self._pace.at_interval(self._count) and self._pace.within_budget(written):
+            names, grads = read or self._tensors.gradients()[:2]
             scale = self._amp.gradient_scale() if self._amp is not None else 1.0
-            if scale != 1.0:  # still multiplied by the scaler's scale: recorded unscaled
-                grads = [None if g is None else g.detach() / scale for g in grads]
+            grads = _unscaled(grads, scale)  # still multiplied by the scaler's scale
             self._first_bad.finite = None  # not checked: each tensor's entries are searched
             self._sink.hold(self._gather(number, loss, names, grads))
         self._next_step(number)
 
     # ---- a recorded step -----------------------------------------------------------------------
-    def _wants(self, bad_now: bool) -> bool:
-        """Record this step? Every interval-th step and every non-finite one within the
-        budget; the first non-finite step even beyond it."""
-        first_bad = bad_now and not self._seen_bad
-        self._seen_bad = self._seen_bad or bad_now
-        if self._writer.bytes_written >= self.budget_bytes:
-            return first_bad
-        return bad_now or self._count % self.interval == 0
-
     def _gather(self, number: int, loss, names: list[str], grads: list) -> Pending:
-        if not self._frozen:
+        if not self._tensors.frozen:  # the stream's tensors are fixed at its first record
             self._writer.set_tensors(names)
-            self._frozen = True
+            self._tensors.frozen = True
             if self._run_order is not None:
                 self._writer.set_meta_once("graph", self._run_order.finish(loss))
                 self._run_order = None
-        params = [self._parameter(name) for name in names]
         finite = self._first_bad.finite
-        rows = stats.gradient_rows(grads, params, self.device, finite, self._workspace)
-        images = {
-            name: stats.health_image(g)
-            for name, g in zip(names, grads)
-            if name in self._images and g is not None
-        }
-        if self._probe is not None:
-            from gradviz.core.ops import per_input_jacobians
-
-            jac = per_input_jacobians(self._module, self._probe).detach()
-            images["probe_jacobians"] = jac.reshape(len(jac), -1)[:512, :512].float()
-        before = self._copies.take(params)
+        rows, images, sources, before = self._tensors.taken(
+            names, grads, self.device, finite, self._workspace
+        )
         first_bad = self._first_bad.record.clone()
-        sources = [self._named[name] if p is not None else None for name, p in zip(names, params)]
         return Pending(
             number, _as_loss(loss, self.device), rows, images, names, sources, before, first_bad
         )
 
-    def _adjust_interval(self) -> None:
-        """Double the interval each time the recording passes 1/2, 3/4, 7/8 ... of its budget."""
-        while self._writer.bytes_written >= self.budget_bytes * (1 - 0.5 ** (self._level + 1)):
-            self._level += 1
-            if self._level > 60:
-                break
-
     # ---- helpers -----------------------------------------------------------------------------
-    def _create_writer(self, names: list[str]) -> None:
-        self._writer = BackgroundWriter(RankWriter(self.path, tensors=names, **self._writer_args))
-        self._writer.meta["every"] = self.every
-
-    def _gradient(self, name: str) -> torch.Tensor | None:
-        if name in self._captured:
-            return _local(self._captured[name])
-        t = self._named[name]
-        grad = _local(t.grad) if t.is_leaf else None
-        # A sparse embedding's gradient is read as the dense one it stands for (its
-        # untouched rows are zeros), which the statistics and the finiteness test expect.
-        return grad.to_dense() if grad is not None and grad.is_sparse else grad
-
-    def _parameter(self, name: str) -> torch.Tensor | None:
-        """The tensor's value where it is a leaf the optimizer updates, else None."""
-        t = self._named.get(name)
-        return _local(t) if t is not None and t.is_leaf and name not in self._images else None
-
-    def _capture_hook(self, name: str):
-        def hook(grad: torch.Tensor) -> None:
-            self._captured[name] = grad  # read only; returning None leaves it unchanged
-
-        return hook
-
     def _check_open(self) -> None:
         if self.closed:
             raise GradvizError("This recorder is closed; start a new gradviz.watch to record.")
@@ -473,38 +402,19 @@ def _uncompiled(target):
     return inner if isinstance(target, nn.Module) and isinstance(inner, nn.Module) else target
 
 
-def _named_tensors(target) -> dict[str, torch.Tensor]:
-    if isinstance(target, nn.Module):
-        return {n: p for n, p in target.named_parameters() if p.requires_grad}
-    if isinstance(target, dict) and all(isinstance(t, torch.Tensor) for t in target.values()):
-        return {str(n): t for n, t in target.items()}
-    raise GradvizError(
-        "gradviz.watch needs an nn.Module or a dict of name -> tensor, got "
-        f"{type(target).__name__}."
-    )
-
-
-def _plain_leaves(
-    named: dict[str, torch.Tensor], module: nn.Module | None
-) -> tuple[list | None, tuple | None]:
-    """(the tensors, their fused layout or None) where every watched tensor is a plain leaf
-    (a gradient of a leaf has its dtype, device and size) and none gets a sparse gradient,
-    else (None, None)."""
-    tensors = list(named.values())
-    if not all(t.is_leaf and not hasattr(t, "to_local") for t in tensors):
-        return None, None
-    sparse = (nn.Embedding, nn.EmbeddingBag)
-    if module is not None and any(isinstance(m, sparse) and m.sparse for m in module.modules()):
-        return None, None
-    return tensors, stats.fused_layout(tensors)
-
-
 def _as_loss(loss, device: torch.device) -> torch.Tensor | None:
     if loss is None:
         return None
     if isinstance(loss, torch.Tensor):
         return loss.detach().reshape(()).to(device=device, dtype=torch.float64)
     return torch.tensor(float(loss), dtype=torch.float64, device=device)
+
+
+def _unscaled(grads: list, scale: float) -> list:
+    """The gradients divided by a GradScaler's ``scale`` (as they are where it is 1)."""
+    if scale == 1.0:
+        return grads
+    return [None if g is None else g.detach() / scale for g in grads]
 
 
 def _any_nonfinite(grads: list, device: torch.device) -> bool:
@@ -521,12 +431,6 @@ def _nonfinite_loss(loss) -> bool:
     if isinstance(loss, torch.Tensor):  # one read of a 0-d loss: this runs every step
         loss = loss.item() if loss.numel() == 1 else loss.detach().float().sum().item()
     return not math.isfinite(float(loss))
-
-
-def _local(t: torch.Tensor | None) -> torch.Tensor | None:
-    """This rank's shard of a sharded tensor (FSDP's DTensor parameters), else ``t``."""
-    to_local = getattr(t, "to_local", None)
-    return to_local() if to_local is not None else t
 
 
 def _distributed_rank() -> tuple[int, int]:

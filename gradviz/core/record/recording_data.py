@@ -1,8 +1,10 @@
 """A recording read into numpy arrays, for the views (read off the GUI thread).
 
 ``read_recording(reader, rank)`` turns one rank's stream into a ``RecordingData``: every
-array the Model health page and the timeline need, so the GUI thread never touches zarr.
-T watched tensors (model order), S recorded steps, BINS histogram bins.
+array the Model health page and the timeline need, so the GUI thread never touches zarr, and
+the recording's ``summary.RecordingSummary`` (what ``gradviz inspect`` prints), from which
+every fact of the recording and of the rank is read. T watched tensors (model order), S
+recorded steps, BINS histogram bins.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import numpy as np
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.common.health import LOST, worst_of_counts
 from gradviz.core.record import layout as L
-from gradviz.core.record.rank_ends import known_sentence
 from gradviz.core.record.reader import Reader
+from gradviz.core.record.summary import RecordingSummary
 
 #: The worst-health code of a cell whose statistics a damaged recording lost (no category).
 MISSING_CODE = L.NO_ENTRY
@@ -23,36 +25,69 @@ MISSING_CODE = L.NO_ENTRY
 
 @dataclass(frozen=True)
 class RecordingData:
-    """One rank of a recording as read at one moment (a later read may hold more steps)."""
+    """One rank of a recording as read at one moment (a later read may hold more steps):
+    ``summary`` is the recording's at that moment; the properties below read it."""
 
-    path: str
-    source: str  # "watch" or "fit"
+    summary: RecordingSummary
     rank: int
-    ranks: tuple[int, ...]
-    complete: bool
     tensors: tuple[str, ...]  # (T,) in model order
     steps: np.ndarray  # (S,) int64 user step numbers
     losses: np.ndarray  # (S,) float64, NaN where none was logged
     grad_norm: np.ndarray  # (T, S) float64 L2 norm of the finite gradient entries
     counts: np.ndarray  # (T, S, 5) int64 finite, zero, NaN, +Inf, -Inf
     histograms: np.ndarray  # (T, S, BINS) int64 in the layout's fixed bins
-    first_nonfinite: dict | None  # {"step", "tensor", "index", "kind"} of this rank
     meta: dict = field(default_factory=dict)
     #: image name -> ((S_i,) step numbers, list of S_i 2-D arrays)
     images: dict[str, tuple[np.ndarray, list[np.ndarray]]] = field(default_factory=dict)
     #: (T, S) bool: the statistics of that tensor and step are lost (a damaged recording)
     missing: np.ndarray | None = None
-    #: what the recording lost, as ``Reader.describe()["damaged"]`` says (empty: whole)
-    damaged: tuple[dict, ...] = ()
+    #: images of this rank whose files could not be read while reading it (damage entries
+    #: as the summary's; the summary's own checks see only their index)
+    unreadable_images: tuple[dict, ...] = ()
     #: (S,) bool: the step's loss was logged (``losses`` is NaN where it was not, and where
     #: a NaN was logged; the two read apart here). None: every step's was.
     loss_logged: np.ndarray | None = None
-    #: which ranks are known from which step on, as ``Reader.describe()["ranks_known"]``
-    #: says ("" when every rank's records reach the last step)
-    ranks_known: str = ""
-    #: why the recording names no first non-finite rank and step (its ``first_nonfinite``
-    #: ``not_known``; "" where it names them or none is seen)
-    first_not_known: str = ""
+
+    @property
+    def path(self) -> str:
+        return self.summary.path
+
+    @property
+    def source(self) -> str:
+        """``watch`` or ``fit``."""
+        return self.summary.source or "watch"
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return self.summary.ranks
+
+    @property
+    def complete(self) -> bool:
+        """This rank's writer closed it and nothing of it is lost."""
+        return self.summary.rank(self.rank).complete
+
+    @property
+    def first_nonfinite(self) -> dict | None:
+        """This rank's first non-finite gradient ({"step", "tensor", "index", "kind"}, and
+        ``origin`` or ``origin_unknown`` where the watch looked), None where none."""
+        return self.summary.rank(self.rank).first_nonfinite
+
+    @property
+    def damaged(self) -> tuple[dict, ...]:
+        """What this rank lost (the summary's entries, then images found unreadable)."""
+        return self.summary.damage_of(self.rank) + self.unreadable_images
+
+    @property
+    def ranks_known(self) -> str:
+        """Which ranks are known from which step on ("" when every rank's records reach
+        the last step)."""
+        return self.summary.ranks_known
+
+    @property
+    def first_not_known(self) -> str:
+        """Why the recording names no first non-finite rank and step ("" where it names
+        them or none is seen)."""
+        return self.summary.first_not_known
 
     @property
     def n_steps(self) -> int:
@@ -92,7 +127,7 @@ class RecordingData:
 
 
 def damage_line(damaged) -> str:
-    """``damaged`` (``Reader.describe()["damaged"]`` entries) in one line for people."""
+    """``damaged`` (``RecordingSummary.damaged`` entries) in one line for people."""
     if not damaged:
         return ""
     parts = []
@@ -136,7 +171,7 @@ def read_recording(reader: Reader, rank: int | None = None) -> RecordingData:
         histograms = np.zeros((0, s, L.BINS), np.int64)
         missing = np.zeros((0, s), bool)
     images = {}
-    damaged = [d.to_dict() for d in stream.damaged()]
+    unreadable_images = []
     for name in stream.image_names():
         recorded, unreadable = [], []
         for i in range(len(stream.image_steps(name))):
@@ -145,31 +180,25 @@ def read_recording(reader: Reader, rank: int | None = None) -> RecordingData:
             except GradvizError:  # its file is lost: named below, never drawn
                 unreadable.append(int(stream.image_steps(name)[i]))
         if unreadable:
-            damaged.append(_unreadable_images(stream.rank, name, unreadable))
+            unreadable_images.append(_unreadable_images(stream.rank, name, unreadable))
         images[name] = (
             np.array([step for step, _ in recorded], dtype=np.int64),
             [np.asarray(a) for _, a in recorded],
         )
     return RecordingData(
-        path=str(reader.path),
-        source=str(stream.meta.get("source", "watch")),
+        summary=reader.summary(check=(stream.rank,)),
         rank=stream.rank,
-        ranks=ranks,
-        complete=stream.complete and not stream.damaged(),
         tensors=tuple(stream.tensors),
         steps=steps,
         losses=stream.losses(),
         grad_norm=grad_norm,
         counts=counts,
         histograms=histograms,
-        first_nonfinite=stream.first_nonfinite,
         meta=dict(stream.meta),
         images=images,
         missing=missing,
-        damaged=tuple(damaged),
+        unreadable_images=tuple(unreadable_images),
         loss_logged=_loss_logged(stream, steps),
-        ranks_known=known_sentence(reader.rank_ends()),
-        first_not_known=(reader.first_nonfinite() or {}).get("not_known", ""),
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from gradviz.core.common.health import gradient_norm
 from gradviz.core.record.reader import Reader
+from gradviz.core.record.summary import RecordingSummary
 
 GRAD_NORM_ALL = "grad_norm:"
 #: The x-axis kinds: key -> the axis label.
@@ -45,13 +46,12 @@ class RunSeries:
     NaN where a gradient entry was NaN, +Inf where one was infinite (the norm of such a
     gradient is not finite, whatever the finite entries say), left out where lost;
     ``times`` ((W,) steps, (W,) Unix seconds) when each step was logged, or None (a
-    recording from before wall times were recorded: step only)."""
+    recording from before wall times were recorded: step only). ``summary``: the
+    recording's as read with it (the properties below read it), None for the lab's live
+    run, which is named ``label``."""
 
-    path: str
-    source: str  # "watch", "fit" or "live"
+    label: str
     rank: int
-    ranks: tuple[int, ...]
-    complete: bool
     scalars: dict[str, tuple[np.ndarray, np.ndarray]]
     tensors: tuple[str, ...] = ()
     grad_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -59,7 +59,30 @@ class RunSeries:
     grad_missing: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
     times: tuple[np.ndarray, np.ndarray] | None = None
     meta: dict = field(default_factory=dict)
-    damaged: tuple[dict, ...] = ()
+    summary: RecordingSummary | None = None
+
+    @property
+    def path(self) -> str:
+        return self.label if self.summary is None else self.summary.path
+
+    @property
+    def source(self) -> str:
+        """``watch``, ``fit`` or ``live``."""
+        return "live" if self.summary is None else self.summary.source or "watch"
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return (self.rank,) if self.summary is None else self.summary.ranks
+
+    @property
+    def complete(self) -> bool:
+        """This rank's writer closed it and nothing of it is lost (never, for a live run)."""
+        return self.summary is not None and self.summary.rank(self.rank).complete
+
+    @property
+    def damaged(self) -> tuple[dict, ...]:
+        """What this rank lost (empty when whole, and for a live run)."""
+        return () if self.summary is None else self.summary.damage_of(self.rank)
 
     @property
     def n_steps(self) -> int:
@@ -132,11 +155,8 @@ def read_runs(reader: Reader, rank: int | None = None) -> RunSeries:
         missing[t] = series.missing
     times = stream.wall_times()
     return RunSeries(
-        path=str(reader.path),
-        source=str(stream.meta.get("source", "watch")),
+        label=str(reader.path),
         rank=stream.rank,
-        ranks=ranks,
-        complete=stream.complete and not stream.damaged(),
         scalars=scalars,
         tensors=tensors,
         grad_steps=steps,
@@ -144,7 +164,7 @@ def read_runs(reader: Reader, rank: int | None = None) -> RunSeries:
         grad_missing=missing,
         times=None if times is None else (times.steps, times.values),
         meta=dict(stream.meta),
-        damaged=tuple(d.to_dict() for d in stream.damaged()),
+        summary=reader.summary(check=(stream.rank,)),
     )
 
 
@@ -165,11 +185,8 @@ def live_series(
     has_norms = grad_norms is not None and len(tensors) > 0
     norms = np.asarray(grad_norms, np.float64) if has_norms else np.zeros((0, 0))
     return RunSeries(
-        path=label,
-        source="live",
+        label=label,
         rank=0,
-        ranks=(0,),
-        complete=False,
         scalars={"loss": (steps, np.asarray(losses, np.float64))},
         tensors=tuple(tensors) if has_norms else (),
         grad_steps=steps if has_norms else np.zeros(0, np.int64),

@@ -13,19 +13,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from gradviz.core.settings.distance_methods import DISTANCE_METHOD_TABLE
 from gradviz.core.settings.table import check_settings, setting, settings_from_dict
 
-#: Distance-matrix methods, with the one-line explanation shown as a tooltip / help.
-DISTANCE_METHODS: dict[str, str] = {
-    "naive": "Gram formula, sqrt over the whole matrix: NaN gradients from the zero diagonal.",
-    "masked": "Gram formula, sqrt of the off-diagonal only (the classic fix); NaN if the "
-    "formula rounds a squared distance below zero.",
-    "clamp": "Gram formula, sqrt(max(sq, eps)): finite, but blocks gradients of close pairs.",
-    "safe": "Exact pairwise differences with a custom backward: never NaN (recommended).",
-    "cdist": "torch.cdist as users call it: Gram formula for large N, inexact for close pairs.",
-    "detach": "Gram formula and sqrt, diagonal of d detached after sqrt: still NaN (0 x Inf in "
-    "sqrt's backward); the gradient must be stopped before sqrt.",
-}
+#: Distance-matrix methods, with the one-line explanation shown as a tooltip / help (from
+#: the one table of methods, distance_methods.DISTANCE_METHOD_TABLE).
+DISTANCE_METHODS: dict[str, str] = {m.name: m.explanation for m in DISTANCE_METHOD_TABLE}
 
 #: Point-set generators.
 POINT_GENERATORS: dict[str, str] = {

@@ -25,8 +25,10 @@ from PySide6.QtWidgets import (
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.explorer.batches import parse_sample_shape
+from gradviz.core.modelio.formats import FORMATS, file_filter
 
-WEIGHTS_FILTER = "Weights (*.pt *.pth *.ckpt *.safetensors *.bin);;All files (*)"
+#: The formats whose named tensors a model class of the user's own can run.
+WEIGHTS_FILTER = file_filter("Weights", tuple(f for f in FORMATS if f.weights is not None))
 CODE_FILTER = "Python files (*.py);;All files (*)"
 
 

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.core.modelio import ModelInfo
+from gradviz.core.modelio.formats import BY_NAME
 from gradviz.core.settings.config import ACTIVATIONS
 from gradviz.gui.pages.models.layer_list import LayerTable
 from gradviz.gui.pages.models.order_confirm import OrderConfirmation
@@ -30,8 +31,6 @@ from gradviz.gui.pages.models.order_confirm import OrderConfirmation
 LAYERS_MIN_HEIGHT = 160
 #: The panel's least width, whatever it shows (its splitter handle still folds it away).
 PANEL_MIN_WIDTH = 220
-#: Formats rebuilt from weights, where the activation between Linear layers is a choice.
-REBUILT_FORMATS = frozenset({"state_dict", "safetensors", "pickled_module"})
 
 
 class ModelPanel(QWidget):
@@ -115,7 +114,8 @@ class ModelPanel(QWidget):
             self.order.show_order(info.order_to_confirm)
         self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
         # Offered where the activation is the caller's (not where the file had modules).
-        choosable = info.format in REBUILT_FORMATS and info.runnable and info.activation_from_caller
+        rebuilt = info.format in BY_NAME and BY_NAME[info.format].rebuilt
+        choosable = rebuilt and info.runnable and info.activation_from_caller
         self.activation_row.setVisible(choosable)
         if activation in ACTIVATIONS:
             self.activation.setCurrentText(activation)

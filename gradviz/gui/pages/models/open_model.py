@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidge
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.explorer.batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
+from gradviz.core.modelio.formats import file_filter
 from gradviz.core.modelio.input_shape import first_input_width
 from gradviz.gui.pages.models.model_class_dialog import ModelClassChoice, ModelClassDialog
 from gradviz.gui.pages.models.model_panel import ModelPanel
@@ -38,7 +39,7 @@ RECENT_MODELS_KEY = "recent_models"
 #: Shown instead of a SHA-256 for a model class from a module on Python's path.
 NOT_A_FILE = "(a module on Python's path, not one file)"
 
-MODEL_FILTER = "Model files (*.pt *.pth *.pt2 *.ckpt *.safetensors *.bin);;All files (*)"
+MODEL_FILTER = file_filter("Model files")
 
 
 @dataclass(frozen=True)

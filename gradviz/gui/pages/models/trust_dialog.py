@@ -17,8 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-FORMAT_NAMES = {"torchscript": "a TorchScript program", "pt2": "a torch.export program (.pt2)"}
-
+from gradviz.core.modelio.formats import BY_NAME
 
 #: The "format" of a trust question about the user's own model class (a Python file).
 MODEL_CLASS = "model_class"
@@ -31,7 +30,7 @@ def trust_reason(format_name: str) -> str:
             "Opening the weights with this model class imports this Python code, which runs "
             "with your permissions. Go on only if you trust it."
         )
-    what = FORMAT_NAMES.get(format_name, "a program")
+    what = BY_NAME[format_name].title if format_name in BY_NAME else "a program"
     return (
         f"This file is {what}. Opening it can run code stored in the file, with your "
         "permissions. Open it only if you trust where it came from."
