@@ -87,7 +87,10 @@ def test_the_origin_and_the_modules_after_it_are_marked_from_the_first_nonfinite
     assert page.node_health("m:b2.fc1").worst == Health.NAN
     assert page.node_colour("m:b2.fc1") == OKABE_ITO[Health.NAN].lower()
     assert page.node_colour("x:loss") != OKABE_ITO[Health.NAN].lower()  # no gradients: grey
-    assert "began in the forward of module 'b2.fc1' at step 3" in page.header.text()
+    # The weight was poisoned outside any step: the origin names the parameter that held it.
+    assert (
+        "was held by parameter 'b2.fc1.weight' as the forward ran at step 3" in page.header.text()
+    )
     assert "the first non-finite value began here" in page.describe("m:b2.fc1")
     line = lab.window.pages.bar.tabText(lab.window.pages.current())
     from gradviz.gui.shell.window_line import page_title

@@ -66,6 +66,7 @@ class Spread:
     step: int
     phase: str
     module: str
+    tensor: str  # the parameter that held the value, where the origin names one
     origin: frozenset
     after: frozenset
 
@@ -74,10 +75,12 @@ def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
     """The Spread of a recording's ``first_nonfinite`` on the drawn ``graph`` (None where
     the recording names no origin, or its place is not in the graph): a module's origin
     marks that module (or its outermost drawn ancestor), an ``input`` origin (the value
-    came in with the batch) the graph's input node."""
+    came in with the batch) the graph's input node, and one held by a parameter (an
+    ``input`` origin that names its module and tensor) that parameter's module."""
     origin = (first or {}).get("origin") or {}
     phase = str(origin.get("phase"))
-    if phase == "input":
+    tensor = str(origin.get("tensor") or "") if phase == "input" else ""
+    if phase == "input" and not (tensor and origin.get("module")):
         origin_ids = frozenset(n.id for n in graph.nodes if n.id == INPUT_ID)
         module = ""
     else:
@@ -98,7 +101,7 @@ def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:
             if nxt not in reached and nxt not in origin_ids:
                 reached.add(nxt)
                 stack.append(nxt)
-    return Spread(int(first["step"]), phase, module, origin_ids, frozenset(reached))
+    return Spread(int(first["step"]), phase, module, tensor, origin_ids, frozenset(reached))
 
 
 def _drawn_module(graph: ModelGraph, module: str) -> frozenset:

@@ -270,11 +270,12 @@ class GraphPage(QWidget):
             parts.append(self._damage)  # its lost steps are drawn "lost": say which
         spread = self._spread
         if spread is not None:
-            where = (
-                "came in with the model's input"
-                if spread.phase == "input"
-                else f"began in the {spread.phase} of module '{spread.module}'"
-            )
+            if spread.tensor:
+                where = f"was held by parameter '{spread.tensor}' as the forward ran"
+            elif spread.phase == "input":
+                where = "came in with the model's input"
+            else:
+                where = f"began in the {spread.phase} of module '{spread.module}'"
             parts.append(
                 f"The first non-finite value {where} at step {spread.step:,} (red); "
                 "outlined: where it spread."
