@@ -27,6 +27,7 @@ from gradviz.core.errors import GradvizError
 from gradviz.core.jacobians import compute_jacobians
 from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
+from gradviz.core.run_threads import ThreadChoice, ThreadPlan
 from gradviz.core.snapshot import Snapshot
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -50,16 +51,22 @@ class DistanceFitRun:
     ``max_display`` caps the side of the (N, N) matrices a Snapshot carries (block means,
     NaN and Inf kept; see core.display); ``cell_values`` reads the full-resolution entries
     behind them. None keeps full resolution.
+
+    The torch CPU threads of its steps are ``config.threads`` or, unset, chosen by
+    ``run_threads.ThreadPlan`` (``cores``: the cores that choice may use; default: all of
+    this process's); ``thread_choice`` says which and why.
     """
 
     def __init__(
-        self, config: FitConfig, generation: int = 0, max_display: int | None = None
+        self,
+        config: FitConfig,
+        generation: int = 0,
+        max_display: int | None = None,
+        cores: int | None = None,
     ) -> None:
         self.config = config = config.validated()
         check_seed(config.seed)
         self.generation = generation
-        if config.threads is not None:
-            torch.set_num_threads(config.threads)
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]
         if self.device.type == "mps" and self.dtype == torch.float64:
@@ -71,6 +78,8 @@ class DistanceFitRun:
         self.target_points, init_points = _point_sets(config, with_net=self.spec is not None)
         self.n_points, self.dim = self.target_points.shape
         self.max_display = max_display
+        self._threads = ThreadPlan(config.threads, self.n_points, self.device.type, cores)
+        self._threads.before_step()  # the target matrix and step 0's picture use it too
         # Refuse in words before anything of size N x N exists, rather than fail in torch.
         memory.check_fits(config, self.device, self.n_points, self._snapshot_side())
         self.target_distances = _exact_distance_matrix(self.target_points, self.dtype, self.device)
@@ -105,9 +114,15 @@ class DistanceFitRun:
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
         self._timed_steps = 0
+        self._gather_seconds = 0.0  # of the last step: what capture added to it
         self._capture: Capture | None = None
         self._reference_loss: float | None = None
         self._target_display: tuple[int, np.ndarray] | None = None  # (block, matrix)
+
+    @property
+    def thread_choice(self) -> ThreadChoice:
+        """The torch CPU threads the steps run on, and why (see core.run_threads)."""
+        return self._threads.choice
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -142,6 +157,7 @@ class DistanceFitRun:
             raise GradvizError("The run has finished; start a new run to take more steps.")
         index = self.completed_steps
         started = time.perf_counter()
+        self._threads.before_step()
         self._capture = None  # free the previous step's matrices before this one allocates
         try:
             loss_value, grads_finite, grad_norms = self._evaluate_step(capture)
@@ -166,8 +182,11 @@ class DistanceFitRun:
         self._losses[self.completed_steps] = loss_value
         self._grad_norms[:, self.completed_steps] = grad_norms
         self.completed_steps += 1
+        seconds = time.perf_counter() - started
+        # The thread count is chosen on the step's own work, not on what capture adds.
+        self._threads.after_step(seconds - self._gather_seconds, timed=index > 0)
         if index > 0:
-            self._timed_seconds += time.perf_counter() - started
+            self._timed_seconds += seconds
             self._timed_steps += 1
         if self.completed_steps >= self.config.steps:
             self.done = True
@@ -187,8 +206,11 @@ class DistanceFitRun:
             self.first_nonfinite_loss_step = index
         if not grads_finite and self.first_nonfinite_grad_step is None:
             self.first_nonfinite_grad_step = index
+        self._gather_seconds = 0.0
         if capture:
+            started = time.perf_counter()
             self._capture = self._gather(loss_value, coords, result, entry_grad)
+            self._gather_seconds = time.perf_counter() - started
         return loss_value, grads_finite, grad_norms
 
     def _snapshot_side(self) -> int | None:
@@ -334,6 +356,7 @@ class DistanceFitRun:
             method=self.config.method,
             done=self.done,
             display_block=block,
+            threads=self.thread_choice.text(),
         )
 
     def cell_values(self, i: int, j: int, step: int | None = None) -> dict[str, float]:
@@ -453,6 +476,7 @@ class DistanceFitRun:
     def _fresh_capture(self) -> Capture:
         """Forward/backward of the current parameters without an optimizer step (nor the
         optimizer: step 0's picture comes before its imports)."""
+        self._threads.before_step()
         self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture=True)
         capture = self._gather(float(loss.detach()), coords, result, entry_grad)

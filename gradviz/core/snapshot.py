@@ -54,6 +54,9 @@ class Snapshot:
     # loss_history (NaN and Inf kept); the T tensors are named by grad_norm_names.
     grad_norm_history: np.ndarray | None = None
     grad_norm_names: tuple[str, ...] = ()
+    # The torch CPU threads of the run's steps and why, in words (run_threads.ThreadChoice);
+    # "" where not known (a recorded step).
+    threads: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -346,7 +346,7 @@ def _params_for(row: Setting) -> list[dict[str, Any]]:
         low, high = info.limits
         if row.optional:  # an optional number shows "unset" as 0
             low, param["value"] = 0, 0
-            param["tip"] += " 0 leaves it unset."
+            param["tip"] += f" 0: {row.info.unset}." if row.info.unset else " 0 leaves it unset."
         elif row.kind is int and low > 0:
             # The editor lets 0 through to the check, which says what is allowed under the
             # form (a spin box would silently turn a typed 0 into its minimum).

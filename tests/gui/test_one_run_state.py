@@ -271,3 +271,18 @@ def test_colormap_palette_and_locked_levels_are_remembered(make_lab):
     assert again.views.widgets["mask"].palette_box.currentText() == palette
     distances = again.views.widgets["distances"]
     assert distances.locked() and distances.levels() == pytest.approx((0.25, 2.5))
+
+
+# ---- the torch threads a run uses, on hovering the status bar's speed ----------------------
+@pytest.mark.parametrize(
+    ("threads", "said"),
+    [
+        (None, "1 thread (auto: a step of 24 points is too small to share)"),
+        (2, "2 threads (set by the run's settings)"),
+    ],
+)
+def test_the_status_bars_speed_tooltip_names_the_runs_torch_threads(make_lab, threads, said):
+    lab = make_lab(small("safe", threads=threads))
+    status = lab.run_status.readouts()
+    assert status["threads_tooltip"] == f"torch CPU threads: {said}"
+    assert lab.window.status_labels["device"].toolTip() == status["threads_tooltip"]

@@ -83,6 +83,13 @@ def has_nonfinite_gradients(snapshot: Snapshot) -> bool:
     return any(int(code) in _ALARMS for _, code in snapshot.param_health)
 
 
+def threads_tooltip(snapshot: Snapshot) -> str:
+    """The torch CPU threads of the snapshot's run and why, as the speed's tooltip says it."""
+    if not snapshot.threads:
+        return "torch CPU threads: not known for this step (not one of the lab's runs)"
+    return f"torch CPU threads: {snapshot.threads}"
+
+
 def failure_text(session: RunSession) -> str:
     """ "run failed (out of memory)" or "run failed" for a failed run; empty otherwise.
     A failed run's gradients were never checked past the failure: not "finite"."""
@@ -160,12 +167,18 @@ class RunStatus(QObject):
         if snap is None:
             for name in ("step", "loss", "speed", "device", "nan"):
                 labels[name].setText("")
+            for name in ("speed", "device"):
+                labels[name].setToolTip("")
             set_style(labels["nan"], "")
             return
         labels["step"].setText(f"{snap.step:,} step{'' if snap.step == 1 else 's'} done")
         labels["loss"].setText(loss_label(snap))
         labels["speed"].setText(rate_text(s.steps_per_second))
         labels["device"].setText(f"{snap.device} · {snap.method}")
+        threads = threads_tooltip(snap)
+        for name in ("speed", "device"):
+            if labels[name].toolTip() != threads:
+                labels[name].setToolTip(threads)
         nonfinite = failure_text(s) or first_nonfinite_text(s)
         labels["nan"].setText(nonfinite or "gradients finite")
         set_style(labels["nan"], NAN_STYLE if nonfinite else FINITE_STYLE)
@@ -177,6 +190,7 @@ class RunStatus(QObject):
         step = number_in(texts["step"]) if texts["step"] else None
         return {
             "texts": texts,
+            "threads_tooltip": self.labels["speed"].toolTip(),
             "step": None if step is None else int(step),
             "steps_per_second": number_in(texts["speed"]) if texts["speed"] else None,
             "first_nonfinite_grad_step": step_in(texts["nan"]) if "gradient" in texts["nan"]

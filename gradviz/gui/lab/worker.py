@@ -47,13 +47,14 @@ MAX_FRAME_INTERVAL_S = 1.0
 _IDLE_WAIT_S = 0.05
 
 
-def default_run_factory(config: FitConfig) -> Any:
+def default_run_factory(config: FitConfig, cores: int | None = None) -> Any:
     """Build the core run with display-sized Snapshots (imports torch: call it on the worker
-    thread only)."""
+    thread only). ``cores``: the cores its automatic thread choice may use (default: all;
+    the choice is set on the worker thread that steps the run, see core.run_threads)."""
     from gradviz.core import decimate
     from gradviz.core.fit import DistanceFitRun
 
-    return DistanceFitRun(config, max_display=decimate.MAX_DISPLAY)
+    return DistanceFitRun(config, max_display=decimate.MAX_DISPLAY, cores=cores)
 
 
 def describe_run_failure(exc: BaseException) -> str:
