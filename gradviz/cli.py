@@ -212,7 +212,17 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--suite",
         default="all",
-        choices=["all", "distances", "jacobians", "gui", "watch", "ddp", "memory", "origin"],
+        choices=[
+            "all",
+            "distances",
+            "jacobians",
+            "gui",
+            "watch",
+            "ddp",
+            "memory",
+            "origin",
+            "fit_loop",
+        ],
         help="which measurements to run",
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")
