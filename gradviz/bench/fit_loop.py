@@ -48,8 +48,8 @@ TARGET_LAB = 0.6
 TARGET_CLI_TIME = 2.0
 BARE_THREADS = (1, 2)
 CLI_STEPS = 2000
-#: Steps taken before timing: the fit's thread choice settles in its first 9.
-WARMUP_STEPS = 10
+#: Steps taken before timing (the fit's first ones also settle its thread choice).
+WARMUP_STEPS = 2
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -98,6 +98,8 @@ def _cases(n: int) -> tuple[DistanceFitRun, dict[str, Callable[[], object]]]:
     cases: dict[str, Callable[[], object]] = {"fit": run.step}
     for threads in BARE_THREADS:
         cases[f"bare, {threads} thread{'s' if threads > 1 else ''}"] = bare_step(run, threads)
+    while run.thread_choice.threads is None:
+        run.step()
     for step in cases.values():
         for _ in range(WARMUP_STEPS):
             step()
