@@ -222,6 +222,7 @@ def _add_bench(sub) -> None:
             "memory",
             "origin",
             "fit_loop",
+            "soak",
         ],
         help="which measurements to run",
     )

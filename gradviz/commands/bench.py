@@ -12,7 +12,7 @@ from types import ModuleType
 from gradviz.commands.output import print_json
 from gradviz.core.errors import GradvizError
 
-SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory", "origin", "fit_loop")
+SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory", "origin", "fit_loop", "soak")
 
 
 def run(args) -> int:

@@ -29,6 +29,7 @@ from gradviz.core.networks import NetworkSpec
 from gradviz.core.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
 from gradviz.core.run_threads import ThreadChoice, ThreadPlan
 from gradviz.core.snapshot import Snapshot
+from gradviz.core.step_series import StepSeries
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -55,6 +56,9 @@ class DistanceFitRun:
     The torch CPU threads of its steps are ``config.threads`` or, unset, chosen by
     ``run_threads.ThreadPlan`` (``cores``: the cores that choice may use; default: all of
     this process's); ``thread_choice`` says which and why.
+
+    ``history_rows`` bounds the per-step loss and gradient-norm history (None: every step,
+    as ``gradviz fit --out`` saves it; the app bounds it, so a long run's memory stays flat).
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class DistanceFitRun:
         generation: int = 0,
         max_display: int | None = None,
         cores: int | None = None,
+        history_rows: int | None = None,
     ) -> None:
         self.config = config = config.validated()
         check_seed(config.seed)
@@ -104,12 +109,10 @@ class DistanceFitRun:
         self.stopped_on_nan = False
         self.first_nonfinite_grad_step: int | None = None
         self.first_nonfinite_loss_step: int | None = None
-        # Losses of completed steps in a buffer that doubles when full: a snapshot copies
-        # it in one memcpy instead of converting a long Python list at every frame.
-        self._losses = np.empty(max(1, min(config.steps, 1024)), dtype=np.float64)
-        # Each completed step's gradient norm per parameter tensor, beside its loss.
+        # Each completed step's loss and gradient norm per parameter tensor: every step,
+        # or thinned to at most ``history_rows`` rows (core.step_series).
         self.grad_norm_names = tuple(name for name, _ in named)
-        self._grad_norms = np.empty((len(named), len(self._losses)), dtype=np.float64)
+        self._history = StepSeries(1 + len(named), capacity=history_rows)
         self._attempts = 0  # forward/backward passes run by step() or for a snapshot
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
@@ -175,12 +178,7 @@ class DistanceFitRun:
         except Exception as exc:
             self._fail_if_out_of_memory(exc)
             raise
-        if self.completed_steps == len(self._losses):
-            self._losses = np.concatenate([self._losses, np.empty_like(self._losses)])
-            spare = np.empty_like(self._grad_norms)
-            self._grad_norms = np.concatenate([self._grad_norms, spare], axis=1)
-        self._losses[self.completed_steps] = loss_value
-        self._grad_norms[:, self.completed_steps] = grad_norms
+        self._history.append(self.completed_steps, [loss_value, *grad_norms])
         self.completed_steps += 1
         seconds = time.perf_counter() - started
         # The thread count is chosen on the step's own work, not on what capture adds.
@@ -250,15 +248,22 @@ class DistanceFitRun:
     # ---- results -------------------------------------------------------------------------------
     @property
     def loss_history(self) -> np.ndarray:
-        """(completed_steps,) float64: the loss computed in each completed step."""
-        return self._losses[: self.completed_steps].copy()
+        """(S,) float64: the loss computed in each step of ``history_steps`` (every
+        completed step, S = completed_steps, unless the history is thinned)."""
+        return self._history.column(0)
 
     @property
     def grad_norm_history(self) -> np.ndarray:
-        """(T, completed_steps) float64: column k holds the L2 norm of each parameter
-        tensor's gradient (``grad_norm_names``) in step k, from the same backward pass as
+        """(T, S) float64: column s holds the L2 norm of each parameter tensor's gradient
+        (``grad_norm_names``) in step ``history_steps[s]``, from the same backward pass as
         its loss, before that step's update; NaN or Inf where the gradient held them."""
-        return self._grad_norms[:, : self.completed_steps].copy()
+        return self._history.values[1:]
+
+    @property
+    def history_steps(self) -> np.ndarray | None:
+        """(S,) int64 steps of ``loss_history``, or None while it holds every completed
+        step (entry k is step k)."""
+        return None if self._history.every_step else self._history.steps
 
     @property
     def initial_loss(self) -> float:
@@ -339,6 +344,7 @@ class DistanceFitRun:
             loss=capture.loss,
             loss_history=self.loss_history,
             grad_norm_history=self.grad_norm_history,
+            history_steps=self.history_steps,
             grad_norm_names=self.grad_norm_names,
             reference_loss=self.reference_loss,
             coords=_f32(capture.coords),
@@ -438,9 +444,7 @@ class DistanceFitRun:
             # a non-finite norm (which also comes of a finite gradient whose norm overflows)
             # needs the entries looked at.
             values = np.array(norms.tolist(), dtype=np.float64)
-            ok = bool(np.isfinite(values).all()) or bool(
-                diagnostics.all_finite(grads, self.device)
-            )
+            ok = bool(np.isfinite(values).all()) or bool(diagnostics.all_finite(grads, self.device))
             return loss.item(), ok, values
         ok = diagnostics.all_finite(grads, self.device)
         # On an accelerator all values come back in one transfer (one sync), in the loss's

@@ -242,3 +242,29 @@ def test_the_loss_summary_writes_steps_as_the_status_bar_does(fit_views, make_sn
     fit_views.show(dataclasses.replace(make_snapshot(n=10), loss_history=history))
     summary = _plain(fit_views.widgets["loss"].summary.text())
     assert "loss of step 1,499 = 0.5" in summary  # "1,499 steps done" beside it
+
+
+def test_a_long_runs_thinned_history_shows_its_exact_steps_and_non_finite_count(
+    fit_views, make_snapshot
+):
+    """A lab run keeps a bounded history (every non-finite stretch's ends kept): the loss
+    plot, its summary and the status bar's loss still name the CLI's steps."""
+    from gradviz.core.config import FitConfig
+    from gradviz.core.fit import DistanceFitRun
+    from gradviz.gui.lab.status import loss_label
+
+    run = DistanceFitRun(FitConfig(method="naive", n=12, steps=600), history_rows=64)
+    run.run()  # naive: NaN gradient at step 0, NaN loss from step 1 on
+    snap = run.snapshot()
+    assert len(snap.loss_history) <= 64 and snap.history_steps is not None
+    assert snap.history_steps[0] == 0 and snap.history_steps[-1] == 599
+    fit_views.show(snap)
+    loss = fit_views.widgets["loss"]
+    readout = fit_views.readouts()["loss"]
+    assert readout["losses"] == len(snap.loss_history) and readout["last_step"] == 599
+    assert loss.first_bad_line.value() == 1
+    summary = _plain(loss.summary.text())
+    assert "loss of step 599 = nan" in summary
+    assert "599 non-finite losses (first at step 1)" in summary  # every one, not the kept
+    assert loss_label(snap) == "loss of step 599 = nan"
+    np.testing.assert_array_equal(loss.steps, snap.history_steps)

@@ -41,7 +41,7 @@ def loss_label(snapshot: Snapshot) -> str:
     ``final_loss``) once the run has ended."""
     history, loss = snapshot.loss_history, snapshot.loss
     if len(history) and (history[-1] == loss or (math.isnan(history[-1]) and math.isnan(loss))):
-        return f"loss of step {len(history) - 1:,} = {loss_text(loss)}"
+        return f"loss of step {int(snapshot.loss_steps()[-1]):,} = {loss_text(loss)}"
     if snapshot.step == 0:
         return f"loss of step 0 = {loss_text(loss)}"
     if snapshot.done:
