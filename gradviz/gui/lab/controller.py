@@ -318,8 +318,8 @@ class LabController(QObject):
             return  # the form shows what is wrong; nothing to apply yet
         if self.session.state.going and not self.confirm(
             "Reset the run?",
-            f"Changing the {self.form.title(name)} needs a fresh run. Reset now? (No keeps "
-            "the current run; the change applies at the next Reset.)",
+            f"Changing the {self.form.change_title(name, self.session.config)} needs a fresh "
+            "run. Reset now? (No keeps the current run; the change applies at the next Reset.)",
         ):
             return
         self.reset()
