@@ -210,11 +210,12 @@ class LabController(QObject):
         else:
             self.start()
 
-    def _on_pause_triggered(self, checked: bool) -> None:
-        if checked:
-            self.session.pause()
-        else:
+    def _on_pause_triggered(self) -> None:
+        """Pause, or Resume as the action reads while paused."""
+        if self.session.state is RunState.PAUSED:
             self.start()
+        else:
+            self.session.pause()
 
     @Slot()
     def back_to_live_view(self) -> None:

@@ -99,6 +99,18 @@ def failure_text(session: RunSession) -> str:
     return "run failed (out of memory)" if "out of memory" in failure else "run failed"
 
 
+#: The key that starts, pauses and resumes a run (the window's "toggle_run" action holds it).
+RUN_KEY = "Space"
+
+
+def name_run_action(action: QAction, text: str) -> None:
+    """Name a run action that Space also triggers (Start, Pause or Resume): ``text`` on its
+    toolbar button, and in the Run menu ``text`` with Space in the shortcut column (Space
+    belongs to one action, the window's Start-or-pause, so it cannot be each one's own)."""
+    action.setText(f"{text}\t{RUN_KEY}")
+    action.setIconText(text)
+
+
 class RunActions(QObject):
     """Enables, checks and names the run actions (start, pause, step, stop, reset, first
     NaN, live, why NaN) after the session's state."""
@@ -130,8 +142,7 @@ class RunActions(QObject):
         state, ready = s.state, s.available
         a["start"].setEnabled(ready and state is not RunState.RUNNING)
         a["pause"].setEnabled(ready and state.going)
-        a["pause"].setChecked(state is RunState.PAUSED)
-        a["pause"].setText("Resume" if state is RunState.PAUSED else "Pause")
+        name_run_action(a["pause"], "Resume" if state is RunState.PAUSED else "Pause")
         a["toggle_run"].setEnabled(ready)
         a["step"].setEnabled(ready)
         a["stop"].setEnabled(state.going)
