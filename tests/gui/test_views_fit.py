@@ -115,6 +115,12 @@ def test_all_nan_loss_history_and_zero_reference_are_shown_without_error(fit_vie
     assert loss.nonfinite_steps().tolist() == [0, 1, 2, 3, 4]
     assert not loss.reference_line.isVisible()  # 0 has no place on a log axis
     assert "classical MDS = 0" in _plain(loss.summary.text())
+    # Its hover says what the orange number is, and why no line is drawn for it.
+    tooltip = loss.summary.toolTip()
+    assert tooltip.startswith("classical MDS: the loss of the target's classical-MDS embedding")
+    assert "It is 0 here" in tooltip and "no line is drawn" in tooltip
+    fit_views.show(dataclasses.replace(snap, step=6, reference_loss=0.05))
+    assert loss.summary.toolTip().endswith("The dashed orange line on the plot.")
 
 
 def _plain(rich_text: str) -> str:

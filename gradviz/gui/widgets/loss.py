@@ -121,6 +121,9 @@ class LossView(QWidget):
         self._draw_nonfinite(x, history)
         self._draw_reference(reference)
         self.summary.setText(self._summary_text(history, self._steps, reference))
+        tooltip = reference_tooltip(reference)
+        if self.summary.toolTip() != tooltip:
+            self.summary.setToolTip(tooltip)
 
     def _extend_range(self, steps: int, drawn: np.ndarray, reference: float | None) -> None:
         """Grow the view so that every step and every drawn loss fits, with room to spare.
@@ -174,6 +177,7 @@ class LossView(QWidget):
         self.first_bad_line.setVisible(False)
         self.reference_line.setVisible(False)
         self.summary.setText("no run yet")
+        self.summary.setToolTip("")
 
     @property
     def history(self) -> np.ndarray:
@@ -224,6 +228,24 @@ class LossView(QWidget):
             parts.append(_phrase(text, palette.ALARM_TEXT))
         # A narrow dock wraps the summary between its parts rather than cutting it off.
         return " | ".join(parts)
+
+
+def reference_tooltip(reference: float | None) -> str:
+    """What "classical MDS = x" (orange, as its line) stands for; empty when not known."""
+    if reference is None:
+        return ""
+    what = (
+        "classical MDS: the loss of the target's classical-MDS embedding in D dimensions, "
+        "the reference for the lowest loss a fit of these distances can reach."
+    )
+    if not math.isfinite(reference):
+        return f"{what} It could not be computed for this target."
+    if reference <= 0:
+        return (
+            f"{what} It is {reference:g} here: the target's points lie in D dimensions, so a "
+            "fit can match their distances exactly. A log axis has no 0, so no line is drawn."
+        )
+    return f"{what} The dashed orange line on the plot."
 
 
 def _phrase(text: str, colour: str | None = None) -> str:
