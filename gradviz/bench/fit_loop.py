@@ -80,6 +80,7 @@ def bare_step(run: DistanceFitRun, threads: int) -> Callable[[], None]:
         loss.backward()
         optimizer.step()
 
+    step.params = params  # what it trains (for a check that it is the fit's step)
     return step
 
 
