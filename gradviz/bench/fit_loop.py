@@ -7,9 +7,10 @@ Three figures, each a ratio to a bare torch loop measured in the same run:
    and the same at N = 1000 and N = 3000, against a bare loop of the same step (zero_grad,
    the same distance op and method on the same coordinates, MSE to the same target, backward,
    Adam; the same network where the experiment has one) on its best thread count, the faster
-   of 1 and 2 threads in each repeat. Each size is measured idle and beside two CPU-bound
-   processes (``python -c "while True: pass"``), the cases taken in turn within each repeat
-   and the conditions alternating; each ratio is the median over the repeats. Target >= 0.8x.
+   of 1 and 2 threads in each round. Each size is measured idle and beside two CPU-bound
+   processes (``python -c "while True: pass"``), the conditions alternating; within one,
+   rounds of short windows, every case one window a round in a shuffled order; each ratio
+   is the median over the rounds. Target >= 0.8x.
 2. the app's lab worker (the real window offscreen, its default views, the default frame
    rate) against the same bare loop, idle and busy: target >= 0.6x (its window thread
    shares the cores and the GIL).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -50,6 +52,11 @@ BARE_THREADS = (1, 2)
 CLI_STEPS = 2000
 #: Steps taken before timing (the fit's first ones also settle its thread choice).
 WARMUP_STEPS = 2
+#: Rounds of short windows a repeat: a shared machine's speed drifts over seconds, and
+#: short windows taken in turn see the same drift.
+ROUNDS_PER_REPEAT = 5
+#: At most about this long a size and condition (at N = 3000 a round is a few steps).
+CONDITION_BUDGET_S = 90.0
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -84,10 +91,10 @@ def bare_step(run: DistanceFitRun, threads: int) -> Callable[[], None]:
     return step
 
 
-def steps_per_second(step: Callable[[], object], seconds: float) -> float:
-    """Steps per second of ``step`` called for about ``seconds`` (at least two steps)."""
+def steps_per_second(step: Callable[[], object], seconds: float, min_steps: int = 2) -> float:
+    """Steps per second of ``step`` called for about ``seconds`` (at least ``min_steps``)."""
     start, done = time.perf_counter(), 0
-    while done < 2 or time.perf_counter() - start < seconds:
+    while done < min_steps or time.perf_counter() - start < seconds:
         step()
         done += 1
     return done / (time.perf_counter() - start)
@@ -107,27 +114,43 @@ def _cases(n: int) -> tuple[DistanceFitRun, dict[str, Callable[[], object]]]:
     return run, cases
 
 
-def measure_fit(n: int, busy: bool, repeats: int, seconds: float) -> dict:
-    """steps/s of each case at N = n, idle or beside the busy processes: one entry per
-    repeat, the cases taken in a rotating order; the ratio of the fit to the best bare."""
+def measure_fit(n: int, repeats: int, window_s: float) -> dict:
+    """steps/s of each case at N = n under the present condition: rounds in which every
+    case runs one window of about ``window_s`` (at least one step), in a shuffled order
+    (seeded); ``ROUNDS_PER_REPEAT`` rounds a repeat, fewer where a round is long (within
+    ``CONDITION_BUDGET_S``, never fewer than ``repeats``). The ratio is the median over the
+    rounds of the fit's steps/s to the faster bare loop's in the same round."""
     before = torch.get_num_threads()
     try:
         run, cases = _cases(n)  # built under the condition: auto chooses under it
         names = list(cases)
+        step_s = max(_seconds_of_one(step) for step in cases.values())
+        per_round = len(names) * max(window_s, step_s)
+        rounds = min(repeats * ROUNDS_PER_REPEAT, int(CONDITION_BUDGET_S / per_round))
+        rounds = max(repeats, rounds)
         rates: dict[str, list[float]] = {name: [] for name in names}
-        for k in range(repeats):
-            for name in names[k % len(names) :] + names[: k % len(names)]:
-                rates[name].append(steps_per_second(cases[name], seconds))
+        shuffled = random.Random(n)
+        for _ in range(rounds):
+            shuffled.shuffle(names)
+            for name in names:
+                rates[name].append(steps_per_second(cases[name], window_s, min_steps=1))
     finally:
         torch.set_num_threads(before)
-    bare = [max(rates[name][k] for name in names[1:]) for k in range(repeats)]
+    bare = [max(rates[name][k] for name in rates if name != "fit") for k in range(rounds)]
     ratios = [fit / best for fit, best in zip(rates["fit"], bare)]
     return {
         "steps_per_second": {name: statistics.median(v) for name, v in rates.items()},
         "ratio": statistics.median(ratios),
+        "rounds": rounds,
         "fit_threads": run.thread_choice.text(),
         "load_average_1min": _load(),
     }
+
+
+def _seconds_of_one(step: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
 
 
 def _load() -> float:
@@ -200,14 +223,32 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 
-def _fresh(script: str, *args: str) -> dict:
+def _fresh(script: str, *args: str, timeout_s: float = 1800.0) -> dict | None:
+    """The last line of ``script`` run in a fresh interpreter, as JSON; None when it ran
+    past ``timeout_s`` (and was stopped)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args],
-        env=env, capture_output=True, text=True, timeout=600, check=True,
-    )  # fmt: skip
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            env=env, capture_output=True, text=True, timeout=timeout_s, check=True,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _best_bare_seconds(steps: int) -> float:
+    """Seconds of the bare script's ``steps`` steps on its faster thread count: 1 thread,
+    then 2 threads stopped once they have taken longer than 1 thread did (beside busy
+    processes 2 threads run many times slower, and could not be the faster anyway)."""
+    best = _fresh(_BARE_SCRIPT, str(steps), "1")["seconds"]
+    for threads in BARE_THREADS[1:]:
+        # Interpreter start and imports are not in "seconds": give them time on top.
+        other = _fresh(_BARE_SCRIPT, str(steps), str(threads), timeout_s=best + 30.0)
+        if other is not None:
+            best = min(best, other["seconds"])
+    return best
 
 
 def measure_cli(repeats: int, busy: bool, steps: int = CLI_STEPS) -> dict:
@@ -217,7 +258,7 @@ def measure_cli(repeats: int, busy: bool, steps: int = CLI_STEPS) -> dict:
     cli, bare, ratios, threads = [], [], [], []
     for _ in range(repeats):
         cli_run = _fresh(_CLI_SCRIPT, str(steps))
-        best = min(_fresh(_BARE_SCRIPT, str(steps), str(k))["seconds"] for k in BARE_THREADS)
+        best = _best_bare_seconds(steps)
         cli.append(cli_run["seconds"])
         threads.append(cli_run["threads"])
         bare.append(best)
@@ -235,7 +276,7 @@ def measure_cli(repeats: int, busy: bool, steps: int = CLI_STEPS) -> dict:
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Measure and print every figure; returns them as a dict (JSON-ready)."""
     sizes = QUICK_SIZES if quick else SIZES
-    seconds = 0.5 if quick else 2.0
+    window_s = 0.1 if quick else 0.25
     emit(
         "fit_loop: steps/s of gradviz fit's loop (threads auto) / a bare torch loop of the "
         "same step at its best of 1 and 2 threads; idle and beside "
@@ -245,7 +286,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     for n in sizes:
         for busy in (False, True):
             with _conditions(busy):
-                fit[f"n{n}_{'busy' if busy else 'idle'}"] = measure_fit(n, busy, repeats, seconds)
+                fit[f"n{n}_{'busy' if busy else 'idle'}"] = measure_fit(n, repeats, window_s)
     headers = ["case", "fit", "bare 1", "bare 2", "ratio", "target", "load", "fit's threads"]
     rows = [
         [
