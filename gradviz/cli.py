@@ -219,7 +219,18 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--suite",
         default="all",
-        choices=["all", "distances", "jacobians", "gui", "watch", "ddp", "memory", "origin"],
+        choices=[
+            "all",
+            "distances",
+            "jacobians",
+            "gui",
+            "watch",
+            "ddp",
+            "memory",
+            "origin",
+            "fit_loop",
+            "soak",
+        ],
         help="which measurements to run",
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")

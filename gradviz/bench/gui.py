@@ -187,10 +187,14 @@ class _Lab:
         loop.exec()
 
     def start(self, n: int, frame_rate: float) -> None:
+        self.start_config(_config(n), frame_rate)
+
+    def start_config(self, config: FitConfig, frame_rate: float) -> None:
+        """Reset to ``config`` at ``frame_rate`` and start it once step 0 is on screen."""
         from gradviz.gui.widgets.settings_form import LiveSettings
 
         c = self.controller
-        c.form.set_config(_config(n), LiveSettings(frame_rate=frame_rate))
+        c.form.set_config(config, LiveSettings(frame_rate=frame_rate))
         c.reset()
         self.wait(lambda: c.session.worker is not None and c.session.latest is not None, 120)
         c.start()

@@ -16,7 +16,7 @@ from gradviz.bench.results import checked_out_path, finished, started, write
 from gradviz.commands.output import print_json
 from gradviz.core.common.errors import GradvizError
 
-SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory", "origin")
+SUITES = ("distances", "jacobians", "gui", "watch", "ddp", "memory", "origin", "fit_loop", "soak")
 
 
 def run(args) -> int:

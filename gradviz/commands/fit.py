@@ -47,13 +47,14 @@ def run(args) -> int:
         "steps_per_second": fit.steps_per_second,
         "device": str(fit.device),
         "reference_loss": fit.reference_loss,
+        "threads": fit.thread_choice.to_dict(),
     }
     if out is not None:
         _save_run(out, fit, coords, distances)
     if args.json:
         print_json(summary)
     else:
-        print(_describe(summary, fit.stopped_on_nan, out))
+        print(_describe(summary, fit.stopped_on_nan, out, fit.thread_choice.text()))
     return 0
 
 
@@ -99,13 +100,14 @@ def _save_run(path: Path, fit, coords: np.ndarray, distances: np.ndarray) -> Non
         raise GradvizError(f"Cannot write {path} ({exc.strerror or exc}).") from None
 
 
-def _describe(summary: dict, stopped_on_nan: bool, out: Path | None) -> str:
+def _describe(summary: dict, stopped_on_nan: bool, out: Path | None, threads: str) -> str:
     def step_or_never(value: int | None) -> str:
         return "never" if value is None else f"step {value}"
 
     lines = [
         f"method {summary['method']} on {summary['device']}: {summary['steps']} steps, "
         f"{summary['steps_per_second']:.1f} steps/s (first step not counted)",
+        f"torch CPU threads: {threads}",
         f"loss: initial {summary['initial_loss']:.6g}, final {summary['final_loss']:.6g}, "
         f"best reachable (classical MDS) {summary['reference_loss']:.3g}",
         f"first non-finite gradient: {step_or_never(summary['first_nonfinite_grad_step'])}; "

@@ -51,8 +51,34 @@ def test_naive_json_reports_the_classic_failure_as_a_result():
     assert summary["steps"] == 50 and summary["method"] == "naive"
     assert set(summary) == {
         "method", "steps", "initial_loss", "final_loss", "first_nonfinite_loss_step",
-        "first_nonfinite_grad_step", "steps_per_second", "device", "reference_loss",
+        "first_nonfinite_grad_step", "steps_per_second", "device", "reference_loss", "threads",
     }  # fmt: skip
+    assert summary["threads"]["count"] == 1 and summary["threads"]["auto"] is False
+
+
+def test_unset_threads_mean_auto_which_runs_a_small_step_on_one_thread(capsys):
+    threads = _fit_json(capsys, "--steps", "5")["threads"]
+    assert threads["count"] == 1 and threads["auto"] is True
+    assert "10 points" in threads["why"] and threads["measured_steps_per_second"] == {}
+    main(["fit", *SMALL, "--steps", "5"])
+    readable = capsys.readouterr().out
+    assert "torch CPU threads: 1 thread (auto: a step of 10 points is too small" in readable
+
+
+def test_a_thread_count_given_is_the_one_reported(capsys):
+    threads = _fit_json(capsys, "--steps", "5", "--threads", "2")["threads"]
+    assert threads == {
+        "count": 2, "auto": False, "why": "set by the run's settings",
+        "measured_steps_per_second": {},
+    }  # fmt: skip
+
+
+def test_help_says_what_unset_threads_do(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--threads N torch CPU threads of the run's steps" in text
+    assert "(default: auto: 1 thread for a step of under 1,000 points or on a GPU;" in text
 
 
 @pytest.mark.parametrize("method", ["masked", "clamp", "safe", "cdist"])

@@ -345,6 +345,19 @@ def test_gradient_norms_keep_nan_and_are_carried_in_the_snapshot():
     assert net.grad_norm_history.shape == (len(named), 2)
 
 
+def test_a_finite_gradient_whose_norm_overflows_is_still_finite():
+    """Finiteness is read from the norms where they are finite; an infinite norm of finite
+    entries (float32 overflows past 3.4e38) must not be taken for an Inf gradient."""
+    run = _run(steps=3)
+    loss = torch.tensor(1.0)
+    run.coords_param.grad = torch.full_like(run.coords_param, 1e30)
+    _, ok, norms = run._read_step(loss)
+    assert ok and np.isinf(norms).all()
+    run.coords_param.grad[0, 0] = float("nan")
+    _, ok, norms = run._read_step(loss)
+    assert not ok and np.isnan(norms).all()
+
+
 def test_steps_per_second_leaves_out_the_first_step():
     run = _run(steps=3)
     run.step()

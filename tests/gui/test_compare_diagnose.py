@@ -54,6 +54,12 @@ def test_side_by_side_naive_beside_safe_shows_nan_on_the_naive_side_only(qtbot, 
     assert safe.mask_view.counts()[Health.NAN] == 0
     assert "NaN" in naive.verdict.text() and "finite" in safe.verdict.text()
     assert "naive" in window.summary.text() and "safe" in window.summary.text()
+    for side in window.sides:  # each run's thread choice, on hovering its numbers
+        tooltip = side.numbers.toolTip()
+        assert (
+            tooltip
+            == "torch CPU threads: 1 thread (auto: a step of 24 points is too small to share)"
+        )
     window.close()
     assert window.thread_count == 0
 

@@ -160,8 +160,8 @@ def test_before_anything_has_run_only_start_step_and_reset_are_offered(make_lab)
     lab = make_lab(small("safe"))
     a = lab.window.actions
     assert a["start"].isEnabled() and a["step"].isEnabled() and a["reset"].isEnabled()
-    assert not a["pause"].isEnabled() and not a["pause"].isChecked()
-    assert a["pause"].text() == "Pause"
+    assert not a["pause"].isEnabled() and not a["pause"].isCheckable()
+    assert a["pause"].iconText() == "Pause"
     assert not a["stop"].isEnabled()
     assert _status(lab, "state") == "ready"
 
@@ -174,7 +174,8 @@ def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
     qtbot.waitUntil(lambda: _status(lab, "speed") != "", timeout=RUN_TIMEOUT_MS)
     lab.pause()
     assert _status(lab, "speed") == ""
-    assert lab.window.actions["pause"].isChecked() and lab.window.actions["stop"].isEnabled()
+    assert lab.window.actions["pause"].iconText() == "Resume"
+    assert lab.window.actions["stop"].isEnabled()
     assert rate_text(1.0) == "1.0 steps/s" and rate_text(42.4) == "42 steps/s"
     assert rate_text(1234.4) == "1,234 steps/s" and rate_text(float("nan")) == ""
 
@@ -271,3 +272,38 @@ def test_colormap_palette_and_locked_levels_are_remembered(make_lab):
     assert again.views.widgets["mask"].palette_box.currentText() == palette
     distances = again.views.widgets["distances"]
     assert distances.locked() and distances.levels() == pytest.approx((0.25, 2.5))
+
+
+# ---- the torch threads a run uses, on hovering the status bar's speed ----------------------
+@pytest.mark.parametrize(
+    ("threads", "said"),
+    [
+        (None, "1 thread (auto: a step of 24 points is too small to share)"),
+        (2, "2 threads (set by the run's settings)"),
+    ],
+)
+def test_the_status_bars_speed_tooltip_names_the_runs_torch_threads(make_lab, threads, said):
+    lab = make_lab(small("safe", threads=threads))
+    status = lab.run_status.readouts()
+    assert status["threads_tooltip"] == f"torch CPU threads: {said}"
+    assert lab.window.status_labels["device"].toolTip() == status["threads_tooltip"]
+
+
+def test_the_run_menu_names_space_beside_start_and_resume_without_a_check_mark(qtbot, make_lab):
+    from PySide6.QtWidgets import QToolButton
+
+    lab = make_lab(small("safe"))
+    window = lab.window
+    entries = {a.text().split("\t")[0]: a for a in window.run_menu.actions() if a.text()}
+    assert entries["Start"].text() == "Start\tSpace"  # the menu's shortcut column: Space
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=RUN_TIMEOUT_MS)
+    window.actions["pause"].trigger()
+    assert lab.session.state is RunState.PAUSED
+    entries = {a.text().split("\t")[0]: a for a in window.run_menu.actions() if a.text()}
+    resume = entries["Resume"]
+    assert resume.text() == "Resume\tSpace" and not resume.isCheckable()  # no check mark
+    buttons = {b.text() for b in window.toolbar.findChildren(QToolButton)}
+    assert {"Start", "Resume"} <= buttons  # the buttons read without the key
+    resume.trigger()
+    assert lab.session.state is RunState.RUNNING

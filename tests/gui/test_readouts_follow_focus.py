@@ -234,7 +234,7 @@ def test_a_change_kept_for_the_next_run_is_said_under_the_form(
     setup = lab.window.readouts()["setup"]
     assert (setup["n"], setup["differs_from_shown"]) == (16, ["n"])
     assert "N points" in setup["next_run_note"] and lab.form.next_run.isVisible()
-    assert "Reset uses them" in setup["next_run_note"]  # Start resumes the run as it is
+    assert "Reset uses it." in setup["next_run_note"]  # Start resumes the run as it is
     lab.form.param("n").setValue(12)  # back to the run's own: nothing differs
     assert lab.window.readouts()["setup"]["differs_from_shown"] == []
     assert not lab.form.next_run.isVisible()

@@ -287,6 +287,36 @@ def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make
     assert recordings.overlay.readouts()["runs"][0]["points"] == 40
 
 
+def test_a_long_live_run_is_thinned_alike_in_the_lab_and_on_the_runs_page(
+    qtbot,
+    make_lab,  # noqa: F811
+    monkeypatch,
+):
+    """The lab bounds a run's history (worker.HISTORY_ROWS rows): past it the Runs page's
+    live run keeps the same steps as the lab's loss plot, a wall time for each, and the
+    newest step."""
+    from fixtures_app import RUN_TIMEOUT_MS, small
+
+    from gradviz.gui.pages.lab import worker
+    from gradviz.gui.pages.lab.session import RunState
+
+    monkeypatch.setattr(worker, "HISTORY_ROWS", 16)
+    controller = make_lab(small(steps=200))
+    recordings = controller.recordings
+    recordings.add_live_run()
+    (run,) = recordings.overlay.runs.values()
+    recordings.overlay.smoothing.setValue(0)
+    controller.start()
+    qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: len(run.drawn[0]) and run.drawn[0][-1] == 199, timeout=RUN_TIMEOUT_MS)
+    lab_steps = controller.views.views["loss"].widget.steps
+    assert len(lab_steps) <= 16 and lab_steps[0] == 0 and lab_steps[-1] == 199
+    np.testing.assert_array_equal(run.drawn[0], lab_steps)
+    series = run.series
+    assert len(series.times[0]) == len(series.times[1]) == len(lab_steps)
+    assert np.all(np.diff(series.times[1]) >= 0)  # a wall time per kept step, in order
+
+
 def test_the_lab_loss_plot_marks_nonfinite_losses_as_the_runs_page_does(qtbot):
     from gradviz.gui.widgets.loss import LossView
     from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks

@@ -115,6 +115,12 @@ def test_all_nan_loss_history_and_zero_reference_are_shown_without_error(fit_vie
     assert loss.nonfinite_steps().tolist() == [0, 1, 2, 3, 4]
     assert not loss.reference_line.isVisible()  # 0 has no place on a log axis
     assert "classical MDS = 0" in _plain(loss.summary.text())
+    # Its hover says what the orange number is, and why no line is drawn for it.
+    tooltip = loss.summary.toolTip()
+    assert tooltip.startswith("classical MDS: the loss of the target's classical-MDS embedding")
+    assert "It is 0 here" in tooltip and "no line is drawn" in tooltip
+    fit_views.show(dataclasses.replace(snap, step=6, reference_loss=0.05))
+    assert loss.summary.toolTip().endswith("The dashed orange line on the plot.")
 
 
 def _plain(rich_text: str) -> str:
@@ -242,3 +248,29 @@ def test_the_loss_summary_writes_steps_as_the_status_bar_does(fit_views, make_sn
     fit_views.show(dataclasses.replace(make_snapshot(n=10), loss_history=history))
     summary = _plain(fit_views.widgets["loss"].summary.text())
     assert "loss of step 1,499 = 0.5" in summary  # "1,499 steps done" beside it
+
+
+def test_a_long_runs_thinned_history_shows_its_exact_steps_and_non_finite_count(
+    fit_views, make_snapshot
+):
+    """A lab run keeps a bounded history (every non-finite stretch's ends kept): the loss
+    plot, its summary and the status bar's loss still name the CLI's steps."""
+    from gradviz.core.lab.fit import DistanceFitRun
+    from gradviz.core.settings.config import FitConfig
+    from gradviz.gui.pages.lab.status import loss_label
+
+    run = DistanceFitRun(FitConfig(method="naive", n=12, steps=600), history_rows=64)
+    run.run()  # naive: NaN gradient at step 0, NaN loss from step 1 on
+    snap = run.snapshot()
+    assert len(snap.loss_history) <= 64 and snap.history_steps is not None
+    assert snap.history_steps[0] == 0 and snap.history_steps[-1] == 599
+    fit_views.show(snap)
+    loss = fit_views.widgets["loss"]
+    readout = fit_views.readouts()["loss"]
+    assert readout["losses"] == len(snap.loss_history) and readout["last_step"] == 599
+    assert loss.first_bad_line.value() == 1
+    summary = _plain(loss.summary.text())
+    assert "loss of step 599 = nan" in summary
+    assert "599 non-finite losses (first at step 1)" in summary  # every one, not the kept
+    assert loss_label(snap) == "loss of step 599 = nan"
+    np.testing.assert_array_equal(loss.steps, snap.history_steps)

@@ -264,3 +264,37 @@ def test_a_narrow_coordinate_gradient_dock_says_lock_instead_of_cutting_it_off(q
     for width, text in ((600, "lock levels"), (260, "lock"), (600, "lock levels")):
         view.resize(width, 300)
         qtbot.waitUntil(lambda text=text: settled(text))
+
+
+def test_an_all_nan_matrix_has_a_legend_saying_what_its_colour_means(qtbot):
+    """Painted in one colour (magenta on viridis), a matrix of NaN must say so, in a narrow
+    dock too (the legend once sat in the controls' row and was squeezed to nothing)."""
+    from gradviz.gui.widgets.heatmap import HeatmapView
+
+    view = HeatmapView("d_pred")
+    qtbot.addWidget(view)
+    view.resize(250, 330)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_matrix(np.full((30, 30), np.nan, dtype=np.float32))
+    qtbot.waitUntil(lambda: view.displayed_nonfinite() is not None)
+    legend = view.nonfinite_label
+    assert legend.isVisible() and legend.width() > 150  # readable, not squeezed away
+    assert view.nan_colour() in legend.text()  # the swatch is the colour painted
+    text = _plain(legend.text())
+    assert text == "■ NaN in every entry: no finite value, the colour scale shows none"
+    partial = np.ones((30, 30), dtype=np.float32)
+    partial[2, 3] = np.inf
+    view.set_matrix(partial)
+    qtbot.waitUntil(lambda: "+Inf" in view.nonfinite_label.text())
+    assert _plain(legend.text()) == "■ +Inf: drawn in these colours, not on the colour scale"
+    view.set_matrix(np.ones((30, 30), dtype=np.float32))
+    qtbot.waitUntil(lambda: not legend.isVisible())
+
+
+def _plain(rich_text: str) -> str:
+    from PySide6.QtGui import QTextDocument
+
+    document = QTextDocument()
+    document.setHtml(rich_text)
+    return document.toPlainText().replace("\xa0", " ")

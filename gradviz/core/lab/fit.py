@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from gradviz.core.common import diagnostics
 from gradviz.core.common.devices import resolve_device
 from gradviz.core.common.errors import GradvizError
+from gradviz.core.common.run_threads import ThreadChoice, ThreadPlan
+from gradviz.core.common.step_series import StepSeries
 from gradviz.core.lab import display, mds, memory
 from gradviz.core.lab.capture import Capture
 from gradviz.core.lab.distances import DistanceResult, pairwise_distances
@@ -51,16 +53,26 @@ class DistanceFitRun:
     ``max_display`` caps the side of the (N, N) matrices a Snapshot carries (block means,
     NaN and Inf kept; see core.display); ``cell_values`` reads the full-resolution entries
     behind them. None keeps full resolution.
+
+    The torch CPU threads of its steps are ``config.threads`` or, unset, chosen by
+    ``run_threads.ThreadPlan`` (``cores``: the cores that choice may use; default: all of
+    this process's); ``thread_choice`` says which and why.
+
+    ``history_rows`` bounds the per-step loss and gradient-norm history (None: every step,
+    as ``gradviz fit --out`` saves it; the app bounds it, so a long run's memory stays flat).
     """
 
     def __init__(
-        self, config: FitConfig, generation: int = 0, max_display: int | None = None
+        self,
+        config: FitConfig,
+        generation: int = 0,
+        max_display: int | None = None,
+        cores: int | None = None,
+        history_rows: int | None = None,
     ) -> None:
         self.config = config = config.validated()
         check_seed(config.seed)
         self.generation = generation
-        if config.threads is not None:
-            torch.set_num_threads(config.threads)
         self.device = resolve_device(config.device)
         self.dtype = DTYPES[config.dtype]
         if self.device.type == "mps" and self.dtype == torch.float64:
@@ -72,6 +84,8 @@ class DistanceFitRun:
         self.target_points, init_points = _point_sets(config, with_net=self.spec is not None)
         self.n_points, self.dim = self.target_points.shape
         self.max_display = max_display
+        self._threads = ThreadPlan(config.threads, self.n_points, self.device.type, cores)
+        self._threads.before_step()  # the target matrix and step 0's picture use it too
         # Refuse in words before anything of size N x N exists, rather than fail in torch.
         memory.check_fits(config, self.device, self.n_points, self._snapshot_side())
         self.target_distances = _exact_distance_matrix(self.target_points, self.dtype, self.device)
@@ -96,19 +110,23 @@ class DistanceFitRun:
         self.stopped_on_nan = False
         self.first_nonfinite_grad_step: int | None = None
         self.first_nonfinite_loss_step: int | None = None
-        # Losses of completed steps in a buffer that doubles when full: a snapshot copies
-        # it in one memcpy instead of converting a long Python list at every frame.
-        self._losses = np.empty(max(1, min(config.steps, 1024)), dtype=np.float64)
-        # Each completed step's gradient norm per parameter tensor, beside its loss.
+        # Each completed step's loss and gradient norm per parameter tensor: every step,
+        # or thinned to at most ``history_rows`` rows (core.step_series).
         self.grad_norm_names = tuple(name for name, _ in named)
-        self._grad_norms = np.empty((len(named), len(self._losses)), dtype=np.float64)
+        self._history = StepSeries(1 + len(named), capacity=history_rows)
         self._attempts = 0  # forward/backward passes run by step() or for a snapshot
         self._step_zero_loss: float | None = None
         self._timed_seconds = 0.0  # time inside step() for steps after the first
         self._timed_steps = 0
+        self._gather_seconds = 0.0  # of the last step: what capture added to it
         self._capture: Capture | None = None
         self._reference_loss: float | None = None
         self._target_display: tuple[int, np.ndarray] | None = None  # (block, matrix)
+
+    @property
+    def thread_choice(self) -> ThreadChoice:
+        """The torch CPU threads the steps run on, and why (see core.run_threads)."""
+        return self._threads.choice
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -143,6 +161,7 @@ class DistanceFitRun:
             raise GradvizError("The run has finished; start a new run to take more steps.")
         index = self.completed_steps
         started = time.perf_counter()
+        self._threads.before_step()
         self._capture = None  # free the previous step's matrices before this one allocates
         try:
             loss_value, grads_finite, grad_norms = self._evaluate_step(capture)
@@ -160,15 +179,13 @@ class DistanceFitRun:
         except Exception as exc:
             self._fail_if_out_of_memory(exc)
             raise
-        if self.completed_steps == len(self._losses):
-            self._losses = np.concatenate([self._losses, np.empty_like(self._losses)])
-            spare = np.empty_like(self._grad_norms)
-            self._grad_norms = np.concatenate([self._grad_norms, spare], axis=1)
-        self._losses[self.completed_steps] = loss_value
-        self._grad_norms[:, self.completed_steps] = grad_norms
+        self._history.append(self.completed_steps, [loss_value, *grad_norms])
         self.completed_steps += 1
+        seconds = time.perf_counter() - started
+        # The thread count is chosen on the step's own work, not on what capture adds.
+        self._threads.after_step(seconds - self._gather_seconds, timed=index > 0)
         if index > 0:
-            self._timed_seconds += time.perf_counter() - started
+            self._timed_seconds += seconds
             self._timed_steps += 1
         if self.completed_steps >= self.config.steps:
             self.done = True
@@ -188,8 +205,11 @@ class DistanceFitRun:
             self.first_nonfinite_loss_step = index
         if not grads_finite and self.first_nonfinite_grad_step is None:
             self.first_nonfinite_grad_step = index
+        self._gather_seconds = 0.0
         if capture:
+            started = time.perf_counter()
             self._capture = self._gather(loss_value, coords, result, entry_grad)
+            self._gather_seconds = time.perf_counter() - started
         return loss_value, grads_finite, grad_norms
 
     def _snapshot_side(self) -> int | None:
@@ -229,15 +249,22 @@ class DistanceFitRun:
     # ---- results -------------------------------------------------------------------------------
     @property
     def loss_history(self) -> np.ndarray:
-        """(completed_steps,) float64: the loss computed in each completed step."""
-        return self._losses[: self.completed_steps].copy()
+        """(S,) float64: the loss computed in each step of ``history_steps`` (every
+        completed step, S = completed_steps, unless the history is thinned)."""
+        return self._history.column(0)
 
     @property
     def grad_norm_history(self) -> np.ndarray:
-        """(T, completed_steps) float64: column k holds the L2 norm of each parameter
-        tensor's gradient (``grad_norm_names``) in step k, from the same backward pass as
+        """(T, S) float64: column s holds the L2 norm of each parameter tensor's gradient
+        (``grad_norm_names``) in step ``history_steps[s]``, from the same backward pass as
         its loss, before that step's update; NaN or Inf where the gradient held them."""
-        return self._grad_norms[:, : self.completed_steps].copy()
+        return self._history.values[1:]
+
+    @property
+    def history_steps(self) -> np.ndarray | None:
+        """(S,) int64 steps of ``loss_history``, or None while it holds every completed
+        step (entry k is step k)."""
+        return None if self._history.every_step else self._history.steps
 
     @property
     def initial_loss(self) -> float:
@@ -318,6 +345,7 @@ class DistanceFitRun:
             loss=capture.loss,
             loss_history=self.loss_history,
             grad_norm_history=self.grad_norm_history,
+            history_steps=self.history_steps,
             grad_norm_names=self.grad_norm_names,
             reference_loss=self.reference_loss,
             coords=_f32(capture.coords),
@@ -336,6 +364,7 @@ class DistanceFitRun:
             method=self.config.method,
             done=self.done,
             display_block=block,
+            threads=self.thread_choice.text(),
         )
 
     def cell_values(self, i: int, j: int, step: int | None = None) -> dict[str, float]:
@@ -409,12 +438,17 @@ class DistanceFitRun:
         """The loss value, whether every gradient is finite and the (T,) float64 norm of
         each parameter's gradient: the one host read of a step."""
         grads = [p.grad for p in self._params]
-        ok = diagnostics.all_finite(grads, self.device)
         norms = diagnostics.grad_norms(grads, self.device)  # one multi-tensor kernel
         if self.device.type == "cpu":
             # Host memory: plain reads cost nothing, where stacking them into one
-            # transfer adds a few small torch ops (about 3% of a step at N = 10).
-            return loss.item(), bool(ok), norms.numpy().astype(np.float64)
+            # transfer adds a few small torch ops (about 3% of a step at N = 10). A finite
+            # norm means finite entries (a NaN or Inf entry makes the norm NaN or Inf); only
+            # a non-finite norm (which also comes of a finite gradient whose norm overflows)
+            # needs the entries looked at.
+            values = np.array(norms.tolist(), dtype=np.float64)
+            ok = bool(np.isfinite(values).all()) or bool(diagnostics.all_finite(grads, self.device))
+            return loss.item(), ok, values
+        ok = diagnostics.all_finite(grads, self.device)
         # On an accelerator all values come back in one transfer (one sync), in the loss's
         # dtype (MPS has no float64; a float32 norm is exact in it).
         head = torch.stack([loss.detach(), ok.to(loss.dtype)])
@@ -462,6 +496,7 @@ class DistanceFitRun:
     def _fresh_capture(self) -> Capture:
         """Forward/backward of the current parameters without an optimizer step (nor the
         optimizer: step 0's picture comes before its imports)."""
+        self._threads.before_step()
         self._clear_grads()
         loss, coords, result, entry_grad = self._forward_backward(capture=True)
         capture = self._gather(float(loss.detach()), coords, result, entry_grad)

@@ -28,7 +28,7 @@ class Snapshot:
     generation: int  # the run's generation; the GUI drops snapshots of older ones
     step: int  # completed optimizer steps (0 = the initial state)
     loss: float  # loss of the current state (NaN allowed: a result, not an error)
-    loss_history: np.ndarray  # (step,) float64, loss computed in each completed step
+    loss_history: np.ndarray  # (S,) float64, loss computed in each step of history_steps
     reference_loss: float | None  # best reachable loss (classical MDS) when known
     coords: np.ndarray  # (N, D) predicted coordinates
     target_coords: np.ndarray  # (N, D) target coordinates
@@ -50,14 +50,21 @@ class Snapshot:
     done: bool  # finished: all steps done, or stopped on NaN
     display_block: int = 1  # full-resolution entries per side of one (M, M) matrix cell
     entry_health_counts: tuple[int, ...] | None = None  # entries per Health code, full size
-    # (T, step) float64: each parameter tensor's gradient norm in each completed step, as
-    # loss_history (NaN and Inf kept); the T tensors are named by grad_norm_names.
+    # (T, S) float64: each parameter tensor's gradient norm in each step of history_steps,
+    # as loss_history (NaN and Inf kept); the T tensors are named by grad_norm_names.
     grad_norm_history: np.ndarray | None = None
     grad_norm_names: tuple[str, ...] = ()
     # (parameter name, L2 norm of its gradient) from the same forward/backward as
     # param_health, in its order (NaN where a NaN is in it, Inf where an Inf is or it
     # overflows, NaN where no gradient reached it); () where not known (a recording).
     param_norms: tuple[tuple[str, float], ...] = ()
+    # (S,) int64 steps of loss_history's entries, increasing; None: entry k is step k (every
+    # completed step). A long run's history is thinned (core.step_series): its first and
+    # last steps and both ends of every non-finite stretch are always among them.
+    history_steps: np.ndarray | None = None
+    # The torch CPU threads of the run's steps and why, in words (run_threads.ThreadChoice);
+    # "" where not known (a recorded step).
+    threads: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -69,6 +76,12 @@ class Snapshot:
         """Full-resolution rows (or columns) behind row (or column) ``cell`` of the (M, M)
         matrices."""
         return block_rows(cell, self.display_block, self.n_points)
+
+    def loss_steps(self) -> np.ndarray:
+        """(S,) int64: the step of each entry of ``loss_history``."""
+        if self.history_steps is not None:
+            return self.history_steps
+        return np.arange(len(self.loss_history), dtype=np.int64)
 
     @property
     def n_points(self) -> int:

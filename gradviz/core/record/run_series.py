@@ -175,13 +175,17 @@ def live_series(
     grad_norms: np.ndarray | None = None,
     tensors: tuple[str, ...] = (),
     estimated_times: int = 0,
+    steps: np.ndarray | None = None,
 ) -> RunSeries:
-    """The lab's live run: ``losses`` (S,) float64, entry k the loss of step k (0-based, as
-    the lab's loss plot and the CLI count), ``times`` (S,) Unix seconds each was seen;
-    ``grad_norms`` (T, S) float64, column k each of the ``tensors``' gradient norm in step k
-    (NaN and Inf as they were), or None for a run that has none; ``estimated_times``: how
-    many of the first ``times`` were not seen but dated back (kept in ``meta``)."""
-    steps = np.arange(len(losses), dtype=np.int64)
+    """The lab's live run: ``losses`` (S,) float64, the loss of each of ``steps`` (S,)
+    (0-based, as the lab's loss plot and the CLI count; None: entry k is step k), ``times``
+    (S,) Unix seconds each was seen; ``grad_norms`` (T, S) float64, column s each of the
+    ``tensors``' gradient norm in that step (NaN and Inf as they were), or None for a run
+    that has none; ``estimated_times``: how many steps before the first one seen were dated
+    back (kept in ``meta``)."""
+    if steps is None:
+        steps = np.arange(len(losses), dtype=np.int64)
+    steps = np.asarray(steps, dtype=np.int64)
     has_norms = grad_norms is not None and len(tensors) > 0
     norms = np.asarray(grad_norms, np.float64) if has_norms else np.zeros((0, 0))
     return RunSeries(

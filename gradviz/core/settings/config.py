@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from gradviz.core.common.run_threads import AUTO_RULE
 from gradviz.core.settings.distance_methods import DISTANCE_METHOD_TABLE
 from gradviz.core.settings.table import check_settings, setting, settings_from_dict
 
@@ -174,10 +175,12 @@ class FitConfig:
     threads: int | None = setting(
         None,
         title="torch threads",
-        tooltip="torch CPU threads (unset: torch's default).",
+        tooltip="torch CPU threads of the run's steps (unset: auto).",
         group="Compute",
         limits=(1, 256),
-        cli_help="torch CPU threads",
+        metavar="N",
+        cli_help="torch CPU threads of the run's steps",
+        unset=AUTO_RULE,
     )
     stop_on_nan: bool = setting(
         False,

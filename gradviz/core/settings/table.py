@@ -47,6 +47,8 @@ class SettingInfo:
     type and choices; "network" and "device" name the form's custom editors, and "points"
     adds the point-set gallery to a choice of generators that accepts files. flag,
     metavar, cli_help: the CLI option where it differs from ``--name`` and the tooltip.
+    unset: what leaving an optional setting unset (None) does, in words; ``--help`` gives
+    it as the default and the form's tooltip says it.
     """
 
     title: str
@@ -60,6 +62,7 @@ class SettingInfo:
     flag: str | None = None
     metavar: str | None = None
     cli_help: str | None = None
+    unset: str = ""
 
 
 def setting(default: Any, **info: Any) -> Any:
@@ -99,9 +102,11 @@ class Setting:
 
     @property
     def cli_help(self) -> str:
-        """The CLI's help: ``cli_help`` or the tooltip, with the limits where there are any."""
+        """The CLI's help: ``cli_help`` or the tooltip, with the limits where there are any
+        and, for an optional setting, what leaving it unset does."""
         text = self.info.cli_help or self.info.tooltip
-        return f"{text} [{_span(self)}]" if self.info.limits else text
+        text = f"{text} [{_span(self)}]" if self.info.limits else text
+        return f"{text} (default: {self.info.unset})" if self.info.unset else text
 
 
 @functools.cache

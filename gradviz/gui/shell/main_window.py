@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.gui.pages.explorer import ExplorerTab
+from gradviz.gui.pages.lab.status import name_run_action
 from gradviz.gui.pages.lab.views import VIEWS, DockArea
 from gradviz.gui.pages.models.model_panel import ModelPanel
 from gradviz.gui.shell.dock_tabs import hide_stray_tab_bars, keep_tab_titles_whole
@@ -131,7 +132,8 @@ class MainWindow(QMainWindow):
         )  # fmt: skip
         for name, text, key, tip in _RUN_ACTIONS:
             self._action(name, text, key, tip)
-        self.actions["pause"].setCheckable(True)
+        for name in ("start", "pause"):  # Space starts, pauses and resumes (toggle_run)
+            name_run_action(self.actions[name], self.actions[name].text())
         # Space toggles run/pause; a separate action so it works whichever button is enabled.
         self._action("toggle_run", "Start or pause", "Space", "Start, pause or resume (Space)")
         self._action(

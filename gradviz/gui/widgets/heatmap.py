@@ -45,11 +45,16 @@ class HeatmapView(MatrixPanel):
         self.lock_box.setText("lock levels")
         self._lock_width = self.lock_box.sizeHint().width()
         self.lock_box.setMinimumWidth(compact)  # a narrow panel says "lock" (resizeEvent)
+        # The legend of the non-finite colours, in a row of its own under the plot: in the
+        # controls' row a narrow dock squeezed it to nothing, and a matrix painted in the
+        # NaN colour had nothing to say what that colour meant.
         self.nonfinite_label = status_label()
+        self.nonfinite_label.setWordWrap(True)
+        self.nonfinite_label.hide()
         self.controls.addWidget(self.colormap_box)
         self.controls.addWidget(self.lock_box)
         self.controls.addStretch(1)
-        self.controls.addWidget(self.nonfinite_label)
+        self.layout().insertWidget(2, self.nonfinite_label)  # between the plot and readout
 
         self.colorbar = axes.ColorBarItem(
             values=(-1.0, 1.0) if diverging else (0.0, 1.0),
@@ -106,7 +111,7 @@ class HeatmapView(MatrixPanel):
         self.image.clear()
         self.overlay.clear()
         self.overlay.setVisible(False)
-        self.nonfinite_label.setText("")
+        self._say_nonfinite(None)
         self.set_marker(None, None)
 
     def levels(self) -> tuple[float, float]:
@@ -138,14 +143,14 @@ class HeatmapView(MatrixPanel):
         levels = self.levels() if self.locked() else self._auto_levels(shown)
         if all_finite:
             self.overlay.setVisible(False)
-            self.nonfinite_label.setText("")
+            self._say_nonfinite(None)
         else:
             codes = arrays.nonfinite_codes(shown)
             shown[codes != 0] = levels[0]  # hidden under the overlay; keeps levels finite
             self.overlay.setImage(codes, levels=(0, 255), autoLevels=False)
             self._place_image(self.overlay, ky, kx, codes)
             self.overlay.setVisible(True)
-            self.nonfinite_label.setText(self._nonfinite_legend(codes))
+            self._say_nonfinite(codes, self.block == 1 and (ky, kx) == (1, 1))
         if not self.locked():
             self._set_levels(levels)
         self.image.setImage(shown, autoLevels=False, levels=levels)
@@ -165,13 +170,27 @@ class HeatmapView(MatrixPanel):
         self.colorbar.rounding = 10.0 ** math.floor(math.log10(span) - 2) if span > 0 else 1e-6
         self.colorbar.setLevels(levels)
 
-    def _nonfinite_legend(self, codes: np.ndarray) -> str:
+    def _say_nonfinite(self, codes: np.ndarray | None, full: bool = True) -> None:
+        """Show the legend of the non-finite colours drawn (``codes``: the overlay's;
+        ``full``: one cell per entry), or hide it (None)."""
+        text = "" if codes is None else self._nonfinite_legend(codes, full)
+        if self.nonfinite_label.text() != text:
+            self.nonfinite_label.setText(text)
+        self.nonfinite_label.setVisible(bool(text))
+
+    def _nonfinite_legend(self, codes: np.ndarray, full: bool) -> str:
+        """Each non-finite kind drawn, as a swatch of its colour and its name, and what the
+        colours mean: every cell (no finite value for the colour scale) or some."""
         present = [c for c in (3, 2, 1) if (codes == c).any()]
-        return " ".join(
+        swatches = " ".join(
             f'<span style="color:{self._overlay_colours[c]}">&#9632;</span> '
             f"{palette.NONFINITE_NAMES[c]}"
             for c in present
         )
+        if not np.all(codes):
+            return f"{swatches}: drawn in these colours, not on the colour scale"
+        where = "every entry" if full else "every cell (a cell is drawn so if its block holds one)"
+        return f"{swatches} in {where}: no finite value, the colour scale shows none"
 
     def _readout(self, i: int, j: int) -> str:
         """Entry (i, j) of the full matrix: its value, or for a display-sized matrix the
@@ -206,7 +225,8 @@ class HeatmapView(MatrixPanel):
         self.colorbar.setColorMap(name)
         self._set_overlay_colours(name)
         if self.overlay.isVisible():
-            self.nonfinite_label.setText(self._nonfinite_legend(self.overlay.image))
+            full = self.block == 1 and self.factors == (1, 1)
+            self._say_nonfinite(self.overlay.image, full)
 
     @Slot(bool)
     def _on_lock_toggled(self, locked: bool) -> None:

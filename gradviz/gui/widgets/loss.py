@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.core.common.health import Health
+from gradviz.core.common.step_series import nonfinite_stretches
 from gradviz.gui.widgets import axes, palette
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label
@@ -19,15 +20,13 @@ from gradviz.gui.widgets.plot_csv import set_csv_data
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 
 
-def nonfinite_runs(history: np.ndarray) -> np.ndarray:
-    """``(R, 2)`` int array of [first, last] 0-based indices of each run of non-finite losses."""
-    bad = ~np.isfinite(np.asarray(history, dtype=np.float64))
-    if not bad.any():
-        return np.zeros((0, 2), dtype=np.int64)
-    edges = np.diff(np.concatenate(([0], bad.view(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1) - 1
-    return np.stack([starts, ends], axis=1)
+def nonfinite_runs(history: np.ndarray, steps: np.ndarray | None = None) -> np.ndarray:
+    """``(R, 2)`` int array of [first, last] steps (0-based) of each run of non-finite
+    losses; ``steps`` (S,) are the steps of ``history``'s entries (None: entry k is step k;
+    a thinned history keeps both ends of every run, see core.step_series)."""
+    if steps is None:
+        steps = np.arange(len(history), dtype=np.int64)
+    return nonfinite_stretches(steps, history)
 
 
 class LossView(QWidget):
@@ -44,6 +43,7 @@ class LossView(QWidget):
         self._length = -1
         self._reference: float | None = None
         self._history: np.ndarray = np.zeros(0)
+        self._steps: np.ndarray = np.zeros(0, dtype=np.int64)
         self._range_fresh = True  # the next history sets the range from scratch
 
         self.graphics = pg.GraphicsLayoutWidget()
@@ -93,25 +93,37 @@ class LossView(QWidget):
         layout.addWidget(self.graphics, stretch=1)
         layout.addWidget(self.summary)
 
-    def set_history(self, history: np.ndarray, reference: float | None = None) -> None:
-        """Show ``(S,)`` losses: entry k is the loss computed in step k (0-based, before its
-        update), as the CLI's per-step ``loss`` array. NaN/Inf are marked, never logged."""
+    def set_history(
+        self,
+        history: np.ndarray,
+        reference: float | None = None,
+        steps: np.ndarray | None = None,
+    ) -> None:
+        """Show ``(S,)`` losses: the loss computed in each of ``steps`` (0-based, before its
+        update; None: entry k is step k, as the CLI's per-step ``loss`` array). NaN/Inf
+        are marked, never logged."""
         history = np.asarray(history, dtype=np.float64)
-        if len(history) == self._length and reference == self._reference:
+        if steps is None:
+            steps = np.arange(len(history), dtype=np.int64)
+        last = int(steps[-1]) + 1 if len(steps) else 0
+        if last == self._length and reference == self._reference:
             return  # nothing new since the last frame
-        self._length = len(history)
+        self._length = last
         self._reference = reference
-        self._history = history
-        steps = np.arange(len(history), dtype=np.float64)
+        self._history, self._steps = history, np.asarray(steps, dtype=np.int64)
+        x = self._steps.astype(np.float64)
         finite = np.isfinite(history)
         drawable = finite & (history > 0)
-        self.curve.setData(steps[drawable], history[drawable])
-        set_csv_data(self.curve, steps, history)  # its CSV: every step, NaN and Inf included
+        self.curve.setData(x[drawable], history[drawable])
+        set_csv_data(self.curve, x, history)  # its CSV: every kept step, NaN and Inf included
         if self._follow:
-            self._extend_range(len(history), history[drawable], reference)
-        self._draw_nonfinite(steps, history, drawable)
+            self._extend_range(last, history[drawable], reference)
+        self._draw_nonfinite(x, history)
         self._draw_reference(reference)
-        self.summary.setText(self._summary_text(history, finite, reference))
+        self.summary.setText(self._summary_text(history, self._steps, reference))
+        tooltip = reference_tooltip(reference)
+        if self.summary.toolTip() != tooltip:
+            self.summary.setToolTip(tooltip)
 
     def _extend_range(self, steps: int, drawn: np.ndarray, reference: float | None) -> None:
         """Grow the view so that every step and every drawn loss fits, with room to spare.
@@ -150,7 +162,7 @@ class LossView(QWidget):
             self._range_fresh = True
             if len(self._history):
                 finite = self._history[np.isfinite(self._history) & (self._history > 0)]
-                self._extend_range(len(self._history), finite, self._reference)
+                self._extend_range(self._length, finite, self._reference)
 
     def clear(self) -> None:
         self._range_fresh = True
@@ -158,17 +170,24 @@ class LossView(QWidget):
         self._length = -1
         self._reference = None
         self._history = np.zeros(0)
+        self._steps = np.zeros(0, dtype=np.int64)
         self.curve.setData([], [])
         set_csv_data(self.curve, np.zeros(0), np.zeros(0))
         self.marks.clear()
         self.first_bad_line.setVisible(False)
         self.reference_line.setVisible(False)
         self.summary.setText("no run yet")
+        self.summary.setToolTip("")
 
     @property
     def history(self) -> np.ndarray:
-        """(S,) the losses on screen (entry k: step k's loss)."""
+        """(S,) the losses on screen, of the steps ``steps``."""
         return self._history
+
+    @property
+    def steps(self) -> np.ndarray:
+        """(S,) int64: the step of each loss on screen (all steps, or a long run's kept ones)."""
+        return self._steps
 
     def nonfinite_steps(self) -> np.ndarray:
         """(M,) int steps (0-based, as the CLI counts) whose loss is shown as non-finite:
@@ -176,9 +195,9 @@ class LossView(QWidget):
         made from."""
         return np.rint(self.marks.drawn_x()).astype(np.int64)
 
-    def _draw_nonfinite(self, steps: np.ndarray, history: np.ndarray, drawable: np.ndarray):
-        runs = nonfinite_runs(history)
-        self.marks.set_data(steps, history)
+    def _draw_nonfinite(self, x: np.ndarray, history: np.ndarray):
+        runs = nonfinite_runs(history, self._steps)
+        self.marks.set_data(x, history)
         if not len(runs):
             self.first_bad_line.setVisible(False)
             return
@@ -194,21 +213,39 @@ class LossView(QWidget):
             self.reference_line.setVisible(False)
 
     @staticmethod
-    def _summary_text(history: np.ndarray, finite: np.ndarray, reference: float | None) -> str:
+    def _summary_text(history: np.ndarray, steps: np.ndarray, reference: float | None) -> str:
         parts = []
         if len(history):
-            parts.append(_phrase(f"loss of step {len(history) - 1:,} = {history[-1]:.4g}"))
+            parts.append(_phrase(f"loss of step {int(steps[-1]):,} = {history[-1]:.4g}"))
         else:
             parts.append(_phrase("no step taken"))
         if reference is not None:
             parts.append(_phrase(f"classical MDS = {reference:.4g}", "#E69F00"))
-        bad = int(len(history) - np.count_nonzero(finite))
+        runs = nonfinite_runs(history, steps)
+        bad = int((runs[:, 1] - runs[:, 0] + 1).sum())  # every step of each run (exact)
         if bad:
-            first = int(np.argmin(finite))
-            text = f"{bad:,} non-finite losses (first at step {first:,})"
+            text = f"{bad:,} non-finite losses (first at step {int(runs[0, 0]):,})"
             parts.append(_phrase(text, palette.ALARM_TEXT))
         # A narrow dock wraps the summary between its parts rather than cutting it off.
         return " | ".join(parts)
+
+
+def reference_tooltip(reference: float | None) -> str:
+    """What "classical MDS = x" (orange, as its line) stands for; empty when not known."""
+    if reference is None:
+        return ""
+    what = (
+        "classical MDS: the loss of the target's classical-MDS embedding in D dimensions, "
+        "the reference for the lowest loss a fit of these distances can reach."
+    )
+    if not math.isfinite(reference):
+        return f"{what} It could not be computed for this target."
+    if reference <= 0:
+        return (
+            f"{what} It is {reference:g} here: the target's points lie in D dimensions, so a "
+            "fit can match their distances exactly. A log axis has no 0, so no line is drawn."
+        )
+    return f"{what} The dashed orange line on the plot."
 
 
 def _phrase(text: str, colour: str | None = None) -> str:

@@ -157,6 +157,17 @@ class SetupForm(QWidget):
         """The form's label of setting ``name``."""
         return self._rows[name].title
 
+    def change_title(self, name: str, before: FitConfig | None = None) -> str:
+        """The words for a change of setting ``name`` from ``before`` to what the form
+        shows: its label, or the label of the editor that made it where a setting has two
+        (a network's spec edited, the network kept: "network spec", not its coordinate
+        source)."""
+        row = self._rows[name]
+        kept = before is not None and getattr(before, name) is not None
+        if row.info.editor == "network" and kept and self.param(name).value() == NETWORK:
+            return "network spec"
+        return row.title
+
     # ---- values --------------------------------------------------------------------------
     def set_config(self, config: FitConfig, live: LiveSettings | None = None) -> None:
         """Show ``config`` (and ``live``) in the form without emitting ``changed``."""
@@ -210,18 +221,25 @@ class SetupForm(QWidget):
         """The names of the settings whose shown value is not ``config``'s, in form order."""
         return [name for name, value in self.values().items() if value != getattr(config, name)]
 
-    def show_differences(self, names: list[str], applied_by: str = "Reset") -> None:
+    def show_differences(
+        self, names: list[str], applied_by: str = "Reset", shown: FitConfig | None = None
+    ) -> None:
         """Say under the form that the settings ``names`` differ from the run shown beside
-        it, so what it holds reads as the next run's, and which button (``applied_by``)
-        starts a run with them (hidden when ``names`` is empty)."""
+        it (``shown``: its settings, where known), so what it holds reads as the next
+        run's, and which button (``applied_by``) starts a run with them; while a value is
+        not valid, that it takes a fix first (hidden when ``names`` is empty)."""
         self._differs = list(names)
         if not names:
             self.next_run.hide()
             self.next_run.setText("")
             return
-        titles = ", ".join(self._rows[name].title for name in names)
+        titles = [self.change_title(name, shown) for name in names]
+        one = len(titles) == 1
+        listed = titles[0] if one else ", ".join(titles[:-1]) + " and " + titles[-1]
+        verb, them = ("differs", "it") if one else ("differ", "them")
+        when = " once the problem above is fixed" if self.problem_text else ""
         self.next_run.setText(
-            f"Next run: {titles} here differ from the run shown; {applied_by} uses them."
+            f"Next run: {listed} {verb} from the run shown; {applied_by} uses {them}{when}."
         )
         self.next_run.show()
 
@@ -394,7 +412,7 @@ def _params_for(row: Setting, widgets: dict[str, QWidget]) -> list[dict[str, Any
         low, high = info.limits
         if row.optional:  # an optional number shows "unset" as 0
             low, param["value"] = 0, 0
-            param["tip"] += " 0 leaves it unset."
+            param["tip"] += f" 0: {row.info.unset}." if row.info.unset else " 0 leaves it unset."
         elif row.kind is int and low > 0:
             # The editor lets 0 through to the check, which says what is allowed under the
             # form (a spin box would silently turn a typed 0 into its minimum).

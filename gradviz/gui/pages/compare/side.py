@@ -7,9 +7,12 @@ adds is the header that names the run's verdict.
 
 from __future__ import annotations
 
+from functools import partial
+
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QFrame, QLabel, QSplitter, QVBoxLayout, QWidget
 
+from gradviz.core.common.run_threads import available_cores
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
 from gradviz.gui.pages.lab.session import RunSession, RunState
@@ -20,8 +23,10 @@ from gradviz.gui.pages.lab.status import (
     first_nonfinite_text,
     loss_text,
     set_style,
+    threads_tooltip,
 )
 from gradviz.gui.pages.lab.views import HealthView, LossCurveView, MatrixView
+from gradviz.gui.pages.lab.worker import default_run_factory
 
 
 class CompareSide(QWidget):
@@ -37,7 +42,9 @@ class CompareSide(QWidget):
     def __init__(self, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.name = name
-        self.session = RunSession(frame_rate=20.0, parent=self)
+        # Two runs share the cores: each one's automatic thread choice may use half.
+        factory = partial(default_run_factory, cores=max(1, available_cores() // 2))
+        self.session = RunSession(run_factory=factory, frame_rate=20.0, parent=self)
         self.views = (MatrixView("distances", "d_pred"), HealthView(), LossCurveView())
         self.distances_view, self.mask_view, self.loss_view = (v.widget for v in self.views)
 
@@ -106,3 +113,6 @@ class CompareSide(QWidget):
         self.verdict.setText(f"✖ {nonfinite}" if nonfinite else "✔ gradients finite")
         set_style(self.verdict, NAN_STYLE if nonfinite else FINITE_STYLE)
         self.numbers.setText(f"step {s.step:,} · loss {loss_text(s.loss)} · {state.label}")
+        tooltip = threads_tooltip(s)
+        if self.numbers.toolTip() != tooltip:
+            self.numbers.setToolTip(tooltip)

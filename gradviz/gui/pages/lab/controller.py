@@ -213,11 +213,12 @@ class LabController(QObject):
         else:
             self.start()
 
-    def _on_pause_triggered(self, checked: bool) -> None:
-        if checked:
-            self.session.pause()
-        else:
+    def _on_pause_triggered(self) -> None:
+        """Pause, or Resume as the action reads while paused."""
+        if self.session.state is RunState.PAUSED:
             self.start()
+        else:
+            self.session.pause()
 
     @Slot()
     def back_to_live_view(self) -> None:
@@ -321,8 +322,8 @@ class LabController(QObject):
             return  # the form shows what is wrong; nothing to apply yet
         if self.session.state.going and not self.confirm(
             "Reset the run?",
-            f"Changing the {self.form.title(name)} needs a fresh run. Reset now? (No keeps "
-            "the current run; the change applies at the next Reset.)",
+            f"Changing the {self.form.change_title(name, self.session.config)} needs a fresh "
+            "run. Reset now? (No keeps the current run; the change applies at the next Reset.)",
         ):
             return
         self.reset()

@@ -86,4 +86,4 @@ class SetupFollowsFocus(QObject):
         names = [] if config is None else self.form.differences(config)
         # A going run resumes with its own settings on Start: only Reset applies the form's.
         applied_by = "Reset" if self.session.state.going else "Start or Reset"
-        self.form.show_differences(names, applied_by)
+        self.form.show_differences(names, applied_by, config)

@@ -41,7 +41,7 @@ def loss_label(snapshot: Snapshot) -> str:
     ``final_loss``) once the run has ended."""
     history, loss = snapshot.loss_history, snapshot.loss
     if len(history) and (history[-1] == loss or (math.isnan(history[-1]) and math.isnan(loss))):
-        return f"loss of step {len(history) - 1:,} = {loss_text(loss)}"
+        return f"loss of step {int(snapshot.loss_steps()[-1]):,} = {loss_text(loss)}"
     if snapshot.step == 0:
         return f"loss of step 0 = {loss_text(loss)}"
     if snapshot.done:
@@ -83,6 +83,13 @@ def has_nonfinite_gradients(snapshot: Snapshot) -> bool:
     return any(int(code) in _ALARMS for _, code in snapshot.param_health)
 
 
+def threads_tooltip(snapshot: Snapshot) -> str:
+    """The torch CPU threads of the snapshot's run and why, as the speed's tooltip says it."""
+    if not snapshot.threads:
+        return "torch CPU threads: not known for this step (not one of the lab's runs)"
+    return f"torch CPU threads: {snapshot.threads}"
+
+
 def failure_text(session: RunSession) -> str:
     """ "run failed (out of memory)" or "run failed" for a failed run; empty otherwise.
     A failed run's gradients were never checked past the failure: not "finite"."""
@@ -90,6 +97,18 @@ def failure_text(session: RunSession) -> str:
     if failure is None:
         return ""
     return "run failed (out of memory)" if "out of memory" in failure else "run failed"
+
+
+#: The key that starts, pauses and resumes a run (the window's "toggle_run" action holds it).
+RUN_KEY = "Space"
+
+
+def name_run_action(action: QAction, text: str) -> None:
+    """Name a run action that Space also triggers (Start, Pause or Resume): ``text`` on its
+    toolbar button, and in the Run menu ``text`` with Space in the shortcut column (Space
+    belongs to one action, the window's Start-or-pause, so it cannot be each one's own)."""
+    action.setText(f"{text}\t{RUN_KEY}")
+    action.setIconText(text)
 
 
 class RunActions(QObject):
@@ -123,8 +142,7 @@ class RunActions(QObject):
         state, ready = s.state, s.available
         a["start"].setEnabled(ready and state is not RunState.RUNNING)
         a["pause"].setEnabled(ready and state.going)
-        a["pause"].setChecked(state is RunState.PAUSED)
-        a["pause"].setText("Resume" if state is RunState.PAUSED else "Pause")
+        name_run_action(a["pause"], "Resume" if state is RunState.PAUSED else "Pause")
         a["toggle_run"].setEnabled(ready)
         a["step"].setEnabled(ready)
         a["stop"].setEnabled(state.going)
@@ -160,12 +178,18 @@ class RunStatus(QObject):
         if snap is None:
             for name in ("step", "loss", "speed", "device", "nan"):
                 labels[name].setText("")
+            for name in ("speed", "device"):
+                labels[name].setToolTip("")
             set_style(labels["nan"], "")
             return
         labels["step"].setText(f"{snap.step:,} step{'' if snap.step == 1 else 's'} done")
         labels["loss"].setText(loss_label(snap))
         labels["speed"].setText(rate_text(s.steps_per_second))
         labels["device"].setText(f"{snap.device} · {snap.method}")
+        threads = threads_tooltip(snap)
+        for name in ("speed", "device"):
+            if labels[name].toolTip() != threads:
+                labels[name].setToolTip(threads)
         nonfinite = failure_text(s) or first_nonfinite_text(s)
         labels["nan"].setText(nonfinite or "gradients finite")
         set_style(labels["nan"], NAN_STYLE if nonfinite else FINITE_STYLE)
@@ -177,6 +201,7 @@ class RunStatus(QObject):
         step = number_in(texts["step"]) if texts["step"] else None
         return {
             "texts": texts,
+            "threads_tooltip": self.labels["speed"].toolTip(),
             "step": None if step is None else int(step),
             "steps_per_second": number_in(texts["speed"]) if texts["speed"] else None,
             "first_nonfinite_grad_step": step_in(texts["nan"]) if "gradient" in texts["nan"]

@@ -163,13 +163,17 @@ class LossCurveView(LabView):
         self.widget = LossView()
 
     def show(self, snapshot: Snapshot) -> None:
-        self.widget.set_history(snapshot.loss_history, snapshot.reference_loss)
+        self.widget.set_history(
+            snapshot.loss_history, snapshot.reference_loss, snapshot.history_steps
+        )
 
     def readouts(self) -> dict:
         history = self.widget.history
         last = float(history[-1]) if len(history) else None
+        steps = self.widget.steps
         return {
-            "losses": len(history),  # one per step taken: entry k is step k's loss
+            "losses": len(history),  # one per step kept: every step, or a long run's kept ones
+            "last_step": int(steps[-1]) if len(steps) else None,
             "last_loss": last,
             "nonfinite_steps": [int(k) for k in self.widget.nonfinite_steps()[:20]],
         }

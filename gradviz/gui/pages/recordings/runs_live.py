@@ -1,10 +1,11 @@
 """The lab's live run as a run of the Runs page: it grows with every snapshot shown.
 
 A ``LiveFeed`` listens to the session's ``snapshotShown`` and, for snapshots of the run it
-was made for (one generation), emits that run's ``RunSeries``: its whole loss history, step
-k at x = k as the lab's loss plot draws it, and its gradient norms (all tensors, or one) of
-the same steps. Each step's wall time is when the feed first saw it; the steps taken before
-the feed started are dated back from the run's step rate.
+was made for (one generation), emits that run's ``RunSeries``: its loss history, step k at
+x = k as the lab's loss plot draws it, and its gradient norms (all tensors, or one) of the
+same steps (every step, or a long run's kept ones: the snapshots carry a bounded history,
+see core.step_series). Each step's wall time is when the feed first saw it; the steps taken
+before the feed started are dated back from the run's step rate.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ class LiveFeed(QObject):
         self.generation = latest.generation
         self.label = live_label(latest)
         self.series: RunSeries | None = None
+        self._steps = np.zeros(0, dtype=np.int64)  # the steps of _times
         self._times = np.zeros(0)
+        self._last_step = -1
         #: The steps taken before the feed started: their wall times are dated back.
         self._estimated = 0
         self.following = True
@@ -65,11 +68,14 @@ class LiveFeed(QObject):
         if snapshot is None or snapshot.generation != self.generation:
             return
         losses = np.asarray(snapshot.loss_history, dtype=np.float64)
-        if self.series is not None and len(losses) == len(self._times):
+        steps = snapshot.loss_steps()
+        last = int(steps[-1]) if len(steps) else -1
+        if self.series is not None and last == self._last_step:
             return  # nothing new (a repaint, a recorded step shown again)
-        if not len(self._times) and len(losses) > 1:
-            self._estimated = len(losses) - 1  # the last one is seen now
-        self._times = _extend_times(self._times, len(losses), snapshot.steps_per_second)
+        if not len(self._times) and last > 0:
+            self._estimated = last  # steps before the last one were not seen: dated back
+        self._times = _times_of(self._steps, self._times, steps, snapshot.steps_per_second)
+        self._steps, self._last_step = steps, last
         self.series = live_series(
             self.label,
             losses,
@@ -77,22 +83,31 @@ class LiveFeed(QObject):
             snapshot.grad_norm_history,
             snapshot.grad_norm_names,
             estimated_times=self._estimated,
+            steps=steps,
         )
         self.loaded.emit(self.series)
 
 
-def _extend_times(times: np.ndarray, steps: int, steps_per_second: float) -> np.ndarray:
-    """(steps,) Unix seconds: the known ``times``, then the new steps spread evenly up to
-    now (a frame shows several steps at once: no staircase); a first call dates the steps
-    already taken back at ``steps_per_second`` (now if unknown)."""
+def _times_of(
+    known_steps: np.ndarray, known: np.ndarray, steps: np.ndarray, steps_per_second: float
+) -> np.ndarray:
+    """(S,) Unix seconds of ``steps`` (increasing): the times already given to
+    ``known_steps`` where they are among them, the newer steps spread evenly up to now (a
+    frame shows several steps at once: no staircase); a first call dates the steps before the
+    newest back at ``steps_per_second`` (now if unknown). A long run's history is thinned, so
+    ``steps`` keeps some of ``known_steps`` and adds newer ones: bounded as it is."""
     now = time.time()
-    if len(times) >= steps:
-        return times[:steps]
-    k = steps - len(times)
-    if len(times):
-        new = times[-1] + (now - times[-1]) * np.arange(1, k + 1) / k
-    elif steps_per_second and steps_per_second > 0:
-        new = now - (k - 1 - np.arange(k)) / steps_per_second
-    else:
-        new = np.full(k, now)
-    return np.concatenate([times, new])
+    steps = np.asarray(steps, dtype=np.float64)
+    if not len(steps):
+        return np.zeros(0)
+    if len(known_steps):
+        s0, t0 = float(known_steps[-1]), float(known[-1])
+        times = np.interp(steps, known_steps, known)  # exact for the steps already timed
+        newer = steps > s0
+        if newer.any():
+            span = steps[-1] - s0
+            times[newer] = t0 + (now - t0) * (steps[newer] - s0) / span
+        return times
+    if steps_per_second and steps_per_second > 0:
+        return now - (steps[-1] - steps) / steps_per_second
+    return np.full(len(steps), now)

@@ -1,0 +1,54 @@
+"""The live run at full speed: `gradviz bench --suite fit_loop` and `--suite soak`.
+
+The targets are benchmarks (pytest -m bench tests/bench/test_bench_fit_loop.py -s); the
+default run checks only that the bare loop it compares with takes the fit's own steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradviz.bench import fit_loop, soak
+from gradviz.core.lab.fit import DistanceFitRun
+from gradviz.core.settings.config import FitConfig
+
+
+@pytest.mark.parametrize("net", [None, "4-8-3:tanh"])
+def test_the_bare_loop_takes_the_same_steps_as_the_fit(net):
+    run = DistanceFitRun(FitConfig(n=40, steps=100, net=net, threads=1))
+    bare = fit_loop.bare_step(run, threads=1)
+    for _ in range(5):
+        run.step()
+        bare()
+    for ours, theirs in zip(run._params, bare.params, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+@pytest.fixture(scope="module")
+def figures():
+    return fit_loop.run(repeats=3, quick=False, emit=print)
+
+
+@pytest.mark.bench
+def test_the_fit_loop_keeps_up_with_a_bare_loop_idle_and_beside_busy_processes(figures):
+    for case, row in figures["fit"].items():
+        assert row["ratio"] >= fit_loop.TARGET_FIT, f"{case}: {row['ratio']:.2f}x"
+
+
+@pytest.mark.bench
+def test_the_lab_worker_keeps_up_with_a_bare_loop(figures):
+    for label in ("idle", "busy"):
+        assert figures["lab"][label]["ratio"] >= fit_loop.TARGET_LAB, label
+
+
+@pytest.mark.bench
+def test_the_default_experiments_2000_steps_take_at_most_twice_the_bare_time(figures):
+    for label in ("idle", "busy"):
+        row = figures["cli_2000_steps"][label]
+        assert row["ratio"] <= fit_loop.TARGET_CLI_TIME, f"{label}: {row['ratio']:.2f}x"
+
+
+@pytest.mark.bench
+def test_a_long_live_runs_histories_stay_flat():
+    marks = soak.run(1, quick=False, emit=print)["bounded_mb"]
+    assert marks["1000000"] - marks["100000"] < 20  # MB, over 900,000 more steps
