@@ -172,6 +172,7 @@ class LossCurveView(LabView):
             "losses": len(history),  # one per step taken: entry k is step k's loss
             "last_loss": last,
             "nonfinite_steps": [int(k) for k in self.widget.nonfinite_steps()[:20]],
+            "earlier_runs": self.widget.earlier.readouts(),  # faint, newest first
         }
 
 
