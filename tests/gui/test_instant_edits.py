@@ -122,3 +122,35 @@ def test_an_edit_that_cannot_start_its_run_keeps_the_last_good_views(
     qtbot.waitUntil(lambda: session.latest is not None and session.latest.n_points == 12,
                     timeout=RUN_TIMEOUT_MS)  # fmt: skip
     assert lab.form.config().n == 12
+
+
+def test_an_example_opened_from_the_file_menu_fills_the_form_and_runs(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    import json
+    from pathlib import Path
+
+    from gradviz.core.settings.config import FitConfig, LiveSettings
+
+    path = Path(__file__).resolve().parents[2] / "resources" / "experiments" / "helix-naive.json"
+    data = json.loads(path.read_text())
+    expected = FitConfig.from_dict(data["fit"])  # read here, apart from the app's reader
+    lab = make_lab(small("safe", n=12))
+    file_menu = lab.window.file_menu
+    (examples,) = [a.menu() for a in file_menu.actions() if a.text() == "&Examples"]
+    entries = {a.text().split("  —  ")[0]: a for a in examples.actions()}
+    assert set(entries) == {p.stem for p in path.parent.glob("*.json")}
+    action = entries["helix-naive"]
+    assert action.text().endswith(data["description"]) and not action.icon().isNull()
+    action.trigger()
+    assert lab.form.config() == expected
+    assert lab.form.live_settings() == LiveSettings(**data["display"])
+    session = lab.session
+    assert session.config == expected
+    qtbot.waitUntil(lambda: session.latest is not None and session.latest.method == "naive",
+                    timeout=RUN_TIMEOUT_MS)  # fmt: skip
+    assert session.latest.n_points == 200
+    assert "helix-naive" in lab.window.statusBar().currentMessage()
+    lab.window.actions["undo"].trigger()  # the setup before the example
+    assert lab.form.config() == small("safe", n=12) == session.config
