@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, Slot
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.drawn import is_drawn
 from gradviz.core.settings.table import FILE_PREFIX
 from gradviz.gui.pages.lab.session import RunSession
 from gradviz.gui.widgets.loss import LossView
@@ -29,9 +30,11 @@ KEPT = 3
 
 
 def target_words(spec: str) -> str:
-    """A point set in a few words: its generator or its file's name."""
+    """A point set in a few words: its generator, its file's name, or its drawn points."""
     if spec.startswith(FILE_PREFIX):
         return f"file {os.path.basename(spec[len(FILE_PREFIX) :])}"
+    if is_drawn(spec):
+        return "drawn points"
     return spec
 
 

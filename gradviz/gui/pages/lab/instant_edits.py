@@ -54,7 +54,6 @@ class InstantEdits(QObject):
         self.fitting_config, self.source_config = fitting_config, source_config
         self.history = SetupHistory()
         self.earlier = EarlierRuns(session, views.views["loss"].widget, self)
-        self._restarted: tuple[FitConfig, int] | None = None  # (settings, generation)
         self.undo_action = self._action("undo", QKeySequence.StandardKey.Undo, self.undo)
         self.redo_action = self._action("redo", QKeySequence.StandardKey.Redo, self.redo)
         first = window.edit_menu.actions()[0] if window.edit_menu.actions() else None
@@ -75,19 +74,26 @@ class InstantEdits(QObject):
     # ---- restarting ---------------------------------------------------------------------------
     def restart(self, force: bool = False) -> bool:
         """Restart the run with the form's settings (the setup left can be undone); False
-        where they cannot run (said already) or the run has them already (one edit says
-        ``changed`` for each setting it changed: the first restarts). ``force``: restart
-        even with the same settings (an experiment opened again)."""
+        where they cannot run (said already) or the run on screen has them already (one
+        edit may say ``changed`` for several settings: the first restarts). ``force``:
+        restart even with the same settings (an experiment opened again)."""
         config = self.fitting_config()
         if config is None:
             return False
-        if not force and self._restarted == (config, self.session.generation):
+        if not force and self._runs_already(config):
             return False
         left = self._setup_left()
         if left is not None and left != config:
             self.history.record(left)
         self._go(config)
         return True
+
+    def _runs_already(self, config: FitConfig) -> bool:
+        """The current run has ``config`` and is what the lab shows (or is about to)."""
+        session = self.session
+        shown = session.shown
+        own = shown is None or shown.generation == session.generation
+        return own and session.state is not RunState.FAILED and session.settings_now == config
 
     def _setup_left(self) -> FitConfig | None:
         """The setup of the source on screen (the form described it until the change)."""
@@ -103,7 +109,6 @@ class InstantEdits(QObject):
         session.reset(config)
         if running:
             session.start()  # the run goes on, from step 0 of the new setup
-        self._restarted = (config, session.generation)
         self._update_actions()
 
     # ---- undo and redo ------------------------------------------------------------------------
