@@ -43,8 +43,8 @@ def test_switching_a_running_masked_run_to_naive_restarts_it_and_undo_brings_mas
     first = next(s for s in shown if s.generation == session.generation)
     assert (first.step, first.method) == (0, "naive")
     earlier = lab.views.readouts()["loss"]["earlier_runs"]
-    assert len(earlier) == 1 and earlier[0]["label"].startswith("earlier: masked,")
-    assert earlier[0]["losses"] >= 3 and "n=16" in earlier[0]["details"]
+    assert len(earlier) == 1 and earlier[0]["label"].startswith("earlier: method=masked (")
+    assert earlier[0]["losses"] >= 3 and "n=16; dim=3" in earlier[0]["details"]
     # Its curve is drawn: faint, under the current run's.
     curve = lab.views.views["loss"].widget.earlier._items[0]
     assert len(curve.getData()[0]) >= 3 and curve.curve.toolTip() == earlier[0]["details"]
@@ -62,7 +62,8 @@ def test_switching_a_running_masked_run_to_naive_restarts_it_and_undo_brings_mas
     qtbot.waitUntil(lambda: session.latest is not None and session.latest.method == "masked",
                     timeout=RUN_TIMEOUT_MS)  # fmt: skip
     labels = [e["label"] for e in lab.views.readouts()["loss"]["earlier_runs"]]
-    assert labels[0].startswith("earlier: naive,") and labels[1].startswith("earlier: masked,")
+    assert labels[0].startswith("earlier: method=naive (")
+    assert labels[1].startswith("earlier: same setup (")  # the first masked run
     lab.window.actions["redo"].trigger()
     assert lab.form.config().method == "naive" == session.config.method
     assert not lab.window.actions["redo"].isEnabled()
@@ -84,7 +85,11 @@ def test_only_the_last_runs_are_kept_and_a_paused_run_restarts_paused(
                         timeout=RUN_TIMEOUT_MS)  # fmt: skip
     earlier = lab.views.readouts()["loss"]["earlier_runs"]
     assert len(earlier) == KEPT  # the newest ones, nothing older
-    assert [e["label"].split("N=")[1].split(",")[0] for e in earlier] == ["16", "15", "14"]
+    assert [e["label"].split(" (")[0] for e in earlier] == [
+        "earlier: n=16",
+        "earlier: n=15",
+        "earlier: n=14",
+    ]  # named by how they differ from the run at N = 17
     for _ in range(5):  # every setup back, one at a time
         lab.window.actions["undo"].trigger()
     assert lab.form.config().n == 12 and session.config.n == 12

@@ -82,7 +82,7 @@ def test_an_edited_network_restarts_the_run_and_draws_only_its_own_gradients(qtb
     assert snapshot.generation == controller.session.generation
     diagram_agrees_with(controller, snapshot)  # the new network's own gradients
     earlier = controller.views.readouts()["loss"]["earlier_runs"]
-    assert len(earlier) == 1 and f"net {NET}" in earlier[0]["label"]
+    assert len(earlier) == 1 and earlier[0]["label"].startswith(f"earlier: net={NET} (")
 
 
 def test_a_new_network_that_fails_to_run_leaves_the_last_good_run_on_screen(qtbot, make_lab):  # noqa: F811 - fixture

@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 from collections import deque
 
+import numpy as np
 from PySide6.QtCore import QObject, Slot
 
-from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
 from gradviz.core.settings.drawn import is_drawn
-from gradviz.core.settings.table import FILE_PREFIX
+from gradviz.core.settings.table import FILE_PREFIX, settings_of
 from gradviz.gui.pages.lab.session import RunSession
 from gradviz.gui.widgets.loss import LossView
 from gradviz.gui.widgets.loss_earlier import EarlierRun
@@ -38,24 +38,51 @@ def target_words(spec: str) -> str:
     return spec
 
 
-def run_label(config: FitConfig, steps: int) -> str:
-    """The legend's words for an earlier run: what tells runs apart, and its steps."""
-    coords = f"net {config.net}" if config.net else "free coords"
-    return (
-        f"earlier: {config.method}, {target_words(config.target)} N={config.n}, "
-        f"{coords}, {config.optimizer} ({steps:,} steps)"
-    )
+#: Settings a legend label names at most (the tooltip has them all).
+LABEL_SETTINGS = 2
+_NAMED = ("target", "n", "dim", "method", "net", "optimizer", "seed", "init", "lr", "dtype")
+
+
+def run_label(config: FitConfig, steps: int, current: FitConfig | None = None) -> str:
+    """The legend's words for an earlier run: the settings in which it differs from the
+    ``current`` run (as name=value, as in a line of settings), and its steps; without a
+    current run, its method, point set and coordinates."""
+    done = f"({steps:,} step{'s' if steps != 1 else ''})"
+    if current is None:
+        words = [f"method={config.method}", f"target={target_words(config.target)}"]
+    else:
+        words = [
+            f"{name}={_value_words(name, getattr(config, name))}"
+            for name in _NAMED
+            if getattr(config, name) != getattr(current, name)
+        ]
+    if not words:
+        return f"earlier: same setup {done}"
+    shown = ", ".join(words[:LABEL_SETTINGS]) + (", …" if len(words) > LABEL_SETTINGS else "")
+    return f"earlier: {shown} {done}"
+
+
+def _value_words(name: str, value: object) -> str:
+    if name in ("target", "init"):
+        return target_words(str(value))
+    if name == "net":
+        return str(value) if value else "free"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def run_details(config: FitConfig, steps: int) -> str:
-    """The tooltip of an earlier run: every setting it ran with, as a line of settings."""
-    from gradviz.core.settings.compact import to_compact
-
-    try:
-        line = to_compact(config)
-    except GradvizError:
-        line = ", ".join(f"{name}={value}" for name, value in config.to_dict().items())
-    return f"An earlier run ({steps:,} steps), kept in memory only:\n{line}"
+    """The tooltip of an earlier run: every setting it ran with (name=value)."""
+    words = [
+        f"{row.name}={_value_words(row.name, getattr(config, row.name))}"
+        for row in settings_of(type(config))
+    ]
+    half = (len(words) + 1) // 2
+    return (
+        f"An earlier run ({steps:,} step{'s' if steps != 1 else ''}), kept in memory only:\n"
+        + "; ".join(words[:half])
+        + "\n"
+        + "; ".join(words[half:])
+    )
 
 
 class EarlierRuns(QObject):
@@ -64,7 +91,9 @@ class EarlierRuns(QObject):
     def __init__(self, session: RunSession, loss: LossView, parent: QObject | None = None):
         super().__init__(parent)
         self.session, self.loss = session, loss
-        self.runs: deque[EarlierRun] = deque(maxlen=KEPT)
+        self._kept: deque[tuple[np.ndarray, FitConfig]] = deque(maxlen=KEPT)  # losses
+        self.runs: list[EarlierRun] = []  # as drawn, newest first
+        self._labelled_for: int | None = None  # the run the labels compare with
         self._followed: tuple[Snapshot, FitConfig] | None = None  # the live run's newest
         # The newest frame of the run that gave way, until the next run shows its own.
         self.last_good: Snapshot | None = None
@@ -87,6 +116,9 @@ class EarlierRuns(QObject):
         # The new run is on screen: the run before is no longer needed to fall back on
         # (its N x N pictures are freed with it).
         self.last_good = self._last_config = None
+        if self._kept and self._labelled_for != snapshot.generation:
+            self._labelled_for = snapshot.generation
+            self._draw(session.settings_now)  # named by how they differ from this run
         latest = session.latest if session.latest is not None else snapshot
         if latest.generation == snapshot.generation:
             self._followed = (latest, session.settings_now)
@@ -102,6 +134,14 @@ class EarlierRuns(QObject):
         steps = len(snapshot.loss_history)
         if not steps:
             return  # step 0 only: no curve to compare with
-        label, details = run_label(config, steps), run_details(config, steps)
-        self.runs.appendleft(EarlierRun(snapshot.loss_history, label, details))
-        self.loss.earlier.show_runs(list(self.runs))
+        self._kept.appendleft((snapshot.loss_history, config))
+        self._labelled_for = None
+        self._draw(None)  # the next run's settings are not known yet
+
+    def _draw(self, current: FitConfig | None) -> None:
+        self.runs = [
+            EarlierRun(losses, run_label(config, len(losses), current),
+                       run_details(config, len(losses)))
+            for losses, config in self._kept
+        ]  # fmt: skip
+        self.loss.earlier.show_runs(self.runs)

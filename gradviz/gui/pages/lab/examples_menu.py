@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QIcon
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QProxyStyle, QStyle
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.examples import Example, bundled_examples
@@ -40,6 +40,15 @@ def example_points(example: Example) -> np.ndarray | None:
         return None
 
 
+class _LargeIcons(QProxyStyle):
+    """The application's style with ICON-pixel menu icons (a point set in 16 px is a dot)."""
+
+    def pixelMetric(self, metric, option=None, widget=None) -> int:  # noqa: N802 - Qt override
+        if metric == QStyle.PixelMetric.PM_SmallIconSize:
+            return ICON
+        return super().pixelMetric(metric, option, widget)
+
+
 class ExamplesMenu(QObject):
     """The File menu's Examples submenu of ``window``; ``opened(name)`` after an example is
     put into ``form`` (``experiments_opened`` is then called, which restarts the run)."""
@@ -58,7 +67,8 @@ class ExamplesMenu(QObject):
         self.menu = QMenu("&Examples", window)
         self.menu.setObjectName("examples-menu")
         self.menu.setToolTipsVisible(True)
-        self.menu.setStyleSheet(f"QMenu {{ icon-size: {ICON}px; }}")
+        self._style = _LargeIcons()  # the menu does not own its style: keep it alive
+        self.menu.setStyle(self._style)
         window.file_menu.insertMenu(window.actions["save"], self.menu)
         self.actions: dict[str, QAction] = {}
         try:
