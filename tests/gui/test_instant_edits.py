@@ -49,6 +49,9 @@ def test_switching_a_running_masked_run_to_naive_restarts_it_and_undo_brings_mas
     curve = lab.views.views["loss"].widget.earlier._items[0]
     assert len(curve.getData()[0]) >= 3 and curve.curve.toolTip() == earlier[0]["details"]
 
+    # A step of the naive run on screen: a run kept on the plot has taken one.
+    naive_stepped = lambda: session.shown.generation == session.generation and session.shown.step  # noqa: E731
+    qtbot.waitUntil(naive_stepped, timeout=RUN_TIMEOUT_MS)
     undo = lab.window.actions["undo"]
     assert undo.isEnabled() and "method" in undo.text()
     assert undo in lab.window.edit_menu.actions()
