@@ -1,7 +1,8 @@
 """The agreement test: random stories of user actions over the real window, and after every
 action every readout of the page in focus agrees with the source in focus and with the CLI.
 
-The rules are what a user does: start, pause, step, reset, change N or the method, open a lab
+The rules are what a user does: start, pause, step, reset, change N or the method, edit the
+network in the setup panel's editor, pick a point set in its gallery or draw a point, open a lab
 recording, a watch recording or a damaged one, scrub the timeline, tick or untick its Follow,
 Show first NaN, Back to live view, switch pages, and press a page's "Add ..." buttons (a page
 that offers them, such as Runs, joins without a rule of its own). The sources are the lab's
@@ -35,12 +36,17 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QPushButton
 
 from gradviz.cli import main as cli_main
 from gradviz.core.common.health import HEALTH_LABELS, Health
+from gradviz.core.nets.networks import NetworkSpec
+from gradviz.core.settings.drawn import is_drawn, parse_drawn
+from gradviz.gui.pages.lab.earlier_runs import KEPT
 from gradviz.gui.pages.lab.session import RunState
 from gradviz.gui.pages.lab.status import has_nonfinite_gradients
+from gradviz.gui.widgets.settings_form import FREE, NETWORK
 
 WAIT_MS = 60_000
 #: The live runs of the stories: short, so a story never leaves a run busy for long.
@@ -307,6 +313,60 @@ class AgreementMachine(RuleBasedStateMachine):
             self.wait_for_live_frame()
         self.taken.append("change_n_or_method")
 
+    def after_an_edit(self, before: int, taken: str) -> None:
+        """An edit restarts the run at once where it changed the setup: wait for its frame."""
+        if self.session.generation != before:
+            self.wait_for_live_frame()
+        self.taken.append(taken)
+
+    @rule(edit=st.sampled_from(["network", "add_layer", "remove_layer", "wider", "activation",
+                                "free"]))  # fmt: skip
+    def edit_the_network(self, edit: str) -> None:
+        """The coordinate source's combo, and the network editor's + / - buttons and
+        activation combos, as a user clicks them."""
+        form = self.lab.form
+        if not self.session.available:
+            return
+        editor, before = form.network_editor(), self.session.generation
+        chosen = form.param("net").value() == NETWORK
+        if edit == "free" or not chosen:
+            form.param("net").setValue(FREE if chosen else NETWORK)
+        elif edit == "add_layer" or editor.chain is None or not editor.chain.hidden_count:
+            editor.add_layer.click()
+        elif edit == "remove_layer":
+            editor.remove_layer.click()
+        elif edit == "wider":
+            editor.column(1)["more"].click()
+        elif edit in ("activation", "network"):
+            combo = editor.column(1)["activation"]
+            index = (combo.currentIndex() + 1) % combo.count()
+            combo.setCurrentIndex(index)
+            combo.activated.emit(index)  # what a pick in its list says
+        self.after_an_edit(before, "edit_the_network")
+
+    @rule(which=st.floats(0, 1))
+    def pick_a_point_set(self, which: float) -> None:
+        """A thumbnail of the point-set gallery clicked (a generator, or "drawn")."""
+        points = self.lab.form.point_gallery()
+        buttons = points.gallery.buttons
+        offered = [n for n, b in buttons.items() if b.isEnabled() and n != "file…"]
+        if not self.session.available or not offered:
+            return
+        before = self.session.generation
+        buttons[offered[round(which * (len(offered) - 1))]].click()
+        points.refresh()  # the gallery's preview and canvas at once, not after its timer
+        self.after_an_edit(before, "pick_a_point_set")
+
+    @rule(x=st.floats(-2, 2), y=st.floats(-2, 2))
+    def draw_a_point(self, x: float, y: float) -> None:
+        """A click on the drawing canvas (where "drawn" is picked) adds a point there."""
+        canvas = self.lab.form.point_gallery().gallery.drawing
+        if not self.session.available or not canvas.isVisibleTo(self.lab.form):
+            return
+        before = self.session.generation
+        canvas.add_point(QPointF(x, y))  # what the canvas does with a click at (x, y)
+        self.after_an_edit(before, "draw_a_point")
+
     @rule(kind=st.sampled_from(["lab-naive", "lab-safe", "watch", "damaged", "watch-unknown"]))
     def open_recording(self, kind: str) -> None:
         if kind.startswith("lab-"):
@@ -466,6 +526,7 @@ class AgreementMachine(RuleBasedStateMachine):
             else:
                 assert not coord["recorded"] and coord["legend"] is None
         if "loss" in views:
+            assert len(views["loss"]["earlier_runs"]) <= KEPT  # the last runs, no more
             assert views["loss"]["losses"] == len(shown.loss_history)
             last = float(shown.loss_history[-1]) if len(shown.loss_history) else None
             assert _same_float(views["loss"]["last_loss"], last)
@@ -480,7 +541,10 @@ class AgreementMachine(RuleBasedStateMachine):
             self._recording_agrees(r, shown)
 
     def _live_agrees(self, r: dict, shown) -> None:
-        self._setup_agrees(r["setup"], {"n": shown.n_points, "method": shown.method})
+        config = self.session.settings_now
+        source = {"n": shown.n_points, "dim": shown.dim, "method": shown.method}
+        self._setup_agrees(r["setup"], {**source, "target": config.target, "net": config.net})
+        self._editors_agree(r["setup"], shown, config)
         timeline = r["timeline"]
         if timeline is not None and timeline["count"] and self.lab.recordings.live.active:
             if self.session.viewing_pinned:
@@ -491,6 +555,34 @@ class AgreementMachine(RuleBasedStateMachine):
         if first is not None:
             assert r["status"]["first_nonfinite_grad_step"] == first
             assert r["status"]["alarm"]
+
+    def _editors_agree(self, setup: dict, shown, config) -> None:
+        """The network editor shows the form's network, and the gradients it draws are the
+        shown step's own, parameter by parameter, only where that network is the run's;
+        drawn points are the run's target points, and the canvas holds them."""
+        form = self.lab.form
+        editor = form.network_editor().readouts()
+        if setup["net"] is not None:
+            assert NetworkSpec.parse(editor["text"]) == NetworkSpec.parse(setup["net"])
+        drawn = [p["weight"] for p in editor["gradients"]] + [
+            p["bias"] for p in editor["gradients"] if p["bias"] is not None
+        ]
+        same_net = config.net is not None and setup["net"] == config.net
+        if same_net and shown.param_health:
+            health = dict(shown.param_health)
+            assert {p["name"] for p in drawn} == set(health)
+            for p in drawn:
+                assert p["health"] == HEALTH_LABELS[Health(health[p["name"]])], p
+            self.compared.add("network gradients")
+        elif not same_net:
+            assert drawn == []  # never another network's gradients
+        if is_drawn(config.target):
+            points = np.array(parse_drawn(config.target))
+            assert np.allclose(shown.target_coords, points, rtol=1e-6, atol=1e-6)
+            canvas = form.point_gallery().gallery.readouts()["drawing"]
+            if setup["target"] == config.target and canvas is not None:
+                assert np.array_equal(np.array(canvas["points"]), points)
+            self.compared.add("drawn points")
 
     @staticmethod
     def _setup_agrees(setup: dict, source: dict) -> None:
@@ -762,6 +854,17 @@ WALKTHROUGH = (
     ("pause", {}),
     ("step", {}),
     ("scrub_the_timeline", {"where": 0.5}),
+    ("edit_the_network", {"edit": "network"}),  # a network makes the coordinates
+    ("edit_the_network", {"edit": "add_layer"}),
+    ("start", {}),
+    ("edit_the_network", {"edit": "wider"}),  # while it runs: restarted, running
+    ("edit_the_network", {"edit": "activation"}),
+    ("step", {}),
+    ("pick_a_point_set", {"which": 1.0}),  # "drawn", from the set shown
+    ("draw_a_point", {"x": 1.5, "y": -1.5}),
+    ("step", {}),
+    ("pick_a_point_set", {"which": 0.0}),  # the first generator, at the drawing's N and D
+    ("edit_the_network", {"edit": "free"}),
     ("change_n_or_method", {"n": 16, "method": "naive"}),
     ("start", {}),
     ("pause", {}),
@@ -846,7 +949,8 @@ def test_every_readout_agrees_with_the_source_in_focus(
     assert {"open_recording", "scrub_the_timeline", "show_first_nan", "click_follow"} <= set(
         taken
     ), taken
-    required = {"live", "fit", "graph", "graph origin", "loss marks", "origin", "origin unknown"}
+    required = {"live", "fit", "graph", "graph origin", "loss marks", "origin", "origin unknown",
+                "network gradients", "drawn points"}  # fmt: skip
     assert required <= machine.compared, machine.compared
     _run(qtbot, lab, prepared, examples=2, steps=6)
 

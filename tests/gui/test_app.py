@@ -125,24 +125,35 @@ def test_learning_rate_change_reaches_the_running_worker(qtbot, make_lab):
     assert lab.questions == []  # lr applies live, without asking to reset
 
 
-def test_changing_n_while_running_asks_to_reset_and_applies(qtbot, make_lab):
+def test_changing_n_while_running_restarts_the_run_at_once_and_keeps_the_old_curve(qtbot, make_lab):
     lab = make_lab(small("safe"))
     lab.start()
     _run_until(qtbot, lab, lambda s: s.step >= 2)
+    restarts = []
+    lab.session.cleared.connect(lambda: restarts.append(lab.session.generation))
     lab.form.param("n").setValue(31)
-    assert lab.questions == ["Reset the run?"]
-    _run_until(qtbot, lab, lambda s: s.n_points == 31 and s.step == 0)
+    assert lab.questions == []  # no dialog: the change applies in place
+    assert len(restarts) == 1 and lab.session.config.n == 31  # one restart, with the change
+    assert lab.session.state is RunState.RUNNING  # a running run goes on running
+    _run_until(qtbot, lab, lambda s: s.n_points == 31 and s.step >= 1)
+    earlier = lab.views.readouts()["loss"]["earlier_runs"]
+    assert len(earlier) == 1 and earlier[0]["label"].startswith("earlier: n=24 (")
+    assert earlier[0]["losses"] >= 2  # the old run's curve, as far as it had got
 
 
-def test_declining_the_reset_keeps_the_run_going(qtbot, make_lab):
+def test_changing_the_method_of_a_paused_run_restarts_it_paused_at_step_0(qtbot, make_lab):
     lab = make_lab(small("safe"))
-    lab.start()
-    _run_until(qtbot, lab, lambda s: s.step >= 2)
-    lab.answer = False
+    lab.step_once()
+    _run_until(qtbot, lab, lambda s: s.step >= 1)
     generation = lab.session.generation
     lab.form.param("method").setValue("naive")
-    assert lab.questions == ["Reset the run?"]
-    assert lab.session.generation == generation and lab.session.state is RunState.RUNNING
+    assert lab.questions == []
+    assert lab.session.generation > generation and lab.session.config.method == "naive"
+    _run_until(qtbot, lab, lambda s: s.method == "naive")
+    assert lab.session.state is RunState.READY and lab.session.latest.step == 0
+    earlier = lab.views.readouts()["loss"]["earlier_runs"]
+    assert [e["losses"] for e in earlier] == [1]
+    assert earlier[0]["label"] == "earlier: method=safe (1 step)"  # how it differs
 
 
 def test_closing_mid_run_asks_then_stops_and_joins_the_worker(qtbot, make_lab):
@@ -223,14 +234,14 @@ def test_failure_mid_run_keeps_the_last_good_state_on_screen(qtbot, make_lab):
 
 def test_single_key_shortcuts_step_and_reset_but_not_while_typing(qtbot, make_lab):
     lab = make_lab(small("safe"))
+    lab.form.param("net").setValue("network")  # restarts the run with a network, at once
+    lab.form.param("dim").setValue(3)
+    _run_until(qtbot, lab, lambda s: s.step == 0 and s.generation == lab.session.generation)
     lab.window.activateWindow()
     lab.window.setFocus()
     qtbot.keyClick(lab.window, Qt.Key.Key_S)
     _run_until(qtbot, lab, lambda s: s.step == 1)
     # Now type into the network-spec field: S, R and Space are text there.
-    lab.answer = False  # a reset question would mean the typing leaked into the form only
-    lab.form.param("net").setValue("network")
-    lab.form.param("dim").setValue(3)
     item = next(iter(lab.form.param("net_spec").items))
     editor = item.widget
     assert isinstance(editor, QLineEdit)

@@ -69,13 +69,42 @@ def test_a_masked_run_draws_finite_layers_with_their_norms(qtbot, make_lab):  # 
     assert [p["thickness"] for p in by_norm] == sorted(p["thickness"] for p in drawn)
 
 
-def test_an_edited_network_shows_no_gradients_of_the_run_on_screen(qtbot, make_lab):  # noqa: F811 - fixture
+def test_an_edited_network_restarts_the_run_and_draws_only_its_own_gradients(qtbot, make_lab):  # noqa: F811 - fixture
     controller = make_lab(small("masked", net=NET))
     shown_after_one_step(qtbot, controller)
-    controller.answer = False  # keep the run: the edit applies at the next Reset
     editor = controller.form.network_editor()
     editor.column(1)["more"].click()
-    readouts = editor.readouts()
+    edited = controller.form.param("net_spec").value()
+    assert edited != NET and controller.questions == []  # restarted in place, no dialog
+    assert controller.session.config.net == edited
+    assert editor.readouts()["gradients"] == []  # the old run's gradients went with it
+    snapshot = shown_after_one_step(qtbot, controller)
+    assert snapshot.generation == controller.session.generation
+    diagram_agrees_with(controller, snapshot)  # the new network's own gradients
+    earlier = controller.views.readouts()["loss"]["earlier_runs"]
+    assert len(earlier) == 1 and earlier[0]["label"].startswith(f"earlier: net={NET} (")
+
+
+def test_a_new_network_that_fails_to_run_leaves_the_last_good_run_on_screen(qtbot, make_lab):  # noqa: F811 - fixture
+    from gradviz.core.common.errors import GradvizError
+    from gradviz.core.lab.fit import DistanceFitRun
+
+    def only_the_first_network(config):
+        if config.net != NET:
+            raise GradvizError("This network cannot be built here.")
+        return DistanceFitRun(config)
+
+    controller = make_lab(small("masked", net=NET), run_factory=only_the_first_network)
+    good = shown_after_one_step(qtbot, controller)
+    controller.form.network_editor().column(1)["more"].click()
+    session = controller.session
+    qtbot.waitUntil(lambda: session.failure is not None, timeout=RUN_TIMEOUT_MS)
+    assert session.shown is good  # the last good frame is back on screen
+    drawn = {(v["step"], v["generation"]) for v in controller.views.readouts().values()}
+    assert drawn == {(good.step, good.generation)}
+    message = controller.window.statusBar().currentMessage()
+    assert "This network cannot be built here." in message and "run before it" in message
+    # The diagram holds the form's (failed) network: it draws no other run's gradients.
+    readouts = controller.form.network_editor().readouts()
     assert readouts["gradients"] == []
     assert f"has the network {NET}" in readouts["gradient_note"]
-    assert controller.questions == ["Reset the run?"]  # the run on screen is kept

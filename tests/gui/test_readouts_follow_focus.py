@@ -225,14 +225,20 @@ def test_a_change_kept_for_the_next_run_is_said_under_the_form(
     qtbot,
     make_lab,  # noqa: F811 - fixture
     fit_recording,
+    monkeypatch,
 ):
-    """Reset declined for a going run: the form holds the next run's N, and says so."""
+    """A change that cannot run now (it would not fit in memory) keeps the going run: the
+    form holds the next run's N, and says so."""
+    monkeypatch.setenv("GRADVIZ_MEMORY_LIMIT", "50M")  # N = 12 fits; N = 20,000 does not
     lab = _running(qtbot, make_lab, "safe")
-    lab.answer = False  # "Reset the run?" -> No: the run keeps its own settings
-    lab.form.param("n").setValue(16)
+    generation = lab.session.generation
+    lab.form.param("n").setValue(20_000)
+    assert "only 52 MB is available" in lab.error_dialog.sentence  # why it kept the run
+    lab.error_dialog.close()
     assert lab.session.state is RunState.RUNNING and lab.session.config.n == 12
+    assert lab.session.generation == generation
     setup = lab.window.readouts()["setup"]
-    assert (setup["n"], setup["differs_from_shown"]) == (16, ["n"])
+    assert (setup["n"], setup["differs_from_shown"]) == (20_000, ["n"])
     assert "N points" in setup["next_run_note"] and lab.form.next_run.isVisible()
     assert "Reset uses it." in setup["next_run_note"]  # Start resumes the run as it is
     lab.form.param("n").setValue(12)  # back to the run's own: nothing differs

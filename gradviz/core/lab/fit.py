@@ -31,6 +31,7 @@ from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.nets.jacobians import compute_jacobians
 from gradviz.core.nets.networks import NetworkSpec
 from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.drawn import is_drawn
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -549,7 +550,9 @@ def _point_sets(config: FitConfig, with_net: bool) -> tuple[np.ndarray, np.ndarr
 
 
 def _load_if_file(spec: str) -> np.ndarray | None:
-    return resolve_points(spec, 0, 0) if spec.startswith(FILE_PREFIX) else None
+    """The points of a file or a drawn set (which set N and D), else None (a generator)."""
+    fixed = spec.startswith(FILE_PREFIX) or is_drawn(spec)
+    return resolve_points(spec, 0, 0) if fixed else None
 
 
 def _exact_distance_matrix(

@@ -1,4 +1,5 @@
-"""Point sets: seeded generators, CSV/NPY files, and the checks that make a file usable.
+"""Point sets: seeded generators, CSV/NPY files, drawn points, and the checks that make a
+file usable.
 
 Every point set is an ``(N, D)`` float64 numpy array, one row per point. Generators are
 seeded (same name, N, D and seed = same points) and never touch the global random state.
@@ -16,6 +17,7 @@ import numpy as np
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.config import MAX_POINTS, MAX_SEED, POINT_GENERATORS
+from gradviz.core.settings.drawn import is_drawn, parse_drawn
 from gradviz.core.settings.table import FILE_PREFIX
 
 #: The largest point file we read, in bytes.
@@ -151,7 +153,10 @@ _MIN_DIM = {"circle": 2, "spiral": 2, "helix": 3, "moons": 2}
 
 # ---- specs ----------------------------------------------------------------------------------
 def resolve_points(spec: str, n: int, dim: int, seed: int = 0) -> np.ndarray:
-    """Points for a spec: a generator name (uses n, dim, seed) or ``file:PATH`` (sets N, D)."""
+    """Points for a spec: a generator name (uses n, dim, seed), ``file:PATH`` or drawn
+    points ``drawn:x,y x,y ...`` (these two set N and D)."""
+    if is_drawn(spec):
+        return np.array(parse_drawn(spec), dtype=np.float64)
     if spec.startswith(FILE_PREFIX):
         path = spec[len(FILE_PREFIX) :]
         if not path:

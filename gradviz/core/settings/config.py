@@ -72,8 +72,9 @@ class FitConfig:
     masked method), and the same for ``gradviz fit`` and for keys an experiment file leaves
     out: one set of defaults everywhere.
 
-    ``target`` and ``init`` are a generator name or ``file:PATH`` (CSV or NPY); ``init`` may
-    also be ``random`` (seeded standard normal). A file sets N and D. ``net`` is a network
+    ``target`` and ``init`` are a generator name, ``file:PATH`` (CSV or NPY) or drawn points
+    (``drawn:x,y x,y ...``); ``init`` may also be ``random`` (seeded standard normal). A file
+    or drawn points set N and D. ``net`` is a network
     spec (``8-64-3:tanh``) that produces the coordinates from seeded per-point features, or
     None for free coordinates. Each field's ``setting(...)`` is its row in the settings
     table (gradviz.core.settings.table): the form, the CLI and experiment files read it.
@@ -88,7 +89,8 @@ class FitConfig:
         accepts_file=True,
         editor="points",
         metavar="SPEC",
-        cli_help="generator name or file:PATH (CSV/NPY; sets N and D)",
+        cli_help="generator name, file:PATH (CSV/NPY) or drawn:x,y x,y ... (points "
+        "written out); a file or drawn points set N and D",
     )
     n: int = setting(
         200,

@@ -1,9 +1,10 @@
 """Experiment files: a run's settings as JSON, so an experiment can be shared and reopened.
 
-Format: ``{"fit": {FitConfig fields}, "display": {LiveSettings fields}}``; a bare object of
-FitConfig fields is accepted too. Unknown settings, values of the wrong type and values
-outside their limits or choices are errors, never silently ignored: the checks are the
-settings table's (gradviz.core.settings.table), the same ones the CLI applies.
+Format: ``{"fit": {FitConfig fields}, "display": {LiveSettings fields}}``, with an optional
+``"description"``: one line saying what the experiment shows (File > Examples lists it); a
+bare object of FitConfig fields is accepted too. Unknown settings, values of the wrong type
+and values outside their limits or choices are errors, never silently ignored: the checks
+are the settings table's (gradviz.core.settings.table), the same ones the CLI applies.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def experiment_from_dict(
     display = data.get("display", {}) if sectioned else {}
     if not isinstance(fit_part, dict) or not isinstance(display, dict):
         raise GradvizError(f'In {source}, "fit" and "display" must be JSON objects.')
+    if sectioned and not isinstance(data.get("description", ""), str):
+        raise GradvizError(f'In {source}, "description" must be a text (one line).')
     try:
         config = settings_from_dict(FitConfig, fit_part)
         live = settings_from_dict(LiveSettings, display, what="display setting")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.drawn import DRAWN_PREFIX, is_drawn, parse_drawn
 
 #: The key under which a field's SettingInfo lives in ``dataclasses.Field.metadata``.
 METADATA_KEY = "gradviz"
@@ -43,9 +44,10 @@ class SettingInfo:
     and, unless ``cli_help`` is given, the CLI's help. group: the form's section. live: a
     change applies to a running run (False: the run must be reset). limits: inclusive
     (low, high) for numbers. choices: allowed values, each with a one-line explanation;
-    ``accepts_file`` also allows ``file:PATH``. editor: "" picks the form's editor from the
-    type and choices; "network" and "device" name the form's custom editors, and "points"
-    adds the point-set gallery to a choice of generators that accepts files. flag,
+    ``accepts_file`` also allows ``file:PATH`` and ``drawn:x,y x,y ...`` (drawn points).
+    editor: "" picks the form's editor from the type and choices; "network" and "device"
+    name the form's custom editors, and "points" adds the point-set gallery to a choice of
+    generators that accepts files. flag,
     metavar, cli_help: the CLI option where it differs from ``--name`` and the tooltip.
     unset: what leaving an optional setting unset (None) does, in words; ``--help`` gives
     it as the default and the form's tooltip says it.
@@ -167,8 +169,11 @@ def check_settings(instance: Any) -> Any:
 def _check_choice(row: Setting, value: Any) -> None:
     if value in row.info.choices or (row.info.accepts_file and _is_file(value)):
         return
+    if row.info.accepts_file and is_drawn(value):
+        parse_drawn(value)  # GradvizError names the first point that is not one
+        return
     names = ", ".join(row.info.choices)
-    also = f", or {FILE_PREFIX}PATH" if row.info.accepts_file else ""
+    also = f", {FILE_PREFIX}PATH or {DRAWN_PREFIX}x,y x,y ..." if row.info.accepts_file else ""
     raise GradvizError(f"Unknown {row.name} {value!r}; choose one of: {names}{also}.")
 
 

@@ -172,7 +172,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.actions["save_network"])
         file_menu.addSeparator()
         file_menu.addAction(self.actions["quit"])
-        edit_menu = bar.addMenu("&Edit")
+        self.edit_menu = edit_menu = bar.addMenu("&Edit")
         edit_menu.addAction(self.actions["copy_command"])
         edit_menu.addAction(self.actions["copy_experiment"])
         self.run_menu = run_menu = bar.addMenu("&Run")

@@ -1,8 +1,8 @@
 """The setup form's editors beside its parameter tree: the network editor of each network
 setting and the point-set gallery of each point setting, and how they follow the form.
 
-A change in the form may change other settings: a point file decides N and D (shown
-read-only while it does), and a network's output width follows D. ``follow(names)`` makes
+A change in the form may change other settings: a point file or drawn points decide N and
+D (shown read-only while they do), and a network's output width follows D. ``follow(names)`` makes
 those changes after the user changed ``names`` and returns the settings it changed too, so
 the form says ``changed`` for each; ``shown()`` brings every editor up to date after the form
 was filled (an experiment, a recording) without a change signal.
@@ -15,9 +15,16 @@ from typing import Any
 from PySide6.QtWidgets import QWidget
 
 from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.drawn import is_drawn, parse_drawn
 from gradviz.core.settings.table import settings_of
 from gradviz.gui.widgets.form_network import FormNetwork
-from gradviz.gui.widgets.form_points import SET_BY_FILE, FormPoints, file_of, read_point_file
+from gradviz.gui.widgets.form_points import (
+    SET_BY_DRAWING,
+    SET_BY_FILE,
+    FormPoints,
+    file_of,
+    read_point_file,
+)
 
 
 class FormEditors:
@@ -26,12 +33,14 @@ class FormEditors:
     ``form`` gives ``param(name)``, ``point_spec(name)`` (a point setting as the run takes
     it; GradvizError where not valid), ``quietly()`` (a context in which the form says no
     ``changed``) and ``config_class``, whose settings table names the editors.
-    ``network_value`` and ``file_value`` are the choices that pick a network and a file.
+    ``network_value``, ``file_value`` and ``drawn_value`` are the choices that pick a
+    network, a point file and drawn points.
     """
 
-    def __init__(self, form: Any, network_value: str, file_value: str) -> None:
+    def __init__(self, form: Any, network_value: str, file_value: str, drawn_value: str):
         self.form = form
         self.network_value = network_value
+        self.drawn_value = drawn_value
         self.rows = {row.name: row for row in settings_of(form.config_class)}
         editors = {name: row.info.editor for name, row in self.rows.items()}
         self.networks = {n: self._network(n) for n, e in editors.items() if e == "network"}
@@ -50,11 +59,22 @@ class FormEditors:
             param(f"{name}_file").setValue(path)
             param(name).setValue(file_value)
 
+        def use_drawn(spec: str) -> None:
+            # One change for the form: the drawn points quietly, then the choice (which
+            # says it); or, already drawing, the points alone.
+            if param(name).value() == self.drawn_value:
+                param(f"{name}_drawn").setValue(spec)
+                return
+            with self.form.quietly():
+                param(f"{name}_drawn").setValue(spec)
+            param(name).setValue(self.drawn_value)
+
         return FormPoints(
             lambda key: param(key).value(),
             lambda: self.form.point_spec(name),
             lambda generator: param(name).setValue(generator),
             use_file,
+            use_drawn,
         )
 
     def widgets(self) -> dict[str, QWidget]:
@@ -76,7 +96,8 @@ class FormEditors:
         """After the user changed ``names``: the settings that follow them, changed too."""
         changed = self.follow_point_files()
         changed |= self.networks_follow_dim(names | changed)
-        redraw = {"n", "dim", "seed", *self.points, *(f"{p}_file" for p in self.points)}
+        redraw = {"n", "dim", "seed", *self.points}
+        redraw |= {f"{p}_{kind}" for p in self.points for kind in ("file", "drawn")}
         if (names | changed) & redraw:
             for points in self.points.values():
                 points.schedule()
@@ -87,21 +108,26 @@ class FormEditors:
         self.networks[name].show_text(text)
 
     def follow_point_files(self) -> set[str]:
-        """N and D as the first point file among the settings (a file decides them), shown
-        read-only while a file sets them; the names changed."""
+        """N and D as the first point file or drawn set among the settings (they decide
+        them), shown read-only while they do; the names changed."""
         shape, source = None, ""
         for name in (name for name, row in self.rows.items() if row.info.accepts_file):
             try:
-                path = file_of(self.form.point_spec(name))
+                spec = self.form.point_spec(name)
+                path = file_of(spec)
                 if path is not None:
-                    shape, source = read_point_file(path).shape, path
+                    shape, source = read_point_file(path).shape, SET_BY_FILE.format(path=path)
+                    break
+                if is_drawn(spec):
+                    points = parse_drawn(spec)
+                    shape, source = (len(points), len(points[0])), SET_BY_DRAWING
                     break
             except GradvizError:
                 continue  # the problem line names it
         changed = set()
         for name, value in zip(("n", "dim"), shape or (None, None), strict=True):
             param = self.form.param(name)
-            tip = SET_BY_FILE.format(path=source) if shape else self.rows[name].info.tooltip
+            tip = source if shape else self.rows[name].info.tooltip
             param.setOpts(readonly=shape is not None, tip=tip)
             if value is not None and param.value() != value:
                 with self.form.quietly():

@@ -1,10 +1,12 @@
-"""The setup form's point set: its gallery, the N and D a point file sets, and saving the
-points shown.
+"""The setup form's point set: its gallery, the N and D a point file sets, points drawn by
+hand, and saving the points shown.
 
 A point file (CSV or NPY) decides N and D of the run, so the form shows the file's: the
 N and D boxes take its shape and are read-only while a file is the target (or, fitting free
 coordinates, the initial coordinates); the network's output width follows D (form_network).
-A file that cannot be read is named in the form's problem line, in one sentence.
+A file that cannot be read is named in the form's problem line, in one sentence. Drawn
+points (the gallery's "drawn" canvas, 2-D) are the target ``drawn:x,y x,y ...`` and decide
+N and D alike; each finished edit on the canvas changes the target, so the run follows it.
 """
 
 from __future__ import annotations
@@ -20,12 +22,18 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.pointsets import generate, load_points, save_points
 from gradviz.core.settings.config import POINT_GENERATORS
+from gradviz.core.settings.drawn import format_drawn, is_drawn, parse_drawn
 from gradviz.core.settings.table import FILE_PREFIX
-from gradviz.gui.widgets.point_gallery import PointSetGallery, thumbnail_points
+from gradviz.gui.widgets.point_drawing import DECIMALS
+from gradviz.gui.widgets.point_gallery import PointSetGallery, project, thumbnail_points
 
 POINT_FILES = "Point sets (*.csv *.npy)"
 SAVE_FILES = "CSV (*.csv);;NumPy (*.npy)"
 SET_BY_FILE = "Set by the point file ({path}); choose a generator to change it."
+SET_BY_DRAWING = "Set by the drawn points; draw, or choose a generator, to change it."
+#: A drawing starts from the set shown where it has at most this many points (else a ring).
+MAX_START_POINTS = 200
+START_RING = 12  # points of the ring a drawing starts from otherwise
 
 
 def read_point_file(path: str) -> np.ndarray:
@@ -54,8 +62,8 @@ class FormPoints:
     """The gallery of setting ``target`` of a SetupForm.
 
     ``value(name)`` reads a form parameter, ``spec()`` is the target as the run takes it
-    (a generator name or ``file:PATH``; GradvizError where not valid yet); ``pick(name)``
-    and ``use_file(path)`` set it as the user would.
+    (a generator name, ``file:PATH`` or ``drawn:...``; GradvizError where not valid yet);
+    ``pick(name)``, ``use_file(path)`` and ``use_drawn(spec)`` set it as the user would.
     """
 
     def __init__(
@@ -64,12 +72,16 @@ class FormPoints:
         spec: Callable[[], str],
         pick: Callable[[str], None],
         use_file: Callable[[str], None],
+        use_drawn: Callable[[str], None],
         parent: QWidget | None = None,
     ) -> None:
         self._value, self._spec, self._pick, self._use_file = value, spec, pick, use_file
+        self._use_drawn = use_drawn
         self.gallery = PointSetGallery(POINT_GENERATORS, parent)
         self.gallery.picked.connect(self._pick)
         self.gallery.fileWanted.connect(self.ask_file)
+        self.gallery.drawnWanted.connect(self.start_drawing)
+        self.gallery.drawing.edited.connect(lambda points: self._use_drawn(format_drawn(points)))
         self.gallery.saveWanted.connect(self.ask_save)
         self._drawn: tuple | None = None  # the (N, D, seed) the thumbnails show
         self._timer = QTimer(self.gallery)
@@ -95,6 +107,9 @@ class FormPoints:
         A ``preview`` of a very large generated set holds as many points as a thumbnail."""
         try:
             spec = self._spec()
+            if is_drawn(spec):
+                points = np.array(parse_drawn(spec), dtype=np.float64)
+                return points, f"drawn: {len(points):,} points in {points.shape[1]}-D"
             path = file_of(spec)
             if path is not None:
                 points = read_point_file(path)
@@ -108,6 +123,14 @@ class FormPoints:
         except GradvizError as exc:
             return None, str(exc)
         return points, f"{spec}: {POINT_GENERATORS.get(spec, '')}; {note}"
+
+    def start_drawing(self) -> None:
+        """Draw: from the set shown, in 2-D as the thumbnails draw it, where it is small
+        enough to edit by hand (else from a ring of START_RING points)."""
+        points, _ = self.points()
+        if points is None or len(points) > MAX_START_POINTS:
+            points = generate("circle", START_RING, 2)
+        self._use_drawn(format_drawn(np.round(project(points), DECIMALS)))
 
     def ask_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

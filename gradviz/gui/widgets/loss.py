@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from gradviz.core.common.health import Health
 from gradviz.core.common.step_series import nonfinite_stretches
 from gradviz.gui.widgets import axes, palette
+from gradviz.gui.widgets.loss_earlier import EarlierCurves
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label
 from gradviz.gui.widgets.plot_csv import set_csv_data
@@ -35,7 +36,8 @@ class LossView(QWidget):
     Only finite, positive losses reach the log axis. Steps whose loss is NaN or Inf are drawn
     as marks at the plot's edge (``NonfiniteMarks``, as on the Runs page: NaN and +Inf at the
     top, -Inf at the bottom), and a dashed line marks the first one. The classical-MDS loss
-    (the best reachable loss, when known) is a horizontal line.
+    (the best reachable loss, when known) is a horizontal line. The last few runs before
+    this one may be drawn faint beneath it (``earlier``, set by the lab).
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -67,6 +69,8 @@ class LossView(QWidget):
         self.curve.setClipToView(True)
         self.curve.setDownsampling(auto=True, method="peak")
         self.marks = NonfiniteMarks(self.plot, "loss")
+        # The runs before this one, faint (set by the lab; a new run does not clear them).
+        self.earlier = EarlierCurves(self.plot)
         self.first_bad_line = pg.InfiniteLine(
             angle=90,
             pen=pg.mkPen(_NONFINITE_COLOUR, width=1, style=Qt.PenStyle.DashLine),

@@ -1,5 +1,6 @@
 """The point-set gallery: a thumbnail of every generator, drawn by the generator itself at the
-form's N, D and seed, plus "file…"; the one picked is previewed larger, with its words.
+form's N, D and seed, plus "file…" and "drawn"; the one picked is previewed larger, with its
+words. "drawn" opens a canvas under the thumbnails on which the points are drawn by hand.
 
 Thumbnails show what ``gradviz.core.lab.pointsets.generate`` makes (no picture is shipped):
 the points as they are in 1-D (against their index) and 2-D, on their two principal axes
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.pointsets import generate
 from gradviz.gui.widgets.geometry import pca_projection
+from gradviz.gui.widgets.point_drawing import PointDrawing
 
 #: Points generated for a thumbnail at most (rows x D).
 MAX_VALUES = 400_000
@@ -35,6 +37,7 @@ MAX_VALUES = 400_000
 MAX_DRAWN = 1_500
 THUMB, PREVIEW = 38, 64  # pixels
 FILE = "file…"
+DRAWN = "drawn"
 _DOT = "#E69F00"  # the target's colour in the points view
 
 
@@ -96,12 +99,14 @@ def thumbnail_points(name: str, n: int, dim: int, seed: int) -> tuple[np.ndarray
 class PointSetGallery(QWidget):
     """Thumbnails of ``generators`` (name -> one line) and "file…"; see the module docstring.
 
-    ``picked(name)`` when the user picks a generator; ``fileWanted`` for "file…"; the form
+    ``picked(name)`` when the user picks a generator; ``fileWanted`` for "file…",
+    ``drawnWanted`` for "drawn" (the canvas ``drawing`` then edits the points); the form
     sets what is picked and the points shown with ``show_set``.
     """
 
     picked = Signal(str)
     fileWanted = Signal()
+    drawnWanted = Signal()
     saveWanted = Signal()
 
     def __init__(self, generators: dict[str, str], parent: QWidget | None = None) -> None:
@@ -114,12 +119,12 @@ class PointSetGallery(QWidget):
         grid = QGridLayout()
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setSpacing(2)
-        names = [*self.generators, FILE]
+        names = [*self.generators, FILE, DRAWN]
         columns = 5
         for k, name in enumerate(names):
             button = QToolButton()
             button.setObjectName(f"points-{name}")
-            button.setText(name if name != FILE else "file…")
+            button.setText(name)
             button.setCheckable(True)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextUnderIcon)
             button.setIconSize(QSize(THUMB, THUMB))
@@ -130,6 +135,13 @@ class PointSetGallery(QWidget):
             button.clicked.connect(lambda _checked=False, name=name: self._on_clicked(name))
         self.buttons[FILE].setIcon(QIcon(draw_points(None, THUMB, "CSV or NPY")))
         self.buttons[FILE].setToolTip("Points from a CSV or NPY file of shape (N, D)")
+        self.buttons[DRAWN].setIcon(QIcon(draw_points(None, THUMB, "draw")))
+        self.buttons[DRAWN].setToolTip(
+            "Points drawn by hand in 2-D: click to add, drag to move, Delete to remove"
+        )
+        self.drawing = PointDrawing()
+        self.drawing.setObjectName("points-drawing")
+        self.drawing.hide()
         self.preview = QLabel()
         self.preview.setObjectName("points-preview")
         self.preview.setFixedSize(PREVIEW, PREVIEW)
@@ -152,6 +164,7 @@ class PointSetGallery(QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(4)
         layout.addLayout(grid)
+        layout.addWidget(self.drawing)
         layout.addLayout(row)
 
     def draw_generators(self, n: int, dim: int, seed: int) -> None:
@@ -177,6 +190,12 @@ class PointSetGallery(QWidget):
         button = self.buttons.get(picked)
         if button is not None:
             button.setChecked(True)
+        drawn = picked == DRAWN and points is not None and points.shape[1] == 2
+        if drawn and not np.array_equal(points, self.drawing.points):
+            self.drawing.set_points(points)  # put in from outside (not an edit on it)
+        self.drawing.setVisible(drawn)
+        if drawn:
+            self.buttons[DRAWN].setIcon(QIcon(draw_points(points, THUMB)))
         self.preview.setPixmap(draw_points(points, PREVIEW, "no points"))
         self.caption.setText(caption)
         self.save_button.setEnabled(points is not None)
@@ -184,6 +203,8 @@ class PointSetGallery(QWidget):
     def _on_clicked(self, name: str) -> None:
         if name == FILE:
             self.fileWanted.emit()
+        elif name == DRAWN:
+            self.drawnWanted.emit()
         else:
             self.picked.emit(name)
 
@@ -195,4 +216,5 @@ class PointSetGallery(QWidget):
             "offered": [n for n, b in self.buttons.items() if b.isEnabled()],
             "notes": dict(self.notes),
             "caption": self.caption.text(),
+            "drawing": self.drawing.readouts() if self.drawing.isVisibleTo(self) else None,
         }

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QTreeWidget, QVBoxLayout, QWidget
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.nets.networks import NetworkSpec
 from gradviz.core.settings.config import FitConfig, LiveSettings
+from gradviz.core.settings.drawn import is_drawn, parse_drawn
 from gradviz.core.settings.table import (
     FILE_PREFIX,
     Setting,
@@ -40,6 +41,7 @@ __all__ = ["DEFAULT_EXPERIMENT", "LiveSettings", "SetupForm", "needs_reset"]
 DEFAULT_EXPERIMENT = FitConfig()
 
 FILE_CHOICE = "file…"
+DRAWN_CHOICE = "drawn"  # points drawn by hand (a point setting with a gallery)
 FREE, NETWORK = "free coordinates", "network"
 _KIND = {int: "int", float: "float", bool: "bool", str: "str"}
 
@@ -60,7 +62,7 @@ class SetupForm(QWidget):
         self._rows = {row.name: row for rows in groups.values() for row in rows}
         self._updating = False
         # The network editors and point galleries: rows of the tree, under their settings.
-        self.editors = FormEditors(self, NETWORK, FILE_CHOICE)
+        self.editors = FormEditors(self, NETWORK, FILE_CHOICE, DRAWN_CHOICE)
         widgets = self.editors.widgets()
         self.root = ptree.Parameter.create(
             name="setup",
@@ -266,6 +268,9 @@ class SetupForm(QWidget):
             param.setValue(NETWORK if value else FREE)
             if value:
                 self.param(f"{row.name}_spec").setValue(value)
+        elif row.info.accepts_file and is_drawn(value) and row.info.editor == "points":
+            self.param(f"{row.name}_drawn").setValue(value)
+            param.setValue(DRAWN_CHOICE)
         elif row.info.accepts_file:
             is_file = value.startswith(FILE_PREFIX)
             param.setValue(FILE_CHOICE if is_file else value)
@@ -283,6 +288,13 @@ class SetupForm(QWidget):
 
     def _point_source(self, row: Setting) -> str:
         choice = self.param(row.name).value()
+        if choice == DRAWN_CHOICE:
+            spec = str(self.param(f"{row.name}_drawn").value())
+            try:
+                parse_drawn(spec)
+            except GradvizError as exc:
+                raise GradvizError(f"The {row.title}: {exc}") from None
+            return spec
         if choice != FILE_CHOICE:
             return choice
         path = str(self.param(f"{row.name}_file").value() or "").strip()
@@ -323,7 +335,7 @@ class SetupForm(QWidget):
         self._sync_visibility()
         self._validate()
         for name in sorted(names):
-            field = name.removesuffix("_file").removesuffix("_spec")
+            field = name.removesuffix("_file").removesuffix("_spec").removesuffix("_drawn")
             self.changed.emit(field)
 
     def _on_net_spec_typing(self, param, text: str) -> None:
@@ -402,9 +414,13 @@ def _params_for(row: Setting, widgets: dict[str, QWidget]) -> list[dict[str, Any
         return [{**param, "type": "list", "limits": ["auto"]}]
     if info.choices is not None:
         limits = list(info.choices) + ([FILE_CHOICE] if info.accepts_file else [])
+        limits += [DRAWN_CHOICE] if info.editor == "points" else []
         param.update(type="list", limits=limits, tip=_choice_tip(row, row.default))
         params = [param, _file_param(row)] if info.accepts_file else [param]
         if info.editor == "points":
+            # The drawn points as the run takes them (drawn:x,y ...), edited on the canvas.
+            params.append({"name": f"{row.name}_drawn", "type": "str", "value": "",
+                           "visible": False})  # fmt: skip
             params.append(embedded(f"{row.name}_gallery", widgets[f"{row.name}_gallery"]))
         return params
     param["type"] = _KIND[row.kind]

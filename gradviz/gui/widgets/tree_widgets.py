@@ -45,6 +45,10 @@ class EmbeddedItem(ptree.ParameterItem):
         height = max(height, self.widget.minimumSizeHint().height())
         if self.sizeHint(0).height() != height:
             self.setSizeHint(0, QSize(width, height))
+            if tree is not None:
+                # The tree keeps its rows' old heights (and draws the rows under this one
+                # over it) until it lays them out again.
+                tree.doItemsLayout()
 
     def optsChanged(self, param, opts) -> None:  # noqa: N802 - pyqtgraph's name
         super().optsChanged(param, opts)

@@ -103,9 +103,17 @@ class LabController(QObject):
             self.form, self.session, self.recordings.recorded, self
         )
         self.recordings.shown.connect(self._on_recording_shown)
+        from gradviz.gui.pages.lab.instant_edits import InstantEdits
+
+        self.instant_edits = InstantEdits(
+            self.session, self.form, self.window, views, self.experiments,
+            self._fitting_config, self.setup_focus.source_config,
+        )  # fmt: skip
         from gradviz.gui.pages.lab.network_gradients import NetworkGradients
 
-        self.network_gradients = NetworkGradients(self.session, self.form, self)
+        self.network_gradients = NetworkGradients(
+            self.session, self.form, self, self.instant_edits.earlier.config_of
+        )
         self._form_filled_by: object | None = None  # the opened recording that filled the form
         from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
 
@@ -143,7 +151,6 @@ class LabController(QObject):
         self.window.explorer.failed.connect(self._on_explorer_failed)
         a["reset_layout"].triggered.connect(self.window.reset_layout)
         self.experiments = ExperimentFiles(self.window, self.form, self.settings, self.show_error)
-        self.experiments.opened.connect(self.reset)
         self.models = ModelActions(self.window, self.settings, self.session, self.show_error)
         self.form.changed.connect(self._on_setting_changed)
         self.enter_leaves_field = EnterLeavesField(self.window.docks["setup"], self.window)
@@ -248,8 +255,8 @@ class LabController(QObject):
 
     def _run_differs_from_form(self) -> bool:
         """A run waiting at step 0 (not started) made with other settings than the form
-        shows: the form was set from a lab recording meanwhile. (Changed settings reset a
-        waiting run at once; a going run keeps its own, as the user answered.)"""
+        shows: the form was set from a lab recording meanwhile. (Changed settings restart
+        the run at once where they can run.)"""
         session = self.session
         if session.worker is None or session.state is not RunState.READY:
             return False
@@ -320,13 +327,7 @@ class LabController(QObject):
             return
         if self.form.problem_text or not self.torch_ready:
             return  # the form shows what is wrong; nothing to apply yet
-        if self.session.state.going and not self.confirm(
-            "Reset the run?",
-            f"Changing the {self.form.change_title(name, self.session.config)} needs a fresh "
-            "run. Reset now? (No keeps the current run; the change applies at the next Reset.)",
-        ):
-            return
-        self.reset()
+        self.instant_edits.restart()  # at once, in place: Edit > Undo brings the setup back
 
     def confirm(self, title: str, question: str) -> bool:
         """Ask the user a yes/no question (tests replace this)."""

@@ -1,4 +1,5 @@
-"""File > Open experiment, Save experiment and the recent-experiments menu of the lab.
+"""File > Open experiment, Save experiment, the recent-experiments menu and File > Examples
+of the lab.
 
 An experiment file is the setup form's settings as JSON (``gui.experiments``). Opening one
 fills the form; the lab then resets to its step 0 (``opened``), so the run on screen is
@@ -50,6 +51,9 @@ class ExperimentFiles(QObject):
         window.actions["copy_experiment"].triggered.connect(self.copy_line)
         window.recentChosen.connect(self.open)
         window.set_recent_files(self.recent.read())
+        from gradviz.gui.pages.lab.examples_menu import ExamplesMenu
+
+        self.examples = ExamplesMenu(window, form, self.opened.emit)  # File > Examples
 
     @Slot(str)
     def open(self, path: str) -> None:

@@ -4,18 +4,32 @@ a recorded step), drawn where that run's network is the one in the editor."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, Slot
 
+from gradviz.core.lab.snapshot import Snapshot
+from gradviz.core.settings.config import FitConfig
 from gradviz.gui.pages.lab.session import RunSession
 from gradviz.gui.widgets.settings_form import SetupForm
 
 
 class NetworkGradients(QObject):
-    """Feeds ``form``'s network editors the gradients of ``session``'s snapshot on screen."""
+    """Feeds ``form``'s network editors the gradients of ``session``'s snapshot on screen.
 
-    def __init__(self, session: RunSession, form: SetupForm, parent: QObject | None = None):
+    ``config_of(snapshot)`` names the settings of a snapshot of an earlier run of the lab
+    (the last good frame put back after a new run failed), None where not known.
+    """
+
+    def __init__(
+        self,
+        session: RunSession,
+        form: SetupForm,
+        parent: QObject | None = None,
+        config_of: Callable[[Snapshot], FitConfig | None] = lambda _snapshot: None,
+    ):
         super().__init__(parent)
-        self.session, self.form = session, form
+        self.session, self.form, self.config_of = session, form, config_of
         session.snapshotShown.connect(self._on_shown)
         session.cleared.connect(self._on_cleared)
         form.changed.connect(self._on_form_changed)
@@ -25,7 +39,8 @@ class NetworkGradients(QObject):
         session = self.session
         own = snapshot.generation == session.generation and session.config is not None
         # A snapshot of another source (a recording) names no run of the lab's.
-        run_net = session.config.net if own else None
+        config = session.config if own else self.config_of(snapshot)
+        run_net = config.net if config is not None else None
         self.form.show_network_gradients(snapshot, run_net)
 
     @Slot()

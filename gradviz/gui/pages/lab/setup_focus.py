@@ -6,8 +6,8 @@ run stopped for a recording, the live run again after a recording), the form is 
 source's settings: a live run's as it runs them (``RunSession.settings_now``, learning-rate
 changes included), a lab recording's as it was made with. A change the user makes applies
 at once where it can (the lab resets to it), so the form again describes what is shown;
-where it cannot (the user kept a going run, torch is still loading, a value is not valid
-yet) the form keeps the user's values and says, under them, which ones differ from the run
+where it cannot (torch is still loading, a value is not valid yet, the run would not fit
+in memory) the form keeps the user's values and says, under them, which ones differ from the run
 shown: they are the next run's. The form is never beside data it silently contradicts, and
 no second path has to remember to fill it: every source reaches the views through
 ``RunSession.show``, and this listens there.

@@ -176,6 +176,7 @@ class LossCurveView(LabView):
             "last_step": int(steps[-1]) if len(steps) else None,
             "last_loss": last,
             "nonfinite_steps": [int(k) for k in self.widget.nonfinite_steps()[:20]],
+            "earlier_runs": self.widget.earlier.readouts(),  # faint, newest first
         }
 
 

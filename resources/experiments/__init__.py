@@ -1,0 +1,1 @@
+"""The bundled example experiments (File > Examples), installed as ``gradviz.examples``."""

@@ -1,0 +1,155 @@
+"""Points drawn by hand in the point-set gallery: click to add, drag to move, select and
+Delete to remove; the target, N, D and the network follow, and the lab's run and its target
+distance matrix follow the drawing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from fixtures_app import RUN_TIMEOUT_MS, isolated_settings, make_lab, small  # noqa: F401
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
+
+from gradviz.core.lab.pointsets import generate
+from gradviz.core.settings.config import FitConfig
+from gradviz.core.settings.drawn import format_drawn, parse_drawn
+from gradviz.gui.widgets.point_gallery import project
+from gradviz.gui.widgets.settings_form import SetupForm
+
+LEFT, NONE = Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton
+
+
+def pixel_of(canvas, x: float, y: float) -> QPoint:
+    """Where the point (x, y) of the drawing is on the canvas's viewport."""
+    scene = canvas.box.mapViewToScene(QPointF(x, y))
+    return canvas.view.mapFromScene(scene)
+
+
+def _send(widget, kind, pos: QPoint, button, buttons) -> None:
+    where = QPointF(pos)
+    event = QMouseEvent(kind, where, QPointF(widget.mapToGlobal(pos)), button, buttons,
+                        Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    QApplication.sendEvent(widget, event)
+
+
+def click(canvas, pos: QPoint) -> None:
+    viewport = canvas.view.viewport()
+    _send(viewport, QEvent.Type.MouseButtonPress, pos, LEFT, LEFT)
+    _send(viewport, QEvent.Type.MouseButtonRelease, pos, LEFT, NONE)
+
+
+def drag(canvas, start: QPoint, end: QPoint, steps: int = 8) -> None:
+    """Press at ``start``, move in steps with the button held, release at ``end``."""
+    viewport = canvas.view.viewport()
+    _send(viewport, QEvent.Type.MouseButtonPress, start, LEFT, LEFT)
+    for k in range(1, steps + 1):
+        at = start + (end - start) * (k / steps)
+        _send(viewport, QEvent.Type.MouseMove, at, NONE, LEFT)
+    _send(viewport, QEvent.Type.MouseButtonRelease, end, LEFT, NONE)
+
+
+def view_of(canvas, pos: QPoint) -> tuple[float, float]:
+    """The drawing's coordinates under viewport pixel ``pos`` (as the canvas maps it)."""
+    where = canvas.box.mapSceneToView(canvas.view.mapToScene(pos))
+    return where.x(), where.y()
+
+
+@pytest.fixture
+def form(qtbot):
+    form = SetupForm(FitConfig(target="moons", n=20, dim=3, seed=4, net="8-16-3:tanh"))
+    qtbot.addWidget(form)
+    form.resize(360, 1400)
+    form.show()
+    qtbot.waitExposed(form)
+    return form
+
+
+def start_drawing(qtbot, form):
+    points = form.point_gallery()
+    qtbot.mouseClick(points.gallery.buttons["drawn"], LEFT)
+    points.refresh()
+    canvas = points.gallery.drawing
+    qtbot.waitUntil(lambda: canvas.isVisible() and canvas.view.height() > 100)
+    return canvas
+
+
+def test_drawing_starts_from_the_set_shown_and_sets_n_d_and_the_network(qtbot, form):
+    shown = generate("moons", 20, 3, 4)
+    canvas = start_drawing(qtbot, form)
+    config = form.config()
+    expected = np.round(project(shown), 4)
+    assert np.array_equal(np.array(parse_drawn(config.target)), expected)
+    assert (config.n, config.dim, config.net) == (20, 2, "8-16-2:tanh")
+    assert form.param("n").readonly() and form.param("dim").readonly()
+    assert np.array_equal(canvas.points, expected)
+    assert form.point_gallery().gallery.readouts()["caption"] == "drawn: 20 points in 2-D"
+
+
+def test_click_adds_drag_moves_and_delete_removes_a_point(qtbot, form):
+    canvas = start_drawing(qtbot, form)
+    before = canvas.points
+    # A click away from every point adds one there.
+    (x0, x1), (y0, y1) = canvas.box.viewRange()
+    empty = pixel_of(canvas, x0 + 0.1 * (x1 - x0), y0 + 0.1 * (y1 - y0))
+    changed: list[str] = []
+    form.changed.connect(changed.append)
+    click(canvas, empty)
+    assert changed == ["n", "target"]  # the target, and N that follows it
+    added = np.round(view_of(canvas, empty), 4)
+    points = np.array(parse_drawn(form.config().target))
+    assert len(points) == 21 and form.config().n == 21
+    assert np.allclose(points[-1], added, atol=1e-4)
+    # A drag from point 3 moves it where the mouse lets go; the others stay.
+    start = pixel_of(canvas, *before[3])
+    end = start + QPoint(40, -30)
+    drag(canvas, start, end)
+    points = np.array(parse_drawn(form.config().target))
+    assert np.allclose(points[3], view_of(canvas, end), atol=1e-4)
+    assert np.array_equal(np.delete(points, 3, axis=0)[:19], np.delete(before, 3, axis=0))
+    # Select point 5 and press Delete: it is gone.
+    click(canvas, pixel_of(canvas, *points[5]))
+    assert canvas.selected == 5
+    qtbot.keyClick(canvas, Qt.Key.Key_Delete)
+    after = np.array(parse_drawn(form.config().target))
+    assert np.array_equal(after, np.delete(points, 5, axis=0)) and form.config().n == 20
+
+
+def test_two_points_are_the_fewest_a_drawing_keeps(qtbot, form):
+    canvas = start_drawing(qtbot, form)
+    form.set_config(form.config().with_changes(target=format_drawn([[0, 0], [1, 1]]), n=2))
+    form.point_gallery().refresh()
+    canvas.select(0)
+    assert not canvas.remove_selected()
+    assert "at least 2 points" in canvas.hint.text() and len(parse_drawn(form.config().target)) == 2
+
+
+def test_dragging_a_point_restarts_the_run_and_its_target_matrix_follows(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    twenty = format_drawn(np.round(generate("circle", 20, 2), 4))
+    lab = make_lab(small("safe", target=twenty, n=20, dim=2))
+    canvas = lab.form.point_gallery().gallery.drawing
+    lab.window.docks["setup"].widget().setMinimumHeight(1400)  # room for the canvas
+    lab.form.tree.scrollToItem(next(iter(lab.form.param("target_gallery").items)))
+    qtbot.waitUntil(lambda: canvas.isVisible() and canvas.view.height() > 100)
+    before = canvas.points
+    session = lab.session
+    generation = session.generation
+    start = pixel_of(canvas, *before[0])
+    end = start + QPoint(-35, 25)
+    drag(canvas, start, end)
+    moved = view_of(canvas, end)  # where the mouse let go, in the drawing's coordinates
+    assert session.generation > generation  # restarted at once
+    own = lambda: session.shown is not None and session.shown.generation == session.generation  # noqa: E731
+    qtbot.waitUntil(own, timeout=RUN_TIMEOUT_MS)
+    image = lab.views.views["target"].widget.displayed_image()
+    for j in (1, 7, 13):
+        independent = math.hypot(moved[0] - before[j][0], moved[1] - before[j][1])
+        old = math.hypot(*(before[0] - before[j]))
+        assert abs(float(image[0, j]) - independent) <= 1e-3 * max(1.0, independent)
+        assert abs(independent - old) > 1e-2  # the entry changed with the drag
+    assert lab.form.config().target == session.config.target  # the run is the drawing
