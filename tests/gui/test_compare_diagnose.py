@@ -157,7 +157,7 @@ def test_about_lists_versions_of_gradviz_torch_qt_and_pyqtgraph_and_the_devices(
 
     lab = make_lab()
     lab.window.actions["about"].trigger()
-    dialog = lab.investigations.about_dialog
+    dialog = lab.help.about_dialog
     assert dialog is not None and dialog.isVisible()
     text = dialog.plain_text()
     assert f"gradviz {gradviz.__version__}" in text
@@ -250,7 +250,7 @@ def test_diagnose_pauses_the_compared_runs_and_resumes_them_after(qtbot, make_la
 
 def test_diagnose_holds_the_explorer_computations_and_releases_them_after(qtbot, make_lab):
     lab, panel = _pinned_naive_lab(qtbot, make_lab)
-    explorer = lab.window.explorer
+    explorer = lab.explorer
     worker = explorer._worker.worker
     panel.diagnose_button.click()
     assert worker.held  # anomaly mode is process-wide: no explorer backward meanwhile

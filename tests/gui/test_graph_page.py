@@ -258,7 +258,7 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
     assert {n.kind for n in page.shown.nodes} == {MODULE, PARAMETER}
     assert page.timeline.isHidden()
     page.select_node("m:0")  # the module's weights in the explorer's layer table
-    table = lab.window.model_panel.layers
+    table = lab.models.panel.layers
     assert [table.item(i.row(), 0).text() for i in table.selectionModel().selectedRows()] == ["0"]
 
 

@@ -147,7 +147,7 @@ def test_the_explorer_page_fits_with_a_readable_model_panel(qtbot, make_lab, siz
     window.resize(*size)
     qtbot.waitExposed(window)
     window.pages.show_page(1)
-    explorer, panel = window.explorer, window.model_panel
+    explorer, panel = lab.explorer, lab.models.panel
     qtbot.waitUntil(lambda: explorer.isVisible() and panel.isVisible())
     for _ in range(3):
         QApplication.processEvents()

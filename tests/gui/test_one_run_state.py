@@ -183,7 +183,7 @@ def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
 def test_save_experiment_confirms_in_the_status_bar(make_lab, tmp_path):
     lab = make_lab(small("safe"))
     path = tmp_path / "mine.json"
-    assert lab.save_experiment(str(path))
+    assert lab.experiments.save(str(path))
     assert f"Saved the experiment to {path}" in lab.window.statusBar().currentMessage()
     assert json.loads(path.read_text())["fit"]["method"] == "safe"
 
@@ -243,8 +243,8 @@ def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot
     seen = []
     real = EnterLeavesField.eventFilter
     lab = make_lab(small("safe"))
-    lab.enter_leaves_field.eventFilter = lambda w, e: (
-        seen.append(w) or real(lab.enter_leaves_field, w, e)
+    lab.lab.enter_leaves_field.eventFilter = lambda w, e: (
+        seen.append(w) or real(lab.lab.enter_leaves_field, w, e)
     )
     lab.start()  # frames, paints and timers
     qtbot.waitUntil(lambda: lab.session.latest.step >= 20, timeout=RUN_TIMEOUT_MS)

@@ -252,7 +252,7 @@ def test_the_runs_pages_add_button_also_names_a_directory_that_is_not_a_recordin
     # The open runs inside the Runs page's signal: its error is still said.
     lab.error_dialog = None
     lab.recordings.choose_path = lambda: str(tmp_path)
-    lab.recordings.overlay.addRecordingRequested.emit()
+    lab.runs.overlay.addRecordingRequested.emit()
     assert lab.error_dialog is not None
     assert "is not a gradviz recording" in lab.error_dialog.sentence
 
@@ -301,8 +301,8 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
         written.append(str(tmp_path / f"plot{len(written)}{suffix}"))
         return written[-1]
 
-    lab.recordings.choose_export_path = choose
-    for name, actions in lab.recordings.export_actions.items():
+    lab.exports.choose_path = choose
+    for name, actions in lab.exports.plot_actions.items():
         assert [a.text() for a in actions] == [
             "Export PNG…", "Export SVG…", "Export data as CSV…"
         ], name  # fmt: skip
@@ -314,7 +314,7 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
         assert Path(csv).is_file(), name
     # The loss on the health page's step axis reads back as (column centre, loss) pairs,
     # every logged step's: the NaN loss of step 7 as "nan", and no column of its mark.
-    csv = written[3 * list(lab.recordings.export_actions).index("step_loss") + 2]
+    csv = written[3 * list(lab.exports.plot_actions).index("step_loss") + 2]
     assert Path(csv).read_text().splitlines()[0] == "loss_x,loss_y"
     table = np.loadtxt(csv, delimiter=",", skiprows=1)
     assert np.isnan(data.losses[7])
@@ -326,12 +326,12 @@ def test_view_data_exports_as_npy_and_the_window_as_an_image(qtbot, lab, watch_r
     from PySide6.QtGui import QImage
 
     data = open_and_wait(qtbot, lab, watch_recording)
-    lab.recordings.choose_export_path = lambda _parent, suffix: str(tmp_path / f"out{suffix}")
-    written = lab.recordings._on_export_data()
+    lab.exports.choose_path = lambda _parent, suffix: str(tmp_path / f"out{suffix}")
+    written = lab.exports.export_data()
     assert str(tmp_path / "out.grad_norm.npy") in written
     np.testing.assert_array_equal(np.load(tmp_path / "out.grad_norm.npy"), data.grad_norm)
     np.testing.assert_array_equal(np.load(tmp_path / "out.histograms.npy"), data.histograms)
-    lab.recordings.save_image_action.trigger()
+    lab.exports.save_image_action.trigger()
     image = QImage(str(tmp_path / "out.png"))
     assert (image.width(), image.height()) == (lab.window.width(), lab.window.height())
 
@@ -375,7 +375,7 @@ def test_gui_with_a_directory_that_is_not_a_recording_exits_2(tmp_path):
 def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
     qtbot, lab, watch_recording, fit_recording
 ):
-    overlay = lab.recordings.overlay
+    overlay = lab.runs.overlay
     open_and_wait(qtbot, lab, watch_recording)
     open_and_wait(qtbot, lab, fit_recording)
     assert list(overlay.runs) == [str(watch_recording), str(fit_recording)]

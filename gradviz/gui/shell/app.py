@@ -25,7 +25,7 @@ from gradviz.core.settings.config import FitConfig
 from gradviz.gui.widgets.settings_form import LiveSettings
 
 if TYPE_CHECKING:
-    from gradviz.gui.pages.lab.controller import LabController
+    from gradviz.gui.shell.compose import App
 
 log = logging.getLogger("gradviz")
 
@@ -92,19 +92,11 @@ def build_controller(
     live: LiveSettings | None = None,
     run_factory: Callable[[FitConfig], Any] | None = None,
     log_path: str | None = None,
-) -> LabController:
-    """The lab with its window (not shown) and views; torch is not loaded yet."""
-    from gradviz.gui.pages.lab.controller import LabController
-    from gradviz.gui.pages.lab.views import LabViews
+) -> App:
+    """The app composed: its window (not shown) and every page; torch is not loaded yet."""
+    from gradviz.gui.shell.compose import App
 
-    views = LabViews()
-    return LabController(
-        views,
-        log_path=log_path or str(log_file_path()),
-        run_factory=run_factory,
-        config=config,
-        live=live,
-    )
+    return App(config, live, run_factory, log_path=log_path or str(log_file_path()))
 
 
 class ExceptionHook:
@@ -140,14 +132,14 @@ class ScreenshotDirector(QObject):
     """--screenshot: run the experiment for ``run_for`` seconds after its first frame (on a
     busy machine that frame may take a while), save the window, quit."""
 
-    def __init__(self, controller: LabController, path: str, run_for: float) -> None:
+    def __init__(self, controller: App, path: str, run_for: float) -> None:
         super().__init__()
         self.controller = controller
         self.path = path
         self.run_for = run_for
         self.exit_code = 1
         self._timing = False
-        controller.torchReady.connect(self._on_ready)
+        controller.lab.torchReady.connect(self._on_ready)
         controller.session.snapshotShown.connect(self._on_frame)
         controller.loader.failed.connect(self._on_failed)
         QTimer.singleShot(int(SCREENSHOT_LOAD_TIMEOUT_S * 1000), self._on_timeout)
@@ -238,7 +230,8 @@ def main(
 ) -> int:
     """Open the app; returns the exit code. ``window_size`` (width, height) in pixels
     overrides the remembered size; a screenshot without it is taken at the default size.
-    ``model``: a model file to open; ``page``: the page to show (see graph.launch.PAGES)."""
+    ``model``: a model file to open; ``page``: the page to show (a key of the pages table,
+    ``shell.page_table.PAGES``)."""
     started = time.perf_counter()
     log_path = setup_logging()
     app = create_application()
@@ -294,7 +287,7 @@ def main(
     return director.exit_code if director is not None else int(code)
 
 
-def _open_recording(controller: LabController, path: str, screenshot: str | None, run_for: float):
+def _open_recording(controller: App, path: str, screenshot: str | None, run_for: float):
     """Open ``path`` once the window shows; with ``screenshot``, the director that saves it."""
     director = None
     if screenshot:

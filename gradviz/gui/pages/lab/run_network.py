@@ -10,6 +10,7 @@ to ``ExplorerTab.set_network``, which computes on the explorer's own thread.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Slot
@@ -23,17 +24,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The explorer's page in the window's workspace pages.
-EXPLORER_PAGE = 1
-
 
 class RunNetworkExplorer(QObject):
-    """Connects the ``explore_network`` action of the lab's window to its session."""
+    """Connects the ``explore_network`` action of the lab's window to its session.
+
+    ``show_network(module, label, spec, in_dim, out_dim)`` shows the copy where Jacobians
+    are explored (the app sets it: the Jacobian explorer's page)."""
 
     def __init__(self, session: RunSession, window: MainWindow) -> None:
         super().__init__(session)
         self.session = session
         self.window = window
+        self.show_network: Callable[..., None] | None = None
         self.latest: NetworkCopy | None = None  # the newest copy of the current run
         self.pending = False  # the user asked; the worker has not answered yet
         self.action = window.actions["explore_network"]
@@ -91,18 +93,12 @@ class RunNetworkExplorer(QObject):
 
     def _show(self, network: NetworkCopy | None) -> None:
         self.pending = False
-        if network is None:
+        if network is None or self.show_network is None:
             return
         spec = NetworkSpec.from_json(network.spec_json)
         module = build_module(spec, network.state)
-        self.window.explorer.set_network(
-            module,
-            f"coordinate network of the run at step {network.step:,}",
-            spec,
-            spec.in_dim,
-            spec.out_dim,
-        )
-        self.window.pages.show_page(EXPLORER_PAGE)
+        label = f"coordinate network of the run at step {network.step:,}"
+        self.show_network(module, label, spec, spec.in_dim, spec.out_dim)
 
 
 def build_module(spec: NetworkSpec, state: dict[str, Any]) -> Any:

@@ -1,5 +1,6 @@
 """Connects the model features to the app: menu actions, drops, recent models, the model
-panel's place beside the explorer, and File > Save network."""
+panel (which the Jacobian explorer's page puts beside the explorer), and File > Save
+network."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ SAVE_FILTER = "gradviz model files (*.safetensors)"
 
 
 class ModelActions(QObject):
-    """Owns the ModelOpener of the lab's window and answers the File menu's model entries;
+    """Owns the ModelOpener of the window and answers the File menu's model entries;
     Save network writes the lab session's coordinate network or the opened model.
-    ``choose_save_path`` asks where to save (tests replace it)."""
+    ``choose_save_path`` asks where to save (tests replace it). ``panel`` shows the opened
+    model; ``attach(explorer)`` gives the explorer that runs it (an ``ExplorerTab``)."""
 
     def __init__(
         self,
@@ -41,10 +43,9 @@ class ModelActions(QObject):
         self.window = window
         self.session = session
         self.show_error = show_error
-        self.explorer = window.explorer
-        self.opener = ModelOpener(
-            window, settings, show_error, send_network=self._send_network, panel=window.model_panel
-        )
+        self.explorer: Any = None
+        self.opener = ModelOpener(window, settings, show_error, send_network=self._send_network)
+        self.panel = self.opener.panel
         self.choose_save_path = self._choose_save_path
         self.saved_paths: list[str] = []  # files written by Save network, oldest first
         self._sent_label = ""
@@ -62,7 +63,11 @@ class ModelActions(QObject):
         session.stateChanged.connect(self.update_actions)
         session.networkReady.connect(self._on_network_for_save)
         window.pages.bar.currentChanged.connect(self.update_actions)
-        self.explorer.networkChanged.connect(self._on_explored_network_changed)
+
+    def attach(self, explorer: Any) -> None:
+        """Models that can run are explored in ``explorer``."""
+        self.explorer = explorer
+        explorer.networkChanged.connect(self._on_explored_network_changed)
 
     # ---- opening -------------------------------------------------------------------------
     @Slot(str)
