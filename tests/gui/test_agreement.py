@@ -39,8 +39,8 @@ from PySide6.QtWidgets import QPushButton
 
 from gradviz.cli import main as cli_main
 from gradviz.core.common.health import HEALTH_LABELS, Health
-from gradviz.gui.pages.lab.session import RunState
-from gradviz.gui.pages.lab.status import has_nonfinite_gradients
+from gradviz.gui.run.session import RunState
+from gradviz.gui.run.status import has_nonfinite_gradients
 
 WAIT_MS = 60_000
 #: The live runs of the stories: short, so a story never leaves a run busy for long.

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLineEdit
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -180,7 +180,7 @@ def test_torch_ready_arriving_after_shutdown_starts_no_run(qtbot, make_lab):
 
 
 def test_worker_failure_shows_a_dialog_and_the_window_stays_usable(qtbot, make_lab):
-    from gradviz.gui.pages.lab.worker import default_run_factory
+    from gradviz.gui.run.worker import default_run_factory
 
     def out_of_memory(config):
         raise MemoryError("simulated")

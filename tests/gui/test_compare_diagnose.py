@@ -18,7 +18,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 from PySide6.QtGui import QGuiApplication
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 

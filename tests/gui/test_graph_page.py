@@ -239,7 +239,7 @@ def test_a_hostile_model_file_is_one_sentence_on_the_page(qtbot, lab, tmp_path):
 def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, tmp_path):
     import torch
 
-    from gradviz.gui.pages.graph.launch import PageOnOpen
+    from gradviz.gui.shell.launch import PageOnOpen
     from gradviz.gui.shell.window_line import page_title
 
     path = tmp_path / "weights.pt"

@@ -259,8 +259,8 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
 
 
 def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
+    from gradviz.gui.common.settings import RecentFiles
     from gradviz.gui.pages.models.open_model import RECENT_MODELS_KEY
-    from gradviz.gui.shell.settings import RecentFiles
 
     for name in ("net_x.pt", "net_x_script.pt", "net_x.pt"):
         app.models.opener.open_path(str(model_files / name))

@@ -23,7 +23,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 from PySide6.QtWidgets import QApplication, QWidget
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -167,7 +167,7 @@ def test_before_anything_has_run_only_start_step_and_reset_are_offered(make_lab)
 
 
 def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
-    from gradviz.gui.pages.lab.status import rate_text
+    from gradviz.gui.run.status import rate_text
 
     lab = make_lab(small("safe"))
     lab.start()

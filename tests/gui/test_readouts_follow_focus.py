@@ -8,7 +8,7 @@ from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixt
 from recording_fixtures import open_and_wait, write_fit_recording
 
 from gradviz.cli import main as cli_main
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 WAIT_MS = 60_000
 

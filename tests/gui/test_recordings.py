@@ -219,7 +219,7 @@ def _as_a_killed_writer_leaves_it(path: Path) -> None:
 def test_a_recording_whose_writer_died_shows_as_incomplete(
     qtbot, lab, tmp_path, monkeypatch, writer
 ):
-    from gradviz.gui.pages.recordings import follower
+    from gradviz.gui.run import follower
 
     monkeypatch.setattr(follower, "STALL_S", 0.5)
     path = tmp_path / "died"
@@ -258,7 +258,7 @@ def test_the_runs_pages_add_button_also_names_a_directory_that_is_not_a_recordin
 
 
 def test_the_timeline_plays_and_stops_at_the_end(qtbot):
-    from gradviz.gui.pages.recordings.timeline import Timeline
+    from gradviz.gui.widgets.timeline import Timeline
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
@@ -419,7 +419,7 @@ def test_the_live_history_is_thinned_like_a_recording_and_bounded(make_snapshot)
 def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qtbot, make_lab):  # noqa: F811
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=60))
     timeline = controller.recordings.timeline
@@ -492,7 +492,7 @@ def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
 ):
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=30))
     record = controller.recordings.record
@@ -554,7 +554,7 @@ def test_another_recording_is_another_run_and_its_target_is_placed_once(
 
     from gradviz.core.record.reader import Reader
     from gradviz.core.record.recording_data import read_recording
-    from gradviz.gui.pages.recordings import recorded_run
+    from gradviz.gui.run import recorded_run
 
     data = read_recording(Reader(fit_recording))
     run = recorded_run.RecordedRun()
@@ -607,7 +607,7 @@ def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot
     """After scrubbing back, the timeline still said "following" while it stayed put."""
     import numpy as np
 
-    from gradviz.gui.pages.recordings.timeline import NOT_FOLLOWING, Timeline
+    from gradviz.gui.widgets.timeline import NOT_FOLLOWING, Timeline
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
@@ -655,7 +655,7 @@ def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
 ):
     import types
 
-    from gradviz.gui.pages.recordings import follower
+    from gradviz.gui.run import follower
 
     # The follower's clock is the test's: each scalar arrives 0.6 STALL_S after the last,
     # so a follower that counts recorded steps only finds the writer stalled.

@@ -14,7 +14,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -22,7 +22,7 @@ EXPLORE_TIMEOUT_MS = 120_000
 
 
 def _recording_factory(runs: list):
-    from gradviz.gui.pages.lab.worker import default_run_factory
+    from gradviz.gui.run.worker import default_run_factory
 
     def factory(config):
         run = default_run_factory(config)

@@ -16,7 +16,7 @@ from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
 from gradviz.core.record.run_series import GRAD_NORM_ALL, debiased_ema, scalar_key
 from gradviz.core.record.writer import RankWriter
-from gradviz.gui.pages.recordings.export import export_plot
+from gradviz.gui.widgets.plot_export import export_plot
 
 WAIT_MS = 60_000
 
@@ -85,7 +85,7 @@ def zarr_started(scalars_recording, old_recording):
 
 @pytest.fixture
 def page(show_widget):
-    from gradviz.gui.pages.recordings.overlay import RunsOverlay
+    from gradviz.gui.pages.runs.overlay import RunsOverlay
 
     return show_widget(RunsOverlay(), 900, 500)
 
@@ -255,7 +255,7 @@ def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, pag
 def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make_lab):  # noqa: F811
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=40))
     runs = controller.runs

@@ -11,7 +11,7 @@ from fixtures_app import isolated_settings  # noqa: F401 - fixture
 from PySide6.QtGui import QTextDocument
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.views import VIEWS
+from gradviz.gui.run.views import VIEWS
 
 
 def test_every_registered_view_gets_one_dock_with_its_title(qtbot, isolated_settings):

@@ -150,7 +150,7 @@ class ScreenshotDirector(QObject):
 
     @Slot(object)
     def _on_frame(self, _snapshot: object) -> None:
-        from gradviz.gui.pages.lab.session import RunState
+        from gradviz.gui.run.session import RunState
 
         if not self._timing and self.controller.session.state is RunState.RUNNING:
             self._timing = True
@@ -246,13 +246,13 @@ def main(
     app.aboutToQuit.connect(controller.shutdown)
     chosen = None
     if page is not None:
-        from gradviz.gui.pages.graph.launch import PageOnOpen
+        from gradviz.gui.shell.launch import PageOnOpen
 
         chosen = PageOnOpen(controller, page)
     if recording:
         director = _open_recording(controller, recording, screenshot, run_for)
     elif model:
-        from gradviz.gui.pages.graph.launch import ModelScreenshot
+        from gradviz.gui.shell.launch import ModelScreenshot
 
         director = ModelScreenshot(controller, screenshot, run_for, chosen) if screenshot else None
         QTimer.singleShot(0, lambda: controller.models.opener.open_path(model))
@@ -291,7 +291,7 @@ def _open_recording(controller: App, path: str, screenshot: str | None, run_for:
     """Open ``path`` once the window shows; with ``screenshot``, the director that saves it."""
     director = None
     if screenshot:
-        from gradviz.gui.pages.recordings.screenshot import RecordingScreenshot
+        from gradviz.gui.shell.screenshot import RecordingScreenshot
 
         director = RecordingScreenshot(
             controller.recordings, controller.window, screenshot, run_for

@@ -25,11 +25,11 @@ from PySide6.QtCore import QObject, QSettings, Slot
 from PySide6.QtWidgets import QMessageBox
 
 from gradviz.core.settings.config import FitConfig
+from gradviz.gui.common import settings as settings_store
 from gradviz.gui.pages.compare.window import CompareWindow
-from gradviz.gui.pages.lab.session import RunSession
-from gradviz.gui.pages.lab.worker import describe_run_failure
 from gradviz.gui.pages.models.wiring import ModelActions
-from gradviz.gui.shell import settings as settings_store
+from gradviz.gui.run.session import RunSession
+from gradviz.gui.run.worker import describe_run_failure
 from gradviz.gui.shell.dialogs import ErrorDialog
 from gradviz.gui.shell.help_menu import HelpMenu
 from gradviz.gui.shell.links import link_pages

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.gui.common.settings import fill_recent_menu
 from gradviz.gui.shell.dock_tabs import hide_stray_tab_bars, keep_tab_titles_whole
-from gradviz.gui.shell.settings import fill_recent_menu
 from gradviz.gui.shell.workspace import WorkspacePages
 from gradviz.gui.widgets.panel import ElidedLabel
 
@@ -235,8 +235,8 @@ class MainWindow(QMainWindow):
         self.default_state = self.saveState()
 
     def readouts(self) -> dict:
-        """What the page in focus says, as data (see ``gradviz.gui.shell.readouts``)."""
-        from gradviz.gui.shell.readouts import window_readouts
+        """What the page in focus says, as data (see ``gradviz.gui.common.readouts``)."""
+        from gradviz.gui.common.readouts import window_readouts
 
         return window_readouts(self)
 

@@ -26,8 +26,8 @@ from gradviz.gui.pages.graph.wiring import GraphWiring
 from gradviz.gui.pages.lab.controller import LabController
 from gradviz.gui.pages.recordings.health_page import PAGE_TITLE as HEALTH_TITLE
 from gradviz.gui.pages.recordings.opening import Recordings
-from gradviz.gui.pages.recordings.overlay import PAGE_TITLE as RUNS_TITLE
-from gradviz.gui.pages.recordings.runs_page import RunsPage
+from gradviz.gui.pages.runs.overlay import PAGE_TITLE as RUNS_TITLE
+from gradviz.gui.pages.runs.page import RunsPage
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,12 +14,7 @@ from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QWidget
 
-from gradviz.gui.pages.recordings.export import (
-    add_export_menu,
-    ask_path,
-    save_arrays,
-    save_window_image,
-)
+from gradviz.gui.widgets.plot_export import add_export_menu, ask_path
 
 #: The title of the dialog when there is nothing to export or a file could not be written.
 EXPORT_FAILED_TITLE = "gradviz: export"
@@ -83,3 +78,19 @@ class ViewExports(QObject):
         dialog = self.show_error(sentence, "")
         if hasattr(dialog, "setWindowTitle"):
             dialog.setWindowTitle(EXPORT_FAILED_TITLE)
+
+
+def save_arrays(stem: str, arrays: dict[str, np.ndarray]) -> list[str]:
+    """Write each array as ``<stem>.<name>.npy``; returns the paths written."""
+    base = stem[:-4] if stem.lower().endswith(".npy") else stem
+    written = []
+    for name, array in arrays.items():
+        path = f"{base}.{name}.npy"
+        np.save(path, np.asarray(array), allow_pickle=False)
+        written.append(path)
+    return written
+
+
+def save_window_image(window: QWidget, path: str) -> bool:
+    """The whole window as an image (PNG, or what the suffix says)."""
+    return window.grab().save(path)

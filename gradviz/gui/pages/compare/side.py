@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.status import (
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.status import (
     FINITE_STYLE,
     NAN_STYLE,
     failure_text,
@@ -21,7 +21,7 @@ from gradviz.gui.pages.lab.status import (
     loss_text,
     set_style,
 )
-from gradviz.gui.pages.lab.views import HealthView, LossCurveView, MatrixView
+from gradviz.gui.run.views import HealthView, LossCurveView, MatrixView
 
 
 class CompareSide(QWidget):

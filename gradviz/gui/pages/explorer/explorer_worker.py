@@ -17,8 +17,8 @@ import threading
 from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.explorer.jobs import ExplorerJob
-from gradviz.gui.shell.background import BackgroundTasks
-from gradviz.gui.shell.failures import describe_failure
+from gradviz.gui.common.background import BackgroundTasks
+from gradviz.gui.common.failures import describe_failure
 
 #: What a job returns when a hold abandoned it (it runs again on release).
 _HELD = object()

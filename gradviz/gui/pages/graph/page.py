@@ -31,6 +31,7 @@ from gradviz.core.graph.collapse import TREE_WIDTH, fold_modules, folded_to_fit,
 from gradviz.core.graph.layout import FALLBACK_LINE, drawable, has_grandalf
 from gradviz.core.graph.model import MODULE, ModelGraph
 from gradviz.core.record.recording_data import RecordingData
+from gradviz.gui.common.background import BackgroundTasks
 from gradviz.gui.pages.graph.export import save_scene
 from gradviz.gui.pages.graph.health import GroupHealth, Spread, StepHealth, spread_of, worst_label
 from gradviz.gui.pages.graph.scene import (
@@ -41,11 +42,10 @@ from gradviz.gui.pages.graph.scene import (
     GraphScene,
 )
 from gradviz.gui.pages.graph.view import GraphView
-from gradviz.gui.pages.recordings.export import ask_path
-from gradviz.gui.pages.recordings.timeline import Timeline
-from gradviz.gui.shell.background import BackgroundTasks
 from gradviz.gui.widgets.palette import OKABE_ITO
 from gradviz.gui.widgets.panel import ElidedLabel, format_value
+from gradviz.gui.widgets.plot_export import ask_path
+from gradviz.gui.widgets.timeline import Timeline
 
 PAGE_TITLE = "Graph"
 #: Nodes the page draws before it collapses modules.

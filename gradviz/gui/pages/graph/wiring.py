@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QMainWindow
 
 from gradviz.core.record.recording_data import RecordingData
+from gradviz.gui.common.background import BackgroundTasks
 from gradviz.gui.pages.graph.page import GraphPage
-from gradviz.gui.shell.background import BackgroundTasks
-
-if TYPE_CHECKING:
-    from gradviz.gui.pages.models.wiring import ModelActions
-    from gradviz.gui.pages.recordings.opening import Recordings
-    from gradviz.gui.shell.main_window import MainWindow
 
 
 def recording_graph(data: RecordingData):
@@ -51,9 +47,9 @@ class GraphWiring(QObject):
 
     def __init__(
         self,
-        window: MainWindow,
-        health: Recordings,
-        models: ModelActions,
+        window: QMainWindow,
+        health: Any,
+        models: Any,
         show_error: Callable[[str, str], Any],
     ) -> None:
         super().__init__(window)

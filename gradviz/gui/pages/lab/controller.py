@@ -29,11 +29,11 @@ from gradviz.gui.pages.lab.investigate import Investigations
 from gradviz.gui.pages.lab.lab_memory import remember_lab, restore_lab
 from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
 from gradviz.gui.pages.lab.run_network import RunNetworkExplorer
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.status import RunActions, RunStatus
 from gradviz.gui.pages.lab.torch_loader import TorchLoader
-from gradviz.gui.pages.lab.views import LabViews
-from gradviz.gui.pages.recordings.recorded_run import FIRST_RECORDED_GENERATION
+from gradviz.gui.run.recorded_run import FIRST_RECORDED_GENERATION
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.status import RunActions, RunStatus
+from gradviz.gui.run.views import LabViews
 from gradviz.gui.widgets.settings_form import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
 
 log = logging.getLogger(__name__)

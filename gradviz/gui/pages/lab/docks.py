@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
-from gradviz.gui.pages.lab.views import VIEWS, DockArea
+from gradviz.gui.run.views import VIEWS, DockArea
 
 #: Width of the setup column (px): its longest values fit, the views get the rest.
 SETUP_WIDTH = 330

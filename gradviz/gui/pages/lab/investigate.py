@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QMainWindow, QWidget
 
 from gradviz.core.settings.config import FitConfig
+from gradviz.gui.common.background import BackgroundTasks
 from gradviz.gui.pages.lab.diagnose import WhyNanPanel, diagnose_when_others_idle
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.views import LabViews
-from gradviz.gui.pages.lab.worker import describe_run_failure
-from gradviz.gui.shell.background import BackgroundTasks
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.views import LabViews
+from gradviz.gui.run.worker import describe_run_failure
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +41,7 @@ class Investigations(QObject):
         self,
         session: RunSession,
         views: LabViews,
-        window: MainWindow,
+        window: QMainWindow,
         base_config: Callable[[], FitConfig],
         show_error: Callable[[str, str], object],
         compare_window: Callable[[Callable[[], FitConfig]], Any],

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDockWidget
 
-from gradviz.gui.pages.lab.status import RunStatus
-from gradviz.gui.pages.lab.views import LabViews
-from gradviz.gui.pages.recordings.timeline import Timeline
+from gradviz.gui.run.status import RunStatus
+from gradviz.gui.run.views import LabViews
 from gradviz.gui.widgets.settings_form import SetupForm
+from gradviz.gui.widgets.timeline import Timeline
 
 
 class LabPageReadouts:

@@ -6,7 +6,7 @@ import logging
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from gradviz.gui.shell.background import BackgroundTasks
+from gradviz.gui.common.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
 

@@ -7,19 +7,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Slot
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import ModelInfo
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.common.settings import RecentFiles
 from gradviz.gui.pages.models.open_model import RECENT_MODELS_KEY, ModelOpener
-from gradviz.gui.shell.settings import RecentFiles
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
+from gradviz.gui.run.session import RunSession
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +31,7 @@ class ModelActions(QObject):
 
     def __init__(
         self,
-        window: MainWindow,
+        window: QMainWindow,
         settings: QSettings,
         session: RunSession,
         show_error: Callable[[str, str], Any],
@@ -165,15 +162,14 @@ class ModelActions(QObject):
     @Slot(object)
     def _on_network_for_save(self, network: Any) -> None:
         """The run's network arrived (``NetworkCopy``): save it if Save network asked."""
-        from gradviz.core.nets.networks import NetworkSpec
-        from gradviz.gui.pages.lab.run_network import build_module
+        from gradviz.core.nets.networks import NetworkSpec, module_from_state
 
         pending, self._pending_save = self._pending_save, None
         if pending is None or pending[0] != network.generation:
             return
         spec = NetworkSpec.from_json(network.spec_json)
         try:
-            module = build_module(spec, network.state)
+            module = module_from_state(spec, network.state)
         except Exception as exc:  # noqa: BLE001 - shown, never raised into Qt
             self.show_error(f"The network could not be copied: {exc}", "")
             return

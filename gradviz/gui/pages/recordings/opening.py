@@ -19,15 +19,15 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QSizePolicy
 
 from gradviz.core.record.reader import is_recording
 from gradviz.core.record.recording_data import RecordingData, damage_label, damage_line
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.recordings.follower import FollowState, RecordingSource
+from gradviz.gui.common.settings import RecentFiles, fill_recent_menu
 from gradviz.gui.pages.recordings.health_page import ModelHealthPage
 from gradviz.gui.pages.recordings.live_history import LiveTimeline
 from gradviz.gui.pages.recordings.record_toggle import RecordToggle
-from gradviz.gui.pages.recordings.recorded_run import RecordedRun, matrix_steps
-from gradviz.gui.pages.recordings.timeline import Timeline
-from gradviz.gui.shell.settings import RecentFiles, fill_recent_menu
+from gradviz.gui.run.follower import FollowState, RecordingSource
+from gradviz.gui.run.recorded_run import RecordedRun, matrix_steps
+from gradviz.gui.run.session import RunSession, RunState
 from gradviz.gui.widgets.lazy import LazyWidget
+from gradviz.gui.widgets.timeline import Timeline
 
 RECENT_RECORDINGS_KEY = "recent_recordings"
 

@@ -19,8 +19,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.session import RunSession
-from gradviz.gui.pages.lab.worker import default_run_factory
+from gradviz.gui.run.session import RunSession
+from gradviz.gui.run.worker import default_run_factory
 
 
 class RecordedFitRun:

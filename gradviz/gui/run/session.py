@@ -27,9 +27,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.first_nan import FirstNanPin
-from gradviz.gui.pages.lab.worker import FitWorker
-from gradviz.gui.pages.lab.worker_slot import WorkerSlot
+from gradviz.gui.run.first_nan import FirstNanPin
+from gradviz.gui.run.worker import FitWorker
+from gradviz.gui.run.worker_slot import WorkerSlot
 
 log = logging.getLogger(__name__)
 

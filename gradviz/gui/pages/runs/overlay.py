@@ -34,8 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.core.record.run_series import X_AXES, RunSeries, quantity_text, read_runs, scalar_key
-from gradviz.gui.pages.recordings.follower import FollowState, RecordingSource
-from gradviz.gui.pages.recordings.runs_drawn import (
+from gradviz.gui.pages.runs.runs_drawn import (
     EMPTY,
     Drawn,
     nearest,
@@ -44,8 +43,9 @@ from gradviz.gui.pages.recordings.runs_drawn import (
     run_readout,
     write_csv,
 )
-from gradviz.gui.pages.recordings.runs_drawn import notes as run_notes
-from gradviz.gui.pages.recordings.runs_live import LiveFeed
+from gradviz.gui.pages.runs.runs_drawn import notes as run_notes
+from gradviz.gui.pages.runs.runs_live import LiveFeed
+from gradviz.gui.run.follower import FollowState, RecordingSource
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
 from gradviz.gui.widgets.nonfinite_marks import LEGEND_HTML, NonfiniteMarks
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, Slot
 
-from gradviz.gui.pages.recordings.overlay import RunsOverlay
+from gradviz.gui.pages.runs.overlay import RunsOverlay
 
 #: The title of the dialog when the page cannot do what was asked.
 RUNS_FAILED_TITLE = "gradviz: recordings"
