@@ -495,7 +495,7 @@ def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
     from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=30))
-    record = controller.recordings.record
+    record = controller.lab.record
     record.choose_folder = lambda: str(tmp_path)
     record.action.setChecked(True)  # Run > Record runs…
     controller.reset()  # the next run is recorded

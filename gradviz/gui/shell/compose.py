@@ -205,9 +205,9 @@ class App(QObject):
         return True
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Save settings, stop every worker and join its thread (idempotent). The lab's
-        page first (it remembers the layout, shown), then the session, the model files and
-        the other pages."""
+        """Save settings, stop every worker and join its thread (idempotent): the session's
+        (the lab's runs) first, then each page's in tab order (the lab remembers its layout,
+        shown), then the model files'."""
         if self._shut_down:
             return
         self._shut_down = True
@@ -215,12 +215,11 @@ class App(QObject):
         if self.error_dialog is not None:
             self.error_dialog.close()
         self.help.shutdown()
-        self.lab.shutdown(timeout_s)
         self.session.shutdown(timeout_s)
-        self.models.shutdown(timeout_s)
-        for key, page in self.pages.items():
-            if key != "lab" and hasattr(page, "shutdown"):
+        for page in self.pages.values():
+            if hasattr(page, "shutdown"):
                 page.shutdown(timeout_s)
+        self.models.shutdown(timeout_s)
 
     @property
     def thread_count(self) -> int:

@@ -16,8 +16,6 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
     QMainWindow,
-    QToolBar,
-    QToolButton,
     QWidget,
 )
 
@@ -29,14 +27,6 @@ from gradviz.gui.widgets.panel import ElidedLabel
 DEFAULT_SIZE = (1440, 900)
 #: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
 MIN_WINDOW_SIZE = (960, 600)
-
-_RUN_ACTIONS = (
-    ("start", "Start", None, "Start the run, or resume it (Space)"),
-    ("pause", "Pause", None, "Pause the run; Resume continues it (Space)"),
-    ("step", "Step once", "S", "Take one optimiser step and show it (S)"),
-    ("stop", "Stop", None, "End the run; its last state stays on screen"),
-    ("reset", "Reset", "R", "Start over at step 0 with the current settings (R)"),
-)
 
 
 class MainWindow(QMainWindow):
@@ -65,7 +55,6 @@ class MainWindow(QMainWindow):
         self.docks: dict[str, QDockWidget] = {}
         self._make_actions()
         self._make_menus()
-        self._make_toolbar()
         self._make_status_bar()
         #: The pages' tab bar; the pages are added from the pages table (``shell.page_table``).
         self.pages = WorkspacePages(self)
@@ -73,7 +62,11 @@ class MainWindow(QMainWindow):
         self._sized = False
 
     # ---- actions and menus -----------------------------------------------------------------
-    def _action(self, name: str, text: str, shortcut: str | None = None, tip: str = "") -> QAction:
+    def add_action(
+        self, name: str, text: str, shortcut: str | None = None, tip: str = ""
+    ) -> QAction:
+        """A window-wide action ``actions[name]``; its shortcut works anywhere in the window
+        while the action is visible."""
         action = QAction(text, self)
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
@@ -85,48 +78,24 @@ class MainWindow(QMainWindow):
         return action
 
     def _make_actions(self) -> None:
-        self._action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
-        self._action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
-        self._action("open_model", "Open &model…", "Ctrl+M", "Open a saved PyTorch model file")
-        self._action(
+        self.add_action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
+        self.add_action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
+        self.add_action("open_model", "Open &model…", "Ctrl+M", "Open a saved PyTorch model file")
+        self.add_action(
             "open_model_class",
             "Open with model c&lass…",
             None,
             "Open a state_dict or safetensors file with your own model class (runs your code)",
         )
-        self._action("save_network", "Save &network…", None, "Save the network as a model file")
+        self.add_action("save_network", "Save &network…", None, "Save the network as a model file")
         self.actions["save_network"].setEnabled(False)
-        self._action("quit", "&Quit", "Ctrl+Q")
-        self._action(
+        self.add_action("quit", "&Quit", "Ctrl+Q")
+        self.add_action(
             "copy_command", "&Copy as command", "Ctrl+Shift+C",
             "Copy the gradviz fit command line that repeats this setup headless",
         )  # fmt: skip
-        for name, text, key, tip in _RUN_ACTIONS:
-            self._action(name, text, key, tip)
-        self.actions["pause"].setCheckable(True)
-        # Space toggles run/pause; a separate action so it works whichever button is enabled.
-        self._action("toggle_run", "Start or pause", "Space", "Start, pause or resume (Space)")
-        self._action(
-            "first_nan",
-            "Show &first NaN",
-            "Ctrl+N",
-            "Show the pinned snapshot of the first step with a non-finite gradient",
-        )
-        self._action("live", "Back to &live view", "Ctrl+L", "Follow the run again")
-        self._action(
-            "why_nan", "&Why NaN here?", "Ctrl+W",
-            "Explain the first NaN from the data, and diagnose its step under the NaN tracer",
-        )  # fmt: skip
-        self._action(
-            "compare", "&Compare side by side…", "Ctrl+K",
-            "Run the lab's setup beside the same data with another method",
-        )  # fmt: skip
-        self._action(
-            "explore_network", "&Explore the run's network", "Ctrl+J",
-            "Show a copy of the run's coordinate network in the Jacobian explorer",
-        )  # fmt: skip
-        self._action("reset_layout", "Reset &layout", None, "Put every panel back")
-        self._action("about", "&About gradviz")
+        self.add_action("reset_layout", "Reset &layout", None, "Put every panel back")
+        self.add_action("about", "&About gradviz")
 
     def _make_menus(self) -> None:
         bar = self.menuBar()
@@ -144,16 +113,6 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.actions["quit"])
         edit_menu = bar.addMenu("&Edit")
         edit_menu.addAction(self.actions["copy_command"])
-        self.run_menu = run_menu = bar.addMenu("&Run")
-        for name, *_ in _RUN_ACTIONS:
-            run_menu.addAction(self.actions[name])
-        run_menu.addSeparator()
-        run_menu.addAction(self.actions["first_nan"])
-        run_menu.addAction(self.actions["live"])
-        run_menu.addAction(self.actions["why_nan"])
-        run_menu.addSeparator()
-        run_menu.addAction(self.actions["compare"])
-        run_menu.addAction(self.actions["explore_network"])
         self.view_menu = bar.addMenu("&View")
         self._view_separator = self.view_menu.addSeparator()  # the docks' entries go above
         self.view_menu.addAction(self.actions["reset_layout"])
@@ -176,24 +135,6 @@ class MainWindow(QMainWindow):
         if path is not None:
             event.acceptProposedAction()
             self.fileDropped.emit(path)
-
-    def _make_toolbar(self) -> None:
-        bar = QToolBar("Run controls")
-        bar.setObjectName("run-toolbar")
-        bar.setMovable(False)
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        for name, *_ in _RUN_ACTIONS:
-            bar.addAction(self.actions[name])
-        bar.addSeparator()
-        bar.addAction(self.actions["first_nan"])
-        bar.addAction(self.actions["live"])
-        bar.addAction(self.actions["why_nan"])
-        bar.addSeparator()
-        bar.addAction(self.actions["compare"])
-        for button in bar.findChildren(QToolButton):
-            button.setMinimumWidth(64)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
-        self.toolbar = bar
 
     def _make_status_bar(self) -> None:
         bar = self.statusBar()

@@ -35,7 +35,6 @@ class WorkspacePages(QObject):
         self.toolbar.setObjectName("workspace-toolbar")
         self.toolbar.setMovable(False)
         self.toolbar.addWidget(self.bar)
-        window.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
         window.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.toolbar)
         window.setCentralWidget(self.stack)
         self.stack.hide()  # the lab's docks fill the window
@@ -70,6 +69,7 @@ class WorkspacePages(QObject):
         index = self.bar.addTab(title)
         self.bar.blockSignals(blocked)
         self._add_shortcut(index)
+        self._say_current(self.current())
         return index
 
     def index_of(self, page: object) -> int:
@@ -94,10 +94,20 @@ class WorkspacePages(QObject):
 
     @Slot(int)
     def _on_tab_changed(self, index: int) -> None:
-        # The status bar's labels describe the lab's run: other pages say their own state
-        # in their headers, never the lab's verdict beside data it is not about.
-        for label in getattr(self.window, "status_labels", {}).values():
-            label.setVisible(index == 0)
+        self._show_content(index)
+        self._say_current(index)
+
+    def _say_current(self, index: int) -> None:
+        """The window's title names the page; each page that has ``set_current(bool)``
+        hears whether it is the one shown (the lab shows its run's toolbar, Run menu and
+        status only then)."""
+        self.window.setWindowTitle(f"gradviz — {self.bar.tabText(index)}")
+        for k, page in enumerate(self.pages):
+            set_current = getattr(page, "set_current", None)
+            if set_current is not None:
+                set_current(k == index)
+
+    def _show_content(self, index: int) -> None:
         if index == 0:
             if self.stack.isVisible():
                 self.stack.hide()

@@ -28,6 +28,8 @@ from gradviz.gui.pages.lab.focus import EnterLeavesField
 from gradviz.gui.pages.lab.investigate import Investigations
 from gradviz.gui.pages.lab.lab_memory import remember_lab, restore_lab
 from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
+from gradviz.gui.pages.lab.record_toggle import RecordToggle
+from gradviz.gui.pages.lab.run_menu import RunMenu
 from gradviz.gui.pages.lab.run_network import RunNetworkExplorer
 from gradviz.gui.pages.lab.torch_loader import TorchLoader
 from gradviz.gui.run.recorded_run import FIRST_RECORDED_GENERATION
@@ -81,6 +83,7 @@ class LabController(QObject):
         views.cellWanted.connect(self._on_cell_wanted)
         session.cellValuesReady.connect(views.show_cell_values)
         exports.add_plot("loss", views.views["loss"].widget.plot)
+        self.run_menu = RunMenu(window)
         self.run_actions = RunActions(session, window.actions)
         self.run_status = RunStatus(session, window.status_labels)
         self._connect()
@@ -88,6 +91,7 @@ class LabController(QObject):
             session, views, window, self.form.config, self.show_error, compare_window
         )
         self.run_network = RunNetworkExplorer(session, window)
+        self.record = RecordToggle(window, session, self.run_menu)
         #: What the page says (its timeline joins once the recordings give it one).
         self.page_readouts = LabPageReadouts(views, self.run_status, self.form)
         #: Back to live view from an older step: the live timeline's Follow where the
@@ -110,6 +114,14 @@ class LabController(QObject):
 
     def readouts(self) -> dict:
         return self.page_readouts.readouts()
+
+    def set_current(self, current: bool) -> None:
+        """The run's toolbar, Run menu (and its shortcuts) and status bar show only with the
+        lab: other pages say their own state in their headers, never the lab's verdict
+        beside data it is not about."""
+        self.run_menu.set_shown(current)
+        for label in self.window.status_labels.values():
+            label.setVisible(current)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays of the snapshot on screen (File > Export view data)."""
@@ -323,6 +335,7 @@ class LabController(QObject):
         remember_lab(self.settings, self.window, self.form)
         self.investigations.shutdown(timeout_s)
         self.loader.join(timeout_s)
+        self.record.shutdown()  # after the session's workers (the app joins them first)
 
     @property
     def thread_count(self) -> int:

@@ -22,7 +22,6 @@ from gradviz.core.record.recording_data import RecordingData, damage_label, dama
 from gradviz.gui.common.settings import RecentFiles, fill_recent_menu
 from gradviz.gui.pages.recordings.health_page import ModelHealthPage
 from gradviz.gui.pages.recordings.live_history import LiveTimeline
-from gradviz.gui.pages.recordings.record_toggle import RecordToggle
 from gradviz.gui.run.follower import FollowState, RecordingSource
 from gradviz.gui.run.recorded_run import RecordedRun, matrix_steps
 from gradviz.gui.run.session import RunSession, RunState
@@ -105,7 +104,6 @@ class Recordings(QObject):
         self.more_timelines: list[Timeline] = []
         self._make_menu()
         session.stateChanged.connect(self._on_run_state)
-        self.record = RecordToggle(window, session)
 
     @property
     def page_index(self) -> int:
@@ -168,7 +166,6 @@ class Recordings(QObject):
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop reading (call after the session's workers have been joined)."""
         self.close_source(timeout_s)
-        self.record.shutdown()
 
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
