@@ -31,7 +31,7 @@ from gradviz.gui.pages.models.wiring import ModelActions
 from gradviz.gui.run.session import RunSession
 from gradviz.gui.run.worker import describe_run_failure
 from gradviz.gui.shell.dialogs import ErrorDialog
-from gradviz.gui.shell.help_menu import HelpMenu
+from gradviz.gui.shell.help_menu import HelpMenu, documentation_url
 from gradviz.gui.shell.links import link_pages
 from gradviz.gui.shell.main_window import MainWindow
 from gradviz.gui.shell.page_table import PAGES
@@ -76,7 +76,7 @@ class App(QObject):
             self.window.pages.add_page(entry.title, page)
             self.pages[entry.key] = parts[entry.key] = page
         self.links = link_pages(self.pages, self.window)
-        self.help = HelpMenu(self.window, self.log_path)
+        self.help = HelpMenu(self.window, self.log_path, documentation_url())
         self.window.keep_default_layout()
 
     def _shared_parts(self, config: FitConfig | None, live: LiveSettings | None) -> dict:

@@ -95,6 +95,10 @@ class MainWindow(QMainWindow):
             "Copy the gradviz fit command line that repeats this setup headless",
         )  # fmt: skip
         self.add_action("reset_layout", "Reset &layout", None, "Put every panel back")
+        self.add_action("docs", "&Documentation", "F1", "Open gradviz's documentation")
+        self.add_action(
+            "shortcuts", "&Keyboard shortcuts", None, "Every shortcut of the window, and its menu"
+        )
         self.add_action("about", "&About gradviz")
 
     def _make_menus(self) -> None:
@@ -117,6 +121,9 @@ class MainWindow(QMainWindow):
         self._view_separator = self.view_menu.addSeparator()  # the docks' entries go above
         self.view_menu.addAction(self.actions["reset_layout"])
         help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self.actions["docs"])
+        help_menu.addAction(self.actions["shortcuts"])
+        help_menu.addSeparator()
         help_menu.addAction(self.actions["about"])
 
     def set_recent_files(self, paths: list[str]) -> None:
