@@ -322,18 +322,54 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
     np.testing.assert_allclose(table[:, 0], np.arange(data.n_steps) + 0.5)
 
 
-def test_view_data_exports_as_npy_and_the_window_as_an_image(qtbot, lab, watch_recording, tmp_path):
+def test_view_data_is_written_to_the_one_file_named_and_the_window_as_an_image(
+    qtbot, lab, watch_recording, tmp_path
+):
     from PySide6.QtGui import QImage
 
     data = open_and_wait(qtbot, lab, watch_recording)
-    lab.exports.choose_path = lambda _parent, suffix: str(tmp_path / f"out{suffix}")
-    written = lab.exports.export_data()
-    assert str(tmp_path / "out.grad_norm.npy") in written
-    np.testing.assert_array_equal(np.load(tmp_path / "out.grad_norm.npy"), data.grad_norm)
-    np.testing.assert_array_equal(np.load(tmp_path / "out.histograms.npy"), data.histograms)
+    out = tmp_path / "out"
+    out.mkdir()
+    asked = []
+
+    def choose(_parent, suffix, count):
+        asked.append((suffix, count))
+        return str(out / "view.npy")  # the user's name, whatever the dialog suggested
+
+    lab.exports.choose_data_path = choose
+    arrays = lab.recordings.arrays()  # Model health's, on screen
+    assert len(arrays) > 1
+    assert lab.exports.export_data() == str(out / "view.npy")
+    assert asked == [(".npz", len(arrays))]  # the dialog offers one archive of them all
+    assert sorted(p.name for p in out.iterdir()) == ["view.npy"]  # that file, and only it
+    with np.load(out / "view.npy") as archive:
+        assert sorted(archive.files) == sorted(arrays)
+        np.testing.assert_array_equal(archive["grad_norm"], data.grad_norm)
+        np.testing.assert_array_equal(archive["histograms"], data.histograms)
+    said = lab.window.statusBar().currentMessage()
+    assert str(out / "view.npy") in said and f"{len(arrays)} arrays" in said
+    lab.exports.choose_path = lambda _parent, suffix: str(out / f"window{suffix}")
     lab.exports.save_image_action.trigger()
-    image = QImage(str(tmp_path / "out.png"))
+    image = QImage(str(out / "window.png"))
     assert (image.width(), image.height()) == (lab.window.width(), lab.window.height())
+
+
+def test_view_data_of_one_array_is_an_npy_file_and_of_several_an_npz_under_the_name_given(
+    tmp_path,
+):
+    from gradviz.gui.shell.view_export import save_view_data
+
+    loss = np.array([1.0, np.nan, 0.5])
+    save_view_data(str(tmp_path / "loss.npy"), {"loss": loss})
+    np.testing.assert_array_equal(np.load(tmp_path / "loss.npy"), loss)
+    both = {"loss": loss, "codes": np.arange(6, dtype=np.uint8).reshape(2, 3)}
+    said = save_view_data(str(tmp_path / "both.data"), both)  # no suffix added or changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["both.data", "loss.npy"]
+    with np.load(tmp_path / "both.data") as archive:
+        assert archive.files == ["loss", "codes"]
+        np.testing.assert_array_equal(archive["loss"], loss)
+        np.testing.assert_array_equal(archive["codes"], both["codes"])
+    assert said.startswith("Wrote 2 arrays to") and "loss, codes" in said
 
 
 def _gui(tmp_path, *args):

@@ -27,8 +27,8 @@ FORMATS = {
     ".svg": ("Export SVG…", exporters.SVGExporter, "SVG drawing (*.svg)"),
     ".csv": ("Export data as CSV…", PlotDataCSV, "CSV table (*.csv)"),  # the data, not marks
 }
-#: Save dialog filters of the files written outside the plots' menus.
-FILTERS = {**{k: v[2] for k, v in FORMATS.items()}, ".npy": "NumPy arrays (*.npy)"}
+#: Save dialog filters by suffix.
+FILTERS = {k: v[2] for k, v in FORMATS.items()}
 
 
 def export_plot(plot: pg.PlotWidget | pg.PlotItem, path: str) -> None:
