@@ -19,7 +19,7 @@ SETUP_WIDTH = 330
 SETUP_MAX_WIDTH = 420
 #: Smallest size of a view's dock (px): a small window squeezes the views (their controls
 #: may be cut short) instead of drawing docks over each other.
-VIEW_MIN_SIZE = (150, 110)
+VIEW_MIN_SIZE = (120, 110)
 
 
 class LabDocks:
@@ -83,9 +83,12 @@ class LabDocks:
 
 
 def _keep_controls_whole(view: QWidget) -> None:
-    """No view narrower than its own controls need: a smaller minimum lets a narrower
-    window draw them over the dock's edge."""
-    view.setMinimumWidth(max(VIEW_MIN_SIZE[0], view.minimumSizeHint().width()))
+    """No view narrower than its own controls need, nor lower than its plot, legend and
+    readout need: a smaller minimum lets a small window draw the controls over the dock's
+    edge, or squeeze a map to a strip under its legend (the docks keep a widget's explicit
+    minimum, not its hint)."""
+    hint = view.minimumSizeHint()
+    view.setMinimumSize(max(VIEW_MIN_SIZE[0], hint.width()), max(VIEW_MIN_SIZE[1], hint.height()))
 
 
 def _narrowest(window: QMainWindow, dock: QDockWidget) -> int:
