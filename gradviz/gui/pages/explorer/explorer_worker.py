@@ -73,6 +73,17 @@ class ExplorerThread(QObject):
     def held(self) -> bool:
         return self._held.is_set()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a job is held back by a hold, to run on release (GUI thread)."""
+        return self._waiting is not None
+
+    @property
+    def threads_held(self) -> int:
+        """Job threads still held: computing, or ended with an outcome not passed on yet
+        (0: no result of any job can arrive any more)."""
+        return self._tasks.running()
+
     # ---- GUI thread ------------------------------------------------------------------------
     def start(self) -> None:
         self._started = True

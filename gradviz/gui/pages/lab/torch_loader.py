@@ -54,6 +54,12 @@ class TorchLoader(QObject):
         self._warm_up_timer.stop()
         self._tasks.shutdown(timeout_s)
 
+    @property
+    def threads_held(self) -> int:
+        """Task threads still held: importing, or ended with an outcome not passed on yet
+        (0 after ``join``: neither ``ready`` nor ``failed`` can arrive any more)."""
+        return self._tasks.running()
+
     @Slot()
     def _warm_up(self) -> None:
         self._warm_up_timer.stop()
