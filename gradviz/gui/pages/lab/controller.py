@@ -19,7 +19,6 @@ import numpy as np
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 
-from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.config import FitConfig
 from gradviz.gui.pages.lab.display_memory import DisplayMemory
 from gradviz.gui.pages.lab.docks import LabDocks
@@ -31,6 +30,7 @@ from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
 from gradviz.gui.pages.lab.record_toggle import RecordToggle
 from gradviz.gui.pages.lab.run_menu import RunMenu
 from gradviz.gui.pages.lab.run_network import RunNetworkExplorer
+from gradviz.gui.pages.lab.run_settings import fitting_config, form_config, run_differs_from_form
 from gradviz.gui.pages.lab.torch_loader import TorchLoader
 from gradviz.gui.run.recorded_run import FIRST_RECORDED_GENERATION
 from gradviz.gui.run.session import RunSession, RunState
@@ -151,34 +151,10 @@ class LabController(QObject):
 
     # ---- run commands: the session's, with the form's settings -------------------------------
     def _form_config(self) -> FitConfig | None:
-        """The form's settings for a new run, which also takes the form's frame rate (an
-        opened experiment fills the form without a change signal for each setting)."""
-        try:
-            config = self.form.config()
-        except GradvizError as exc:
-            self.show_error(str(exc), "")
-            return None
-        self.session.set_frame_rate(self.form.live_settings().frame_rate)
-        return config
+        return form_config(self.form, self.session, self.show_error)
 
     def _fitting_config(self) -> FitConfig | None:
-        """The form's settings, or None (after a dialog) when they are invalid or the run
-        would not fit in the memory available (both numbers and what to do)."""
-        config = self._form_config()
-        if config is None:
-            return None
-        from gradviz.core.common.decimate import MAX_DISPLAY
-        from gradviz.core.common.devices import resolve_device
-        from gradviz.core.lab import memory  # torch is loaded: runs are available
-
-        try:
-            memory.check_fits(
-                config, resolve_device(config.device), snapshot_side=min(config.n, MAX_DISPLAY)
-            )
-        except GradvizError as exc:
-            self.show_error(str(exc), "")
-            return None
-        return config
+        return fitting_config(self.form, self.session, self.show_error)
 
     @Slot()
     def start(self) -> None:
@@ -234,7 +210,7 @@ class LabController(QObject):
     def _command(self, command: Callable[..., None]) -> None:
         """``command()`` on the current run, or ``command(config)`` for a new run from the
         form's settings once they pass the memory preflight."""
-        if self._run_differs_from_form():
+        if run_differs_from_form(self.form, self.session):
             self.session.stop()  # its step 0 only: the run starts from the form's settings
         if self.session.worker is not None:
             command()
@@ -242,18 +218,6 @@ class LabController(QObject):
             config = self._fitting_config()
             if config is not None:
                 command(config)
-
-    def _run_differs_from_form(self) -> bool:
-        """A run waiting at step 0 (not started) made with other settings than the form
-        shows: the form was set from a lab recording meanwhile. (Changed settings reset a
-        waiting run at once; a going run keeps its own, as the user answered.)"""
-        session = self.session
-        if session.worker is None or session.state is not RunState.READY:
-            return False
-        try:
-            return self.form.config() != session.settings_now
-        except GradvizError:
-            return False
 
     @Slot()
     def reset(self) -> None:
