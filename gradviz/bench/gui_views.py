@@ -65,7 +65,7 @@ def measure_refresh(
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from gradviz.gui.pages.lab.views import LabViews
+    from gradviz.gui.run.views import LabViews
 
     app = QApplication.instance() or QApplication([])
     views = LabViews()

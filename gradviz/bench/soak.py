@@ -50,12 +50,12 @@ def soak(marks: tuple[int, ...], rows: int | None) -> dict[str, float]:
     from PySide6.QtWidgets import QApplication
 
     from gradviz.core.common.step_series import StepSeries
-    from gradviz.gui.pages.lab.session import RunSession
-    from gradviz.gui.pages.lab.views import LossCurveView
     from gradviz.gui.pages.recordings.live_history import LiveTimeline
-    from gradviz.gui.pages.recordings.runs_live import LiveFeed
-    from gradviz.gui.pages.recordings.timeline import Timeline
+    from gradviz.gui.pages.runs.runs_live import LiveFeed
+    from gradviz.gui.run.session import RunSession
+    from gradviz.gui.run.views import LossCurveView
     from gradviz.gui.widgets.synthetic import synthetic_snapshot
+    from gradviz.gui.widgets.timeline import Timeline
 
     app = QApplication.instance() or QApplication([])
     base = synthetic_snapshot(n=200, step=0, generation=0)
@@ -97,7 +97,7 @@ def soak(marks: tuple[int, ...], rows: int | None) -> dict[str, float]:
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Measure and print the soak figures; returns them (JSON-ready)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from gradviz.gui.pages.lab.worker import HISTORY_ROWS
+    from gradviz.gui.run.worker import HISTORY_ROWS
 
     marks = QUICK_MARKS if quick else MARKS
     emit(

@@ -17,7 +17,7 @@ STEPS = 100_000
 @pytest.mark.bench
 def test_a_100000_step_run_is_drawn_within_150_ms(qtbot):
     from gradviz.core.record.run_series import live_series
-    from gradviz.gui.pages.recordings.overlay import RunsOverlay
+    from gradviz.gui.pages.runs.overlay import RunsOverlay
 
     page = RunsOverlay()
     qtbot.addWidget(page)

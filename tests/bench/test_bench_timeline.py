@@ -16,9 +16,9 @@ def test_moving_the_timeline_redraws_within_100_ms_at_n_1000(qtbot, tmp_path):
     from gradviz.cli import main
     from gradviz.core.record.reader import Reader
     from gradviz.core.record.recording_data import read_recording
-    from gradviz.gui.pages.lab.views import LabViews
-    from gradviz.gui.pages.recordings.recorded_run import RecordedRun
-    from gradviz.gui.pages.recordings.timeline import Timeline
+    from gradviz.gui.run.recorded_run import RecordedRun
+    from gradviz.gui.run.views import LabViews
+    from gradviz.gui.widgets.timeline import Timeline
 
     path = tmp_path / "big"
     assert main(["fit", "--target", "helix", "--n", "1000", "--dim", "3", "--steps", "30",

@@ -21,7 +21,7 @@ def make_snapshot():
 def fit_views(qtbot):
     """LabViews with all its widgets shown in one window (offscreen), 1600 x 900."""
     from gradviz.bench.gui_views import views_window
-    from gradviz.gui.pages.lab.views import LabViews
+    from gradviz.gui.run.views import LabViews
 
     views = LabViews()
     window = views_window(views)

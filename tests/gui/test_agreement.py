@@ -44,8 +44,8 @@ from gradviz.core.common.health import HEALTH_LABELS, Health
 from gradviz.core.nets.networks import NetworkSpec
 from gradviz.core.settings.drawn import is_drawn, parse_drawn
 from gradviz.gui.pages.lab.earlier_runs import KEPT
-from gradviz.gui.pages.lab.session import RunState
-from gradviz.gui.pages.lab.status import has_nonfinite_gradients
+from gradviz.gui.run.session import RunState
+from gradviz.gui.run.status import has_nonfinite_gradients
 from gradviz.gui.widgets.settings_form import FREE, NETWORK
 
 WAIT_MS = 60_000
@@ -197,7 +197,7 @@ def legend_of(codes: np.ndarray) -> dict[str, int]:
 
 
 class AgreementMachine(RuleBasedStateMachine):
-    """Drives ``lab`` (a LabController, shown); ``prepared`` as the fixture above."""
+    """Drives ``lab`` (the app, shown); ``prepared`` as the fixture above."""
 
     lab = None
     qtbot = None
@@ -428,7 +428,7 @@ class AgreementMachine(RuleBasedStateMachine):
 
     def show_the_runs_page(self) -> None:
         """The walkthrough's way to the Runs page (random stories use ``switch_page``)."""
-        self.lab.window.pages.show_page(self.lab.recordings.overlay_index)
+        self.lab.window.pages.show_page(self.lab.page_index("runs"))
         self.taken.append("show_the_runs_page")
 
     @rule(which=st.floats(0, 1))
@@ -451,9 +451,8 @@ class AgreementMachine(RuleBasedStateMachine):
 
     def runs_page(self):
         """The Runs page when it is in focus, else None."""
-        recordings = self.lab.recordings
-        in_focus = self.lab.window.pages.current() == recordings.overlay_index
-        return recordings.overlay if in_focus else None
+        in_focus = self.lab.window.pages.current() == self.lab.page_index("runs")
+        return self.lab.runs.overlay if in_focus else None
 
     @rule(which=st.floats(0, 1))
     def pick_the_runs_quantity(self, which: float) -> None:

@@ -68,7 +68,7 @@ def test_the_gui_import_path_does_not_import_torch():
     code = (
         "import sys\n"
         "import gradviz.gui.shell.app, gradviz.gui.pages.lab.controller\n"
-        "import gradviz.gui.pages.lab.views\n"
+        "import gradviz.gui.run.views\n"
         "from gradviz.gui.shell.app import build_controller, create_application\n"
         "create_application(); c = build_controller(); c.window.show()\n"
         "assert 'torch' not in sys.modules, 'torch imported before the window'\n"

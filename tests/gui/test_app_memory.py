@@ -13,7 +13,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 )
 
 from gradviz.core.lab import memory
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 

@@ -8,7 +8,7 @@ import threading
 from PySide6.QtCore import QObject, QThread, Slot
 
 from gradviz.core.common.errors import GradvizError
-from gradviz.gui.shell.background import BackgroundTasks
+from gradviz.gui.common.background import BackgroundTasks
 
 TIMEOUT_MS = 20_000
 

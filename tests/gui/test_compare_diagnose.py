@@ -18,7 +18,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 from PySide6.QtGui import QGuiApplication
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -163,7 +163,7 @@ def test_about_lists_versions_of_gradviz_torch_qt_and_pyqtgraph_and_the_devices(
 
     lab = make_lab()
     lab.window.actions["about"].trigger()
-    dialog = lab.investigations.about_dialog
+    dialog = lab.help.about_dialog
     assert dialog is not None and dialog.isVisible()
     text = dialog.plain_text()
     assert f"gradviz {gradviz.__version__}" in text
@@ -256,7 +256,7 @@ def test_diagnose_pauses_the_compared_runs_and_resumes_them_after(qtbot, make_la
 
 def test_diagnose_holds_the_explorer_computations_and_releases_them_after(qtbot, make_lab):
     lab, panel = _pinned_naive_lab(qtbot, make_lab)
-    explorer = lab.window.explorer
+    explorer = lab.explorer
     worker = explorer._worker.worker
     panel.diagnose_button.click()
     assert worker.held  # anomaly mode is process-wide: no explorer backward meanwhile

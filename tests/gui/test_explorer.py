@@ -187,6 +187,8 @@ def test_typing_a_spec_after_set_network_switches_back_to_the_typed_network(qtbo
 
 
 def test_newer_request_supersedes_an_older_one(qtbot, tab):
+    shown = []
+    tab.resultShown.connect(lambda: shown.append(tab.result.label))
     tab.settings.batch_box.setValue(200)
     tab.set_spec_text("8-64-64-8:tanh")
     tab.compute()
@@ -195,16 +197,19 @@ def test_newer_request_supersedes_an_older_one(qtbot, tab):
     wait_for_result(qtbot, tab)
     assert tab.generation == 2
     assert tab.result.label == "2-20-20-4:sigmoid"
-    qtbot.wait(300)  # nothing older arrives afterwards
-    assert tab.result.label == "2-20-20-4:sigmoid"
+    # Every job's outcome passed on (or dropped): nothing older can arrive afterwards.
+    qtbot.waitUntil(lambda: tab._worker.threads_held == 0, timeout=TIMEOUT_MS)
+    assert shown == ["2-20-20-4:sigmoid"] and tab.result.label == "2-20-20-4:sigmoid"
 
 
 def test_held_explorer_computes_nothing_until_released_then_runs_the_held_job(qtbot, tab):
     explore(qtbot, tab, "2-20-20-4")
     worker = tab.hold_computations()
+    started = worker.started_generation
     tab.set_spec_text("2-20-20-4:sigmoid")
     tab.compute()
-    qtbot.wait(500)  # a held worker takes nothing up
+    # A held worker takes nothing up: the job waits for the release, no thread took it.
+    assert worker.waiting and worker.threads_held == 0 and worker.started_generation == started
     assert worker.idle.is_set() and tab.busy
     assert tab.result.label == "2-20-20-4"
     tab.release_computations()
@@ -291,8 +296,8 @@ def test_closing_the_tab_mid_computation_leaves_no_thread_running(qtbot, tab):
     qtbot.waitUntil(lambda: worker.started_generation == tab.generation, timeout=TIMEOUT_MS)
     assert tab.busy and tab.result is None  # several forward passes still to go
     tab.close()
-    assert not tab.worker_running()
-    qtbot.wait(200)
+    assert not tab.worker_running() and tab._worker.threads_held == 0  # joined
+    QApplication.processEvents()  # deliver whatever the joined thread queued
     assert tab.result is None  # nothing arrives after closing
 
 

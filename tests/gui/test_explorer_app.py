@@ -15,7 +15,7 @@ TIMEOUT_MS = 120_000
 
 def test_explorer_page_computes_and_its_failure_opens_the_error_dialog(qtbot, make_lab, tmp_path):
     lab = make_lab(small())
-    window, tab = lab.window, lab.window.explorer
+    window, tab = lab.window, lab.explorer
     assert not tab.worker_running()  # nothing starts until the page is opened
     window.pages.show_page(1)
     assert tab.isVisible() and not lab.window.docks["distances"].isVisible()
@@ -41,7 +41,7 @@ def test_closing_the_app_on_the_explorer_page_joins_its_thread_and_keeps_the_lab
     qtbot, make_lab
 ):
     lab = make_lab(small())
-    window, tab = lab.window, lab.window.explorer
+    window, tab = lab.window, lab.explorer
     window.pages.show_page(1)
     tab.compute()
     qtbot.waitUntil(lambda: tab.worker_running(), timeout=TIMEOUT_MS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow
 
@@ -19,7 +21,9 @@ def make_window(qtbot):
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
         docks.append(dock)
     page = QLabel("explorer page")
-    pages = WorkspacePages(window, [("Jacobian explorer", page)])
+    pages = WorkspacePages(window)
+    pages.add_page("Lab", SimpleNamespace(widget=None))  # the window's docks
+    pages.add_page("Jacobian explorer", SimpleNamespace(widget=page))
     window.resize(900, 600)
     window.show()
     qtbot.waitExposed(window)

@@ -242,7 +242,7 @@ def test_a_hostile_model_file_is_one_sentence_on_the_page(qtbot, lab, tmp_path):
 def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, tmp_path):
     import torch
 
-    from gradviz.gui.pages.graph.launch import PageOnOpen
+    from gradviz.gui.shell.launch import PageOnOpen
     from gradviz.gui.shell.window_line import page_title
 
     path = tmp_path / "weights.pt"
@@ -261,7 +261,7 @@ def test_names_only_graph_of_a_state_dict_has_no_edges_and_says_so(qtbot, lab, t
     assert {n.kind for n in page.shown.nodes} == {MODULE, PARAMETER}
     assert page.timeline.isHidden()
     page.select_node("m:0")  # the module's weights in the explorer's layer table
-    table = lab.window.model_panel.layers
+    table = lab.models.panel.layers
     assert [table.item(i.row(), 0).text() for i in table.selectionModel().selectedRows()] == ["0"]
 
 

@@ -7,7 +7,7 @@ from fixtures_app import RUN_TIMEOUT_MS, isolated_settings, make_lab, small  # n
 from PySide6.QtCore import Qt
 
 from gradviz.gui.pages.lab.earlier_runs import KEPT
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 
 def _running(qtbot, lab, steps: int = 3):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRect, Qt
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
 
 from gradviz.gui.shell.dock_tabs import hide_stray_tab_bars
@@ -127,6 +127,66 @@ def test_no_two_visible_docks_overlap_and_none_is_cut_off(qtbot, make_lab, size)
             assert not box.intersects(other.geometry()), (dock.windowTitle(), other.windowTitle())
 
 
+def test_at_the_smallest_window_every_map_keeps_its_height_and_no_control_leaves_its_dock(
+    qtbot, make_lab
+):
+    """960 x 600 with a finished run (its timeline under the views): the health maps were
+    strips of some 30 px under their legends, and the bottom row ran past the window's
+    edge, "residuals" over the next dock. Geometry, not pixels."""
+    from fixtures_app import RUN_TIMEOUT_MS
+    from PySide6.QtCore import QPoint, QSize
+    from PySide6.QtWidgets import QCheckBox, QComboBox
+
+    from gradviz.gui.run.session import RunState
+    from gradviz.gui.shell.main_window import MIN_WINDOW_SIZE
+    from gradviz.gui.widgets.panel import MIN_PLOT_HEIGHT
+
+    lab = make_lab(small("naive", steps=20))
+    window = lab.window
+    window.resize(*MIN_WINDOW_SIZE)
+    qtbot.waitExposed(window)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: lab.recordings.dock.isVisible(), timeout=10_000)
+    qtbot.waitUntil(lambda: window.size() == QSize(*MIN_WINDOW_SIZE), timeout=10_000)
+    for _ in range(3):
+        QApplication.processEvents()
+    coord_grads = lab.views.views["coord_grads"].widget
+    maps = {
+        "Gradient health": lab.views.views["mask"].widget,
+        "coordinate gradients' health": coord_grads.health,
+        "coordinate gradients": coord_grads.values,
+    }
+    for name, panel in maps.items():
+        assert panel.graphics.height() >= MIN_PLOT_HEIGHT, name
+        # The map itself, axes aside (it was a strip of some 30 px).
+        assert panel.view.sceneBoundingRect().height() >= 40, name
+    docks = _visible_docks(window)
+    assert lab.recordings.dock in docks and len(docks) >= 9
+    for k, dock in enumerate(docks):
+        box = dock.geometry()
+        assert window.rect().contains(box), (dock.windowTitle(), box)
+        content = dock.widget()
+        hint = content.minimumSizeHint()
+        assert content.width() >= hint.width(), dock.windowTitle()
+        assert content.height() >= hint.height(), dock.windowTitle()
+        for other in docks[k + 1 :]:
+            assert not box.intersects(other.geometry()), (dock.windowTitle(), other.windowTitle())
+        # Every label, check box and list drawn in the dock stays in it (the part drawn:
+        # a scrolled form's rows are clipped by its viewport).
+        for kind in (QLabel, QCheckBox, QComboBox):
+            for child in content.findChildren(kind):
+                drawn = child.visibleRegion().boundingRect()
+                if not child.isVisible() or drawn.isEmpty():
+                    continue
+                drawn.moveTopLeft(child.mapTo(window, drawn.topLeft()))
+                assert box.contains(drawn), (dock.windowTitle(), kind.__name__, drawn, box)
+    residuals = lab.views.views["points"].widget.links_box
+    at = QRect(residuals.mapTo(window, QPoint(0, 0)), residuals.size())
+    assert window.docks["points"].geometry().contains(at)
+    assert not at.intersects(window.docks["coord_grads"].geometry())
+
+
 def test_at_full_hd_the_views_get_the_width_not_the_setup_column(qtbot, make_lab):
     lab = make_lab(small("safe"), wait_ready=False)
     window = lab.window
@@ -147,7 +207,7 @@ def test_the_explorer_page_fits_with_a_readable_model_panel(qtbot, make_lab, siz
     window.resize(*size)
     qtbot.waitExposed(window)
     window.pages.show_page(1)
-    explorer, panel = window.explorer, window.model_panel
+    explorer, panel = lab.explorer, lab.models.panel
     qtbot.waitUntil(lambda: explorer.isVisible() and panel.isVisible())
     for _ in range(3):
         QApplication.processEvents()

@@ -152,7 +152,7 @@ def test_the_model_panel_never_describes_a_network_the_explorer_does_not_show(
     assert "--activation" not in panel.assumptions.text()  # the app's words, not the CLI's
     assert "choose another below" in panel.assumptions.text()
     assert not panel.reason.isVisibleTo(panel) and panel.activation_row.isVisibleTo(panel)
-    app.window.explorer.set_spec_text("3-8-2")  # the user explores a typed spec instead
+    app.explorer.set_spec_text("3-8-2")  # the user explores a typed spec instead
     assert panel.reason.isVisibleTo(panel)
     assert "The explorer now shows typed spec, not this file" in panel.reason.text()
     assert not panel.activation_row.isVisibleTo(panel)  # no choice that would replace it
@@ -260,8 +260,8 @@ def test_save_network_round_trips_through_load_network(qtbot, app, model_files, 
 
 
 def test_opened_models_go_to_the_recent_models_menu(qtbot, app, model_files):
+    from gradviz.gui.common.settings import RecentFiles
     from gradviz.gui.pages.models.open_model import RECENT_MODELS_KEY
-    from gradviz.gui.shell.settings import RecentFiles
 
     for name in ("net_x.pt", "net_x_script.pt", "net_x.pt"):
         app.models.opener.open_path(str(model_files / name))
@@ -374,7 +374,7 @@ def test_enter_in_the_trust_dialog_does_not_trust_the_file(qtbot):
     assert ".pt2" in dialog.reason.text() and "run code" in dialog.reason.text()
 
 
-def _panel_problems(window, panel) -> list[str]:
+def _panel_problems(explorer, panel) -> list[str]:
     """What a user would see cut or doubled in the model panel as the window lays it out."""
     from PySide6.QtWidgets import QLabel
 
@@ -396,7 +396,6 @@ def _panel_problems(window, panel) -> list[str]:
     right = header.sectionViewportPosition(column) + header.sectionSize(column)
     if header.sectionSize(column) < needed or right > table.viewport().width():
         problems.append(f"Parameters column cut: {header.sectionSize(column)} of {needed} px")
-    explorer = window.explorer
     if explorer.width() < explorer.minimumSizeHint().width():
         problems.append(f"explorer squeezed to {explorer.width()} px")
     return problems
@@ -414,9 +413,9 @@ def test_the_model_panel_shows_its_buttons_counts_and_sentences_whole_at_both_si
     qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
     qtbot.waitUntil(lambda: opener.panel.isVisible(), timeout=WAIT_MS)
     assert "still shows" in opener.panel.reason.text()
-    assert _panel_problems(window, opener.panel) == []
+    assert _panel_problems(app.explorer, opener.panel) == []
     assert opener.panel.width() >= 1920 // 5  # grows with the window
     window.resize(1024, 700)
     qtbot.waitUntil(lambda: window.width() == 1024, timeout=WAIT_MS)
-    assert _panel_problems(window, opener.panel) == []
+    assert _panel_problems(app.explorer, opener.panel) == []
     shot(window, "panel_1024")

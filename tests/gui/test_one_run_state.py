@@ -23,7 +23,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
 from PySide6.QtWidgets import QApplication, QWidget
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -167,7 +167,7 @@ def test_before_anything_has_run_only_start_step_and_reset_are_offered(make_lab)
 
 
 def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
-    from gradviz.gui.pages.lab.status import rate_text
+    from gradviz.gui.run.status import rate_text
 
     lab = make_lab(small("safe"))
     lab.start()
@@ -184,7 +184,7 @@ def test_a_paused_run_shows_no_speed_and_speeds_read_well(qtbot, make_lab):
 def test_save_experiment_confirms_in_the_status_bar(make_lab, tmp_path):
     lab = make_lab(small("safe"))
     path = tmp_path / "mine.json"
-    assert lab.save_experiment(str(path))
+    assert lab.experiments.save(str(path))
     assert f"Saved the experiment to {path}" in lab.window.statusBar().currentMessage()
     assert json.loads(path.read_text())["fit"]["method"] == "safe"
 
@@ -244,8 +244,8 @@ def test_only_the_focused_setup_field_is_watched_for_enter_not_every_event(qtbot
     seen = []
     real = EnterLeavesField.eventFilter
     lab = make_lab(small("safe"))
-    lab.enter_leaves_field.eventFilter = lambda w, e: (
-        seen.append(w) or real(lab.enter_leaves_field, w, e)
+    lab.lab.enter_leaves_field.eventFilter = lambda w, e: (
+        seen.append(w) or real(lab.lab.enter_leaves_field, w, e)
     )
     lab.start()  # frames, paints and timers
     qtbot.waitUntil(lambda: lab.session.latest.step >= 20, timeout=RUN_TIMEOUT_MS)

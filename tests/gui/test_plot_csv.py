@@ -8,10 +8,10 @@ import csv
 import numpy as np
 import pyqtgraph as pg
 
-from gradviz.gui.pages.recordings.export import export_plot
 from gradviz.gui.pages.recordings.health_plots import StepLoss
 from gradviz.gui.widgets.loss import LossView
 from gradviz.gui.widgets.plot_csv import PlotDataCSV, use_for_the_export_dialog
+from gradviz.gui.widgets.plot_export import export_plot
 
 LOSSES = np.array([1.0, 0.5, np.nan, 0.25, np.inf, -np.inf, 0.0, 0.125])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradviz.gui.pages.lab import worker
+from gradviz.gui.run import worker
 
 
 class Clock:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 from fixtures_app import isolated_settings, make_lab, small  # noqa: F401 - fixtures
+from PySide6.QtWidgets import QApplication
 from recording_fixtures import open_and_wait, write_fit_recording
 
 from gradviz.cli import main as cli_main
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 WAIT_MS = 60_000
 
@@ -54,9 +55,11 @@ def test_a_lab_recording_opened_over_a_paused_run_is_shown_at_once(
     qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
     live_generation = lab.session.generation
     open_and_wait(qtbot, lab, fit_recording)
-    # Let any late frame of the stopped live run arrive: it must not take the views back.
+    # Every frame of the stopped live run delivered (its thread joined, what it queued
+    # passed on): none may take the views back.
     qtbot.waitUntil(lambda: lab.session.state is not RunState.PAUSED, timeout=WAIT_MS)
-    qtbot.wait(300)
+    qtbot.waitUntil(lambda: lab.session.workers() == [], timeout=WAIT_MS)
+    QApplication.processEvents()
     shown = lab.session.shown
     assert shown.generation < 0 and shown.generation != live_generation
     views = lab.views.snapshot
@@ -329,9 +332,16 @@ def test_follow_on_the_live_timeline_holds_and_returns_with_the_views(
     assert timeline.follow.isChecked()
     # Unticked: the step on screen stays, the run pauses, and Follow stays unticked after
     # the frame the run makes as it pauses (it was ticked again by the next frame).
+    worker = lab.session.worker
     timeline.follow.click()
     qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
-    qtbot.wait(300)
+    # The frame the run makes as it pauses has arrived: the loop sits idle and the newest
+    # step shown is the last it took.
+    qtbot.waitUntil(
+        lambda: worker.idle.is_set() and lab.session.latest.step == worker.steps_taken,
+        timeout=WAIT_MS,
+    )
+    QApplication.processEvents()
     assert not timeline.follow.isChecked() and not timeline.readouts()["following"]
     assert lab.session.shown is lab.session.latest
     _views_and_timeline_on(qtbot, lab, lab.session.latest.step)
@@ -366,7 +376,9 @@ def test_a_lab_recording_opened_over_a_running_run_asks_first_and_no_keeps_the_r
     qtbot.waitUntil(lambda: lab.session.latest.step > step, timeout=WAIT_MS)  # still going
     assert lab.session.state is RunState.RUNNING and lab.recordings.source is None
     assert lab.session.shown.generation >= 0  # the views show the live run
-    qtbot.wait(200)  # the declined recording's last reading state, had it come late
+    # The declined recording was closed (its reading joined): whatever it had queued, its
+    # last reading state included, is delivered by the next events.
+    QApplication.processEvents()
     assert lab.recordings.timeline.state_label.text() == LIVE_RUN_LABEL
 
     lab.answer = True
@@ -386,7 +398,10 @@ def test_a_lab_recording_opened_over_a_running_run_asks_first_and_no_keeps_the_r
     lab.pause()
     qtbot.waitUntil(lambda: lab.session.state is RunState.PAUSED, timeout=WAIT_MS)
     source = lab.recordings.source
-    source.loaded.emit(source.data)
-    qtbot.wait(200)
+    handled = []
+    source.loaded.connect(handled.append)  # called after the recordings' own slot
+    source.loaded.emit(source.data)  # same thread: handled before emit returns
+    assert handled == [source.data]
+    QApplication.processEvents()  # and nothing it queued (a question, a reset) changes that
     assert lab.session.state is RunState.PAUSED and lab.session.shown.generation >= 0
     assert lab.questions == [STOP_RUN_TITLE, STOP_RUN_TITLE]

@@ -148,7 +148,7 @@ def test_model_health_shows_the_summary_its_read_made(qtbot, capsys, recording, 
 
 
 def test_runs_shows_the_summary_its_read_made(qtbot, show_widget, capsys, recording, summaries):
-    from gradviz.gui.pages.recordings.overlay import RunsOverlay
+    from gradviz.gui.pages.runs.overlay import RunsOverlay
 
     printed = _inspect_json(capsys, recording)
     page = show_widget(RunsOverlay(), 900, 500)

@@ -219,7 +219,7 @@ def _as_a_killed_writer_leaves_it(path: Path) -> None:
 def test_a_recording_whose_writer_died_shows_as_incomplete(
     qtbot, lab, tmp_path, monkeypatch, writer
 ):
-    from gradviz.gui.pages.recordings import follower
+    from gradviz.gui.run import follower
 
     monkeypatch.setattr(follower, "STALL_S", 0.5)
     path = tmp_path / "died"
@@ -252,13 +252,13 @@ def test_the_runs_pages_add_button_also_names_a_directory_that_is_not_a_recordin
     # The open runs inside the Runs page's signal: its error is still said.
     lab.error_dialog = None
     lab.recordings.choose_path = lambda: str(tmp_path)
-    lab.recordings.overlay.addRecordingRequested.emit()
+    lab.runs.overlay.addRecordingRequested.emit()
     assert lab.error_dialog is not None
     assert "is not a gradviz recording" in lab.error_dialog.sentence
 
 
 def test_the_timeline_plays_and_stops_at_the_end(qtbot):
-    from gradviz.gui.pages.recordings.timeline import Timeline
+    from gradviz.gui.widgets.timeline import Timeline
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
@@ -301,8 +301,8 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
         written.append(str(tmp_path / f"plot{len(written)}{suffix}"))
         return written[-1]
 
-    lab.recordings.choose_export_path = choose
-    for name, actions in lab.recordings.export_actions.items():
+    lab.exports.choose_path = choose
+    for name, actions in lab.exports.plot_actions.items():
         assert [a.text() for a in actions] == [
             "Export PNG…", "Export SVG…", "Export data as CSV…"
         ], name  # fmt: skip
@@ -314,7 +314,7 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
         assert Path(csv).is_file(), name
     # The loss on the health page's step axis reads back as (column centre, loss) pairs,
     # every logged step's: the NaN loss of step 7 as "nan", and no column of its mark.
-    csv = written[3 * list(lab.recordings.export_actions).index("step_loss") + 2]
+    csv = written[3 * list(lab.exports.plot_actions).index("step_loss") + 2]
     assert Path(csv).read_text().splitlines()[0] == "loss_x,loss_y"
     table = np.loadtxt(csv, delimiter=",", skiprows=1)
     assert np.isnan(data.losses[7])
@@ -322,18 +322,54 @@ def test_every_plot_exports_png_svg_and_csv_from_its_right_click_menu(
     np.testing.assert_allclose(table[:, 0], np.arange(data.n_steps) + 0.5)
 
 
-def test_view_data_exports_as_npy_and_the_window_as_an_image(qtbot, lab, watch_recording, tmp_path):
+def test_view_data_is_written_to_the_one_file_named_and_the_window_as_an_image(
+    qtbot, lab, watch_recording, tmp_path
+):
     from PySide6.QtGui import QImage
 
     data = open_and_wait(qtbot, lab, watch_recording)
-    lab.recordings.choose_export_path = lambda _parent, suffix: str(tmp_path / f"out{suffix}")
-    written = lab.recordings._on_export_data()
-    assert str(tmp_path / "out.grad_norm.npy") in written
-    np.testing.assert_array_equal(np.load(tmp_path / "out.grad_norm.npy"), data.grad_norm)
-    np.testing.assert_array_equal(np.load(tmp_path / "out.histograms.npy"), data.histograms)
-    lab.recordings.save_image_action.trigger()
-    image = QImage(str(tmp_path / "out.png"))
+    out = tmp_path / "out"
+    out.mkdir()
+    asked = []
+
+    def choose(_parent, suffix, count):
+        asked.append((suffix, count))
+        return str(out / "view.npy")  # the user's name, whatever the dialog suggested
+
+    lab.exports.choose_data_path = choose
+    arrays = lab.recordings.arrays()  # Model health's, on screen
+    assert len(arrays) > 1
+    assert lab.exports.export_data() == str(out / "view.npy")
+    assert asked == [(".npz", len(arrays))]  # the dialog offers one archive of them all
+    assert sorted(p.name for p in out.iterdir()) == ["view.npy"]  # that file, and only it
+    with np.load(out / "view.npy") as archive:
+        assert sorted(archive.files) == sorted(arrays)
+        np.testing.assert_array_equal(archive["grad_norm"], data.grad_norm)
+        np.testing.assert_array_equal(archive["histograms"], data.histograms)
+    said = lab.window.statusBar().currentMessage()
+    assert str(out / "view.npy") in said and f"{len(arrays)} arrays" in said
+    lab.exports.choose_path = lambda _parent, suffix: str(out / f"window{suffix}")
+    lab.exports.save_image_action.trigger()
+    image = QImage(str(out / "window.png"))
     assert (image.width(), image.height()) == (lab.window.width(), lab.window.height())
+
+
+def test_view_data_of_one_array_is_an_npy_file_and_of_several_an_npz_under_the_name_given(
+    tmp_path,
+):
+    from gradviz.gui.shell.view_export import save_view_data
+
+    loss = np.array([1.0, np.nan, 0.5])
+    save_view_data(str(tmp_path / "loss.npy"), {"loss": loss})
+    np.testing.assert_array_equal(np.load(tmp_path / "loss.npy"), loss)
+    both = {"loss": loss, "codes": np.arange(6, dtype=np.uint8).reshape(2, 3)}
+    said = save_view_data(str(tmp_path / "both.data"), both)  # no suffix added or changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["both.data", "loss.npy"]
+    with np.load(tmp_path / "both.data") as archive:
+        assert archive.files == ["loss", "codes"]
+        np.testing.assert_array_equal(archive["loss"], loss)
+        np.testing.assert_array_equal(archive["codes"], both["codes"])
+    assert said.startswith("Wrote 2 arrays to") and "loss, codes" in said
 
 
 def _gui(tmp_path, *args):
@@ -375,7 +411,7 @@ def test_gui_with_a_directory_that_is_not_a_recording_exits_2(tmp_path):
 def test_several_runs_overlay_on_one_plot_with_legend_toggles_and_log_axis(
     qtbot, lab, watch_recording, fit_recording
 ):
-    overlay = lab.recordings.overlay
+    overlay = lab.runs.overlay
     open_and_wait(qtbot, lab, watch_recording)
     open_and_wait(qtbot, lab, fit_recording)
     assert list(overlay.runs) == [str(watch_recording), str(fit_recording)]
@@ -419,7 +455,7 @@ def test_the_live_history_is_thinned_like_a_recording_and_bounded(make_snapshot)
 def test_the_live_runs_history_is_on_the_timeline_and_scrubbing_back_shows_it(qtbot, make_lab):  # noqa: F811
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=60))
     timeline = controller.recordings.timeline
@@ -492,10 +528,10 @@ def test_record_runs_writes_the_lab_run_as_a_recording_that_opens(
 ):
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=30))
-    record = controller.recordings.record
+    record = controller.lab.record
     record.choose_folder = lambda: str(tmp_path)
     record.action.setChecked(True)  # Run > Record runs…
     controller.reset()  # the next run is recorded
@@ -554,7 +590,7 @@ def test_another_recording_is_another_run_and_its_target_is_placed_once(
 
     from gradviz.core.record.reader import Reader
     from gradviz.core.record.recording_data import read_recording
-    from gradviz.gui.pages.recordings import recorded_run
+    from gradviz.gui.run import recorded_run
 
     data = read_recording(Reader(fit_recording))
     run = recorded_run.RecordedRun()
@@ -608,7 +644,7 @@ def test_scrubbing_back_from_a_growing_recording_no_longer_reads_following(qtbot
     """After scrubbing back, the timeline still said "following" while it stayed put."""
     import numpy as np
 
-    from gradviz.gui.pages.recordings.timeline import NOT_FOLLOWING, Timeline
+    from gradviz.gui.widgets.timeline import NOT_FOLLOWING, Timeline
 
     timeline = Timeline()
     qtbot.addWidget(timeline)
@@ -656,7 +692,7 @@ def test_a_writer_logging_scalars_between_recorded_steps_is_still_writing(
 ):
     import types
 
-    from gradviz.gui.pages.recordings import follower
+    from gradviz.gui.run import follower
 
     # The follower's clock is the test's: each scalar arrives 0.6 STALL_S after the last,
     # so a follower that counts recorded steps only finds the writer stalled.

@@ -73,7 +73,7 @@ def test_start_while_a_recording_is_shown_asks_before_replacing_it(
     make_lab,  # noqa: F811 - fixture
     fit_recording,
 ):
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     path = fit_recording
     lab = make_lab()

@@ -14,7 +14,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -22,7 +22,7 @@ EXPLORE_TIMEOUT_MS = 120_000
 
 
 def _recording_factory(runs: list):
-    from gradviz.gui.pages.lab.worker import default_run_factory
+    from gradviz.gui.run.worker import default_run_factory
 
     def factory(config):
         run = default_run_factory(config)
@@ -33,7 +33,7 @@ def _recording_factory(runs: list):
 
 
 def _explore_and_wait(qtbot, lab) -> None:
-    explorer = lab.window.explorer
+    explorer = lab.explorer
     lab.window.actions["explore_network"].trigger()
     qtbot.waitUntil(
         lambda: "coordinate network of the run" in explorer.network_label(),
@@ -61,7 +61,7 @@ def test_exploring_a_paused_runs_network_shows_a_copy_of_its_trained_weights(qtb
     worker = lab.session.worker
     qtbot.waitUntil(worker.idle.is_set, timeout=RUN_TIMEOUT_MS)
     _explore_and_wait(qtbot, lab)
-    explorer = lab.window.explorer
+    explorer = lab.explorer
     step = lab.session.latest.step
     assert f"step {step:,}" in explorer.network_label()
     assert explorer.result.jacobians.shape[1:] == (3, 8)
@@ -91,7 +91,7 @@ def test_exploring_while_running_and_after_the_run_finished(qtbot, make_lab):
     lab.window.pages.show_page(0)
     assert lab.window.actions["explore_network"].isEnabled()
     _explore_and_wait(qtbot, lab)
-    assert "step 400" in lab.window.explorer.network_label()
+    assert "step 400" in lab.explorer.network_label()
 
 
 def test_explore_the_runs_network_is_off_for_free_coordinates(qtbot, make_lab):

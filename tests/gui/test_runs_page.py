@@ -16,7 +16,7 @@ from gradviz.core.record import layout as L
 from gradviz.core.record.reader import Reader, is_recording
 from gradviz.core.record.run_series import GRAD_NORM_ALL, debiased_ema, scalar_key
 from gradviz.core.record.writer import RankWriter
-from gradviz.gui.pages.recordings.export import export_plot
+from gradviz.gui.widgets.plot_export import export_plot
 
 WAIT_MS = 60_000
 
@@ -85,7 +85,7 @@ def zarr_started(scalars_recording, old_recording):
 
 @pytest.fixture
 def page(show_widget):
-    from gradviz.gui.pages.recordings.overlay import RunsOverlay
+    from gradviz.gui.pages.runs.overlay import RunsOverlay
 
     return show_widget(RunsOverlay(), 900, 500)
 
@@ -255,13 +255,13 @@ def test_a_recording_being_written_grows_and_csv_writes_what_is_drawn(qtbot, pag
 def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make_lab):  # noqa: F811
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     controller = make_lab(small(steps=40))
-    recordings = controller.recordings
-    recordings.add_live_run()  # at step 0, before the run goes
-    (run,) = recordings.overlay.runs.values()
-    recordings.overlay.smoothing.setValue(0)
+    runs = controller.runs
+    runs.add_live_run()  # at step 0, before the run goes
+    (run,) = runs.overlay.runs.values()
+    runs.overlay.smoothing.setValue(0)
     controller.start()
     qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
     qtbot.waitUntil(lambda: len(run.drawn[0]) == 40, timeout=RUN_TIMEOUT_MS)
@@ -270,7 +270,7 @@ def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make
     x, y = run.curve.getOriginalDataset()
     np.testing.assert_array_equal(x, lab_x)  # the same steps as the lab's loss plot
     np.testing.assert_allclose(y, lab_y)
-    readout = recordings.overlay.readouts()["runs"][0]
+    readout = runs.overlay.readouts()["runs"][0]
     assert readout["source"] == "live" and readout["last_step"] == 39
     # Its gradient norm too, step k's from step k's own backward pass: the numbers of the
     # same settings run outside the app (as `gradviz fit --record` records them).
@@ -279,12 +279,12 @@ def test_the_live_run_grows_with_the_run_at_the_lab_loss_plots_steps(qtbot, make
     reference = DistanceFitRun(small(steps=40))
     reference.run()
     for key in (GRAD_NORM_ALL, "grad_norm:coords"):
-        pick(recordings.overlay, key)
+        pick(runs.overlay, key)
         x, _, raw, _ = run.drawn
         np.testing.assert_array_equal(x, np.arange(40))
         expected = np.sqrt(np.sum(reference.grad_norm_history**2, axis=0))
         np.testing.assert_allclose(raw, expected, rtol=1e-6)
-    assert recordings.overlay.readouts()["runs"][0]["points"] == 40
+    assert runs.overlay.readouts()["runs"][0]["points"] == 40
 
 
 def test_a_long_live_run_is_thinned_alike_in_the_lab_and_on_the_runs_page(
@@ -298,7 +298,7 @@ def test_a_long_live_run_is_thinned_alike_in_the_lab_and_on_the_runs_page(
     from fixtures_app import RUN_TIMEOUT_MS, small
 
     from gradviz.gui.pages.lab import worker
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     monkeypatch.setattr(worker, "HISTORY_ROWS", 16)
     controller = make_lab(small(steps=200))

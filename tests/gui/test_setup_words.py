@@ -13,7 +13,7 @@ from fixtures_app import (  # noqa: F401 - fixtures
     small,
 )
 
-from gradviz.gui.pages.lab.session import RunState
+from gradviz.gui.run.session import RunState
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:pyqtgraph")
 
@@ -26,37 +26,44 @@ def _running(qtbot, make_lab, **changes):
 
     def confirm(title: str, question: str) -> bool:
         asked.append(question)
-        return False  # keep the run: the panel then says what differs
+        return False
 
     lab.confirm = confirm
     return lab, asked
 
 
-def test_editing_the_network_spec_of_a_run_asks_about_the_network_spec(qtbot, make_lab):
+def test_editing_the_network_spec_of_a_run_restarts_it_with_the_spec_and_asks_nothing(
+    qtbot, make_lab
+):
     lab, asked = _running(qtbot, make_lab, net="4-8-3:tanh")
     lab.form.param("net_spec").setValue("4-16-3:tanh")
-    assert asked == [
-        "Changing the network spec needs a fresh run. Reset now? (No keeps the current run; "
-        "the change applies at the next Reset.)"
-    ]
+    qtbot.waitUntil(
+        lambda: (
+            lab.session.settings_now is not None and lab.session.settings_now.net == "4-16-3:tanh"
+        ),
+        timeout=RUN_TIMEOUT_MS,
+    )
+    assert asked == []
+    assert lab.window.readouts()["setup"]["next_run_note"] == ""
+
+
+def test_the_note_names_the_network_spec_and_the_coordinate_source(qtbot, make_lab):
+    lab = make_lab(small("safe", n=12, net="4-8-3:tanh"))
+    shown = lab.form.config()
+    lab.form.show_differences(["net"], shown=shown.with_changes(net="4-16-3:tanh"))
     note = lab.window.readouts()["setup"]["next_run_note"]
     assert note == "Next run: network spec differs from the run shown; Reset uses it."
-
-
-def test_switching_free_coordinates_to_a_network_asks_about_the_coordinate_source(qtbot, make_lab):
-    lab, asked = _running(qtbot, make_lab)
-    lab.form.param("net_spec").setValue("4-8-3:tanh")  # hidden while free: no change yet
-    lab.form.param("net").setValue("network")
-    assert asked[-1].startswith("Changing the coordinate source needs a fresh run.")
+    lab.form.show_differences(["net"], shown=shown.with_changes(net=None))
+    note = lab.window.readouts()["setup"]["next_run_note"]
+    assert note == "Next run: coordinate source differs from the run shown; Reset uses it."
 
 
 def test_the_next_run_note_is_grammatical_for_one_setting_and_for_several(qtbot, make_lab):
-    lab, _ = _running(qtbot, make_lab)
-    lab.form.param("n").setValue(16)
+    lab = make_lab(small("safe", n=12))
+    lab.form.show_differences(["n"])
     note = lab.window.readouts()["setup"]["next_run_note"]
     assert note == "Next run: N points differs from the run shown; Reset uses it."
-    lab.form.param("method").setValue("naive")
-    lab.form.param("seed").setValue(5)
+    lab.form.show_differences(["n", "method", "seed"])
     note = lab.window.readouts()["setup"]["next_run_note"]
     assert note == "Next run: N points, method and seed differ from the run shown; Reset uses them."
 

@@ -30,7 +30,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtWidgets import QGridLayout, QWidget
 
-from gradviz.gui.pages.lab.views import LabViews, LazyView
+from gradviz.gui.run.views import LabViews, LazyView
 from gradviz.gui.widgets.synthetic import synthetic_snapshot
 
 LONG_FRAMES = 1500  # past the ~1,000 frames after which the broken binding aborted

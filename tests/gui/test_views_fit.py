@@ -11,7 +11,7 @@ from fixtures_app import isolated_settings  # noqa: F401 - fixture
 from PySide6.QtGui import QTextDocument
 
 from gradviz.core.common.health import Health
-from gradviz.gui.pages.lab.views import VIEWS
+from gradviz.gui.run.views import VIEWS
 
 
 def test_every_registered_view_gets_one_dock_with_its_title(qtbot, isolated_settings):
@@ -257,7 +257,7 @@ def test_a_long_runs_thinned_history_shows_its_exact_steps_and_non_finite_count(
     plot, its summary and the status bar's loss still name the CLI's steps."""
     from gradviz.core.lab.fit import DistanceFitRun
     from gradviz.core.settings.config import FitConfig
-    from gradviz.gui.pages.lab.status import loss_label
+    from gradviz.gui.run.status import loss_label
 
     run = DistanceFitRun(FitConfig(method="naive", n=12, steps=600), history_rows=64)
     run.run()  # naive: NaN gradient at step 0, NaN loss from step 1 on

@@ -421,3 +421,15 @@ def module_copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
     for original, twin in zip(module.parameters(), copied.parameters(), strict=True):
         twin.requires_grad_(original.requires_grad)
     return copied.to(dtype)
+
+
+def module_from_state(spec: NetworkSpec, state: dict) -> torch.nn.Sequential:
+    """``spec``'s module with the weights of ``state`` (name -> numpy array), in their dtype
+    (a copy: the module shares no memory with ``state``)."""
+    import torch
+
+    tensors = {name: torch.from_numpy(array.copy()) for name, array in state.items()}
+    dtype = next(iter(tensors.values())).dtype if tensors else None
+    module = spec.build(dtype=dtype)
+    module.load_state_dict(tensors)
+    return module

@@ -25,7 +25,7 @@ from gradviz.core.settings.config import FitConfig
 from gradviz.gui.widgets.settings_form import LiveSettings
 
 if TYPE_CHECKING:
-    from gradviz.gui.pages.lab.controller import LabController
+    from gradviz.gui.shell.compose import App
 
 log = logging.getLogger("gradviz")
 
@@ -92,19 +92,11 @@ def build_controller(
     live: LiveSettings | None = None,
     run_factory: Callable[[FitConfig], Any] | None = None,
     log_path: str | None = None,
-) -> LabController:
-    """The lab with its window (not shown) and views; torch is not loaded yet."""
-    from gradviz.gui.pages.lab.controller import LabController
-    from gradviz.gui.pages.lab.views import LabViews
+) -> App:
+    """The app composed: its window (not shown) and every page; torch is not loaded yet."""
+    from gradviz.gui.shell.compose import App
 
-    views = LabViews()
-    return LabController(
-        views,
-        log_path=log_path or str(log_file_path()),
-        run_factory=run_factory,
-        config=config,
-        live=live,
-    )
+    return App(config, live, run_factory, log_path=log_path or str(log_file_path()))
 
 
 class ExceptionHook:
@@ -142,14 +134,14 @@ class ScreenshotDirector(QObject):
     does not run (settings the form refuses, a run that fails), the window is saved at once
     and the line says ``run failed: <why>`` (exit status 1): nothing waits for a person."""
 
-    def __init__(self, controller: LabController, path: str, run_for: float) -> None:
+    def __init__(self, controller: App, path: str, run_for: float) -> None:
         super().__init__()
         self.controller = controller
         self.path = path
         self.run_for = run_for
         self.exit_code = 1
         self._timing = False
-        controller.torchReady.connect(self._on_ready)
+        controller.lab.torchReady.connect(self._on_ready)
         controller.session.snapshotShown.connect(self._on_frame)
         controller.loader.failed.connect(self._on_failed)
         controller.session.failed.connect(self._on_run_failed)
@@ -172,7 +164,7 @@ class ScreenshotDirector(QObject):
 
     @Slot(object)
     def _on_frame(self, _snapshot: object) -> None:
-        from gradviz.gui.pages.lab.session import RunState
+        from gradviz.gui.run.session import RunState
 
         if not self._timing and self.controller.session.state is RunState.RUNNING:
             self._timing = True
@@ -257,7 +249,8 @@ def main(
 ) -> int:
     """Open the app; returns the exit code. ``window_size`` (width, height) in pixels
     overrides the remembered size; a screenshot without it is taken at the default size.
-    ``model``: a model file to open; ``page``: the page to show (see graph.launch.PAGES)."""
+    ``model``: a model file to open; ``page``: the page to show (a key of the pages table,
+    ``shell.page_table.PAGES``)."""
     started = time.perf_counter()
     log_path = setup_logging()
     app = create_application()
@@ -272,13 +265,13 @@ def main(
     app.aboutToQuit.connect(controller.shutdown)
     chosen = None
     if page is not None:
-        from gradviz.gui.pages.graph.launch import PageOnOpen
+        from gradviz.gui.shell.launch import PageOnOpen
 
         chosen = PageOnOpen(controller, page)
     if recording:
         director = _open_recording(controller, recording, screenshot, run_for)
     elif model:
-        from gradviz.gui.pages.graph.launch import ModelScreenshot
+        from gradviz.gui.shell.launch import ModelScreenshot
 
         director = ModelScreenshot(controller, screenshot, run_for, chosen) if screenshot else None
         QTimer.singleShot(0, lambda: controller.models.opener.open_path(model))
@@ -313,11 +306,11 @@ def main(
     return director.exit_code if director is not None else int(code)
 
 
-def _open_recording(controller: LabController, path: str, screenshot: str | None, run_for: float):
+def _open_recording(controller: App, path: str, screenshot: str | None, run_for: float):
     """Open ``path`` once the window shows; with ``screenshot``, the director that saves it."""
     director = None
     if screenshot:
-        from gradviz.gui.pages.recordings.screenshot import RecordingScreenshot
+        from gradviz.gui.shell.screenshot import RecordingScreenshot
 
         director = RecordingScreenshot(
             controller.recordings, controller.window, screenshot, run_for

@@ -1,7 +1,9 @@
-"""The main window: menus, toolbar, docks and status bar. Layout only, no behaviour.
+"""The main window: menus, toolbar, status bar, the pages' tabs and a place for docks.
+Layout only, no behaviour.
 
-The controller connects the actions and fills the status bar; the window knows nothing of
-runs. Every dock has an object name so the layout can be saved and restored.
+The pages (``shell.page_table``) connect the actions, put their docks in (``add_dock``) and
+fill the status bar; the window knows nothing of runs. Every dock has an object name so the
+layout can be saved and restored.
 """
 
 from __future__ import annotations
@@ -14,18 +16,11 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QLabel,
     QMainWindow,
-    QSplitter,
-    QToolBar,
-    QToolButton,
     QWidget,
 )
 
-from gradviz.gui.pages.explorer import ExplorerTab
-from gradviz.gui.pages.lab.status import name_run_action
-from gradviz.gui.pages.lab.views import VIEWS, DockArea
-from gradviz.gui.pages.models.model_panel import ModelPanel
+from gradviz.gui.common.settings import fill_recent_menu
 from gradviz.gui.shell.dock_tabs import hide_stray_tab_bars, keep_tab_titles_whole
-from gradviz.gui.shell.settings import fill_recent_menu
 from gradviz.gui.shell.workspace import WorkspacePages
 from gradviz.gui.widgets.panel import ElidedLabel
 
@@ -33,32 +28,19 @@ DEFAULT_SIZE = (1440, 900)
 #: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
 MIN_WINDOW_SIZE = (960, 600)
 
-#: Width of the setup column (px): its longest values fit, the views get the rest.
-SETUP_WIDTH = 330
-#: The setup column never grows past this: a wide window widens the views instead.
-SETUP_MAX_WIDTH = 420
-#: Smallest size of a view's dock (px): a small window squeezes the views (their controls
-#: may be cut short) instead of drawing docks over each other.
-VIEW_MIN_SIZE = (150, 110)
-
-_RUN_ACTIONS = (
-    ("start", "Start", None, "Start the run, or resume it (Space)"),
-    ("pause", "Pause", None, "Pause the run; Resume continues it (Space)"),
-    ("step", "Step once", "S", "Take one optimiser step and show it (S)"),
-    ("stop", "Stop", None, "End the run; its last state stays on screen"),
-    ("reset", "Reset", "R", "Start over at step 0 with the current settings (R)"),
-)
-
 
 class MainWindow(QMainWindow):
-    """The window of the distance-fit lab. ``actions`` maps a name to its QAction."""
+    """gradviz's window. ``actions`` maps a name to its QAction, ``docks`` a name to its
+    dock, ``pages`` holds the pages' tabs."""
 
     recentChosen = Signal(str)
     recentModelChosen = Signal(str)
     #: A file dropped onto the window (a model to open).
     fileDropped = Signal(str)
+    #: The window is shown for the first time, at its real size.
+    firstShown = Signal()
 
-    def __init__(self, setup: QWidget, views: dict[str, QWidget]):
+    def __init__(self) -> None:
         super().__init__()
         self.setWindowTitle("gradviz — distance-fit lab")
         self.setObjectName("gradviz-main-window")
@@ -73,32 +55,18 @@ class MainWindow(QMainWindow):
         self.docks: dict[str, QDockWidget] = {}
         self._make_actions()
         self._make_menus()
-        self._make_toolbar()
         self._make_status_bar()
-        self._make_docks(setup, views)
-        # The Jacobian explorer: a full-window page beside the lab's docks.
-        self.explorer = ExplorerTab()
-        self.model_panel = ModelPanel()  # an opened model file, beside its Jacobians
-        self.pages = WorkspacePages(self, [("Jacobian explorer", self._explorer_page())])
+        #: The pages' tab bar; the pages are added from the pages table (``shell.page_table``).
+        self.pages = WorkspacePages(self)
         self.default_state = self.saveState()
         self._sized = False
 
-    def _explorer_page(self) -> QSplitter:
-        page = QSplitter(Qt.Orientation.Horizontal)
-        page.setObjectName("explorer-page")
-        page.addWidget(self.explorer)
-        page.addWidget(self.model_panel)
-        # Never squeezed to a sliver at 1024 px (its table and its hints unreadable); the
-        # splitter's handle still folds it away entirely.
-        self.model_panel.setMinimumWidth(220)
-        # A quarter of the page at any window size (at 1920 px a fixed 240 px cut its text).
-        page.setStretchFactor(0, 3)
-        page.setStretchFactor(1, 1)
-        page.setSizes([3000, 1000])
-        return page
-
     # ---- actions and menus -----------------------------------------------------------------
-    def _action(self, name: str, text: str, shortcut: str | None = None, tip: str = "") -> QAction:
+    def add_action(
+        self, name: str, text: str, shortcut: str | None = None, tip: str = ""
+    ) -> QAction:
+        """A window-wide action ``actions[name]``; its shortcut works anywhere in the window
+        while the action is visible."""
         action = QAction(text, self)
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
@@ -110,53 +78,32 @@ class MainWindow(QMainWindow):
         return action
 
     def _make_actions(self) -> None:
-        self._action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
-        self._action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
-        self._action("open_model", "Open &model…", "Ctrl+M", "Open a saved PyTorch model file")
-        self._action(
+        self.add_action("open", "&Open experiment…", "Ctrl+O", "Open settings from a JSON file")
+        self.add_action("save", "&Save experiment as…", "Ctrl+S", "Save the settings as JSON")
+        self.add_action("open_model", "Open &model…", "Ctrl+M", "Open a saved PyTorch model file")
+        self.add_action(
             "open_model_class",
             "Open with model c&lass…",
             None,
             "Open a state_dict or safetensors file with your own model class (runs your code)",
         )
-        self._action("save_network", "Save &network…", None, "Save the network as a model file")
+        self.add_action("save_network", "Save &network…", None, "Save the network as a model file")
         self.actions["save_network"].setEnabled(False)
-        self._action("quit", "&Quit", "Ctrl+Q")
-        self._action(
+        self.add_action("quit", "&Quit", "Ctrl+Q")
+        self.add_action(
             "copy_command", "&Copy as command", "Ctrl+Shift+C",
             "Copy the gradviz fit command line that repeats this setup headless",
         )  # fmt: skip
-        self._action(
+        self.add_action(
             "copy_experiment", "Copy as e&xperiment line", None,
             "Copy this setup in one line, for gradviz gui --experiment",
         )  # fmt: skip
-        for name, text, key, tip in _RUN_ACTIONS:
-            self._action(name, text, key, tip)
-        for name in ("start", "pause"):  # Space starts, pauses and resumes (toggle_run)
-            name_run_action(self.actions[name], self.actions[name].text())
-        # Space toggles run/pause; a separate action so it works whichever button is enabled.
-        self._action("toggle_run", "Start or pause", "Space", "Start, pause or resume (Space)")
-        self._action(
-            "first_nan",
-            "Show &first NaN",
-            "Ctrl+N",
-            "Show the pinned snapshot of the first step with a non-finite gradient",
+        self.add_action("reset_layout", "Reset &layout", None, "Put every panel back")
+        self.add_action("docs", "&Documentation", "F1", "Open gradviz's documentation")
+        self.add_action(
+            "shortcuts", "&Keyboard shortcuts", None, "Every shortcut of the window, and its menu"
         )
-        self._action("live", "Back to &live view", "Ctrl+L", "Follow the run again")
-        self._action(
-            "why_nan", "&Why NaN here?", "Ctrl+W",
-            "Explain the first NaN from the data, and diagnose its step under the NaN tracer",
-        )  # fmt: skip
-        self._action(
-            "compare", "&Compare side by side…", "Ctrl+K",
-            "Run the lab's setup beside the same data with another method",
-        )  # fmt: skip
-        self._action(
-            "explore_network", "&Explore the run's network", "Ctrl+J",
-            "Show a copy of the run's coordinate network in the Jacobian explorer",
-        )  # fmt: skip
-        self._action("reset_layout", "Reset &layout", None, "Put every panel back")
-        self._action("about", "&About gradviz")
+        self.add_action("about", "&About gradviz")
 
     def _make_menus(self) -> None:
         bar = self.menuBar()
@@ -175,18 +122,13 @@ class MainWindow(QMainWindow):
         self.edit_menu = edit_menu = bar.addMenu("&Edit")
         edit_menu.addAction(self.actions["copy_command"])
         edit_menu.addAction(self.actions["copy_experiment"])
-        self.run_menu = run_menu = bar.addMenu("&Run")
-        for name, *_ in _RUN_ACTIONS:
-            run_menu.addAction(self.actions[name])
-        run_menu.addSeparator()
-        run_menu.addAction(self.actions["first_nan"])
-        run_menu.addAction(self.actions["live"])
-        run_menu.addAction(self.actions["why_nan"])
-        run_menu.addSeparator()
-        run_menu.addAction(self.actions["compare"])
-        run_menu.addAction(self.actions["explore_network"])
         self.view_menu = bar.addMenu("&View")
+        self._view_separator = self.view_menu.addSeparator()  # the docks' entries go above
+        self.view_menu.addAction(self.actions["reset_layout"])
         help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self.actions["docs"])
+        help_menu.addAction(self.actions["shortcuts"])
+        help_menu.addSeparator()
         help_menu.addAction(self.actions["about"])
 
     def set_recent_files(self, paths: list[str]) -> None:
@@ -205,24 +147,6 @@ class MainWindow(QMainWindow):
         if path is not None:
             event.acceptProposedAction()
             self.fileDropped.emit(path)
-
-    def _make_toolbar(self) -> None:
-        bar = QToolBar("Run controls")
-        bar.setObjectName("run-toolbar")
-        bar.setMovable(False)
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        for name, *_ in _RUN_ACTIONS:
-            bar.addAction(self.actions[name])
-        bar.addSeparator()
-        bar.addAction(self.actions["first_nan"])
-        bar.addAction(self.actions["live"])
-        bar.addAction(self.actions["why_nan"])
-        bar.addSeparator()
-        bar.addAction(self.actions["compare"])
-        for button in bar.findChildren(QToolButton):
-            button.setMinimumWidth(64)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
-        self.toolbar = bar
 
     def _make_status_bar(self) -> None:
         bar = self.statusBar()
@@ -243,8 +167,10 @@ class MainWindow(QMainWindow):
             bar.addPermanentWidget(label, 1 if name == "nan" else 0)
             self.status_labels[name] = label
 
-    # ---- docks -----------------------------------------------------------------------------
-    def _dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
+    # ---- docks: the pages put theirs here -------------------------------------------------
+    def add_dock(self, name: str, title: str, widget: QWidget) -> QDockWidget:
+        """A dock named ``dock-<name>`` (the saved layout finds it by that name) holding
+        ``widget``, with its entry in the View menu; where it goes is the caller's."""
         dock = QDockWidget(title, self)
         dock.setObjectName(f"dock-{name}")
         dock.setWidget(widget)
@@ -254,61 +180,16 @@ class MainWindow(QMainWindow):
             | QDockWidget.DockWidgetFeature.DockWidgetClosable
         )
         self.docks[name] = dock
-        self.view_menu.addAction(dock.toggleViewAction())
+        self.view_menu.insertAction(self._view_separator, dock.toggleViewAction())
         return dock
 
-    def _make_docks(self, setup: QWidget, views: dict[str, QWidget]) -> None:
-        """One dock per entry of the views registry, placed by its area, plus the setup."""
-        self._dock("setup", "Setup", setup).setMaximumWidth(SETUP_MAX_WIDTH)
-        for entry in VIEWS:
-            if entry.key in views:
-                if entry.area is not DockArea.LEFT:  # the rows share the width left over
-                    views[entry.key].setMinimumSize(*VIEW_MIN_SIZE)
-                self._dock(entry.key, entry.title, views[entry.key])
-        d = self.docks
-        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, d["setup"])
-        rows = {area: _row(area, views) for area in DockArea}
-        for key in rows[DockArea.LEFT]:
-            self.splitDockWidget(d["setup"], d[key], Qt.Orientation.Vertical)
-        top, bottom = rows[DockArea.TOP], rows[DockArea.BOTTOM]
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, d[top[0]])
-        self.splitDockWidget(d[top[0]], d[bottom[0]], Qt.Orientation.Vertical)
-        for row in (top, bottom):
-            for left, right in zip(row, row[1:]):
-                self.splitDockWidget(d[left], d[right], Qt.Orientation.Horizontal)
-        for entry in VIEWS:
-            if entry.tab_with is not None and entry.key in views:
-                self.tabifyDockWidget(d[entry.tab_with], d[entry.key])
-                d[entry.tab_with].raise_()
-        self.view_menu.addSeparator()
-        self.view_menu.addAction(self.actions["reset_layout"])
-        self._arrange_sizes()
-
-    def _arrange_sizes(self) -> None:
-        """A setup column as wide as its values need, the rest shared by the views."""
-        d, views = self.docks, {k: d.widget() for k, d in self.docks.items()}
-        for entry in VIEWS:  # measured here, as widgets are polished once shown
-            if entry.key in views and entry.area is not DockArea.LEFT:
-                _keep_controls_whole(views[entry.key])
-        horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
-        rest = max(self.width() - SETUP_WIDTH - 20, 300)
-        shares = {e.key: e.share for e in VIEWS}
-        for area in (DockArea.TOP, DockArea.BOTTOM):
-            row = _row(area, views)
-            least = [_narrowest(self, d[k]) for k in row]
-            widths = _fair_widths(rest, [shares[k] for k in row], least)
-            self.resizeDocks([d["setup"]] + [d[k] for k in row], [SETUP_WIDTH, *widths], horizontal)
-        height = max(self.height() - 120, 300)
-        top, bottom = _row(DockArea.TOP, views)[0], _row(DockArea.BOTTOM, views)[0]
-        self.resizeDocks([d[top], d[bottom]], [int(height * 0.55), int(height * 0.45)], vertical)
-        for key in _row(DockArea.LEFT, views)[:1]:
-            self.resizeDocks(
-                [d["setup"], d[key]], [int(height * 0.72), int(height * 0.28)], vertical
-            )
+    def keep_default_layout(self) -> None:
+        """The layout View > Reset layout puts back: the docks as they are now."""
+        self.default_state = self.saveState()
 
     def readouts(self) -> dict:
-        """What the page in focus says, as data (see ``gradviz.gui.shell.readouts``)."""
-        from gradviz.gui.shell.readouts import window_readouts
+        """What the page in focus says, as data (see ``gradviz.gui.common.readouts``)."""
+        from gradviz.gui.common.readouts import window_readouts
 
         return window_readouts(self)
 
@@ -337,7 +218,7 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self._tidy_tab_bars)
         if not self._sized:
             self._sized = True
-            self._arrange_sizes()  # sizes only take once the window has its real size
+            self.firstShown.emit()  # pages size their docks: only now at the real size
             self.default_state = self.saveState()
 
     # ---- closing -----------------------------------------------------------------------------
@@ -346,37 +227,6 @@ class MainWindow(QMainWindow):
             event.accept()
         else:
             event.ignore()
-
-
-def _keep_controls_whole(view: QWidget) -> None:
-    """No view narrower than its own controls need: a smaller minimum lets a narrower
-    window draw them over the dock's edge."""
-    view.setMinimumWidth(max(VIEW_MIN_SIZE[0], view.minimumSizeHint().width()))
-
-
-def _narrowest(window: QMainWindow, dock: QDockWidget) -> int:
-    """The width below which ``dock``'s content (or a tab beside it) would be cut."""
-    return max(t.widget().minimumWidth() for t in [dock, *window.tabifiedDockWidgets(dock)])
-
-
-def _fair_widths(total: int, shares: list[float], least: list[int]) -> list[int]:
-    """``total`` split in proportion to ``shares``, where none gets less than its ``least``:
-    those that would are given their least, and the rest share what is left."""
-    fixed: dict[int, float] = {}
-    while True:
-        free = [i for i in range(len(shares)) if i not in fixed]
-        left = total - sum(fixed.values())
-        widths = {i: left * shares[i] / sum(shares[j] for j in free) for i in free}
-        short = [i for i in free if widths[i] < least[i]]
-        if not short or len(short) == len(free):
-            break
-        fixed.update({i: least[i] for i in short})
-    return [int(fixed[i] if i in fixed else widths[i]) for i in range(len(shares))]
-
-
-def _row(area: DockArea, views: dict[str, QWidget]) -> list[str]:
-    """The keys of the untabbed docks of ``area``, in registry order."""
-    return [e.key for e in VIEWS if e.area is area and e.tab_with is None and e.key in views]
 
 
 def _dropped_file(mime: QMimeData) -> str | None:

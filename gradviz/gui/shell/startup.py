@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QWidget
 
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.run.session import RunSession
 
 #: Start the import this long after showing the window even if no paint was seen (ms). Long
 #: enough for a busy machine's first paint: torch's import holds the GIL for whole seconds

@@ -30,7 +30,7 @@ def page_title(window: QMainWindow) -> str:
 
 def run_part(session) -> str | None:
     """``run <state> at step K`` of the run on screen; None when there is no run."""
-    from gradviz.gui.pages.lab.session import RunState
+    from gradviz.gui.run.session import RunState
 
     shown = session.shown
     if shown is None and session.state in (RunState.IDLE, RunState.LOADING, RunState.UNAVAILABLE):

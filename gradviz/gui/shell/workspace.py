@@ -12,45 +12,37 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QStackedWidget, QTabBar, QToolBar, QWidget
-
-LAB_TITLE = "Distance-fit lab"
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QStackedWidget, QTabBar, QToolBar
 
 
 class WorkspacePages(QObject):
-    """Adds a tab bar to ``window`` with the lab first and then each of ``pages``.
+    """Adds a tab bar to ``window``; ``add_page`` puts each page behind its tab, in order.
 
-    ``show_page(0)`` shows the lab; ``show_page(k)`` the k-th page (1-based). Ctrl+1,
-    Ctrl+2, ... switch too.
+    A page is an object with ``widget``: the page's content, or None for the page that is
+    the window's docks (the lab; the first page). ``show_page(k)`` shows the k-th page
+    (0-based, the lab at 0). Ctrl+1, Ctrl+2, ... switch too.
     """
 
-    def __init__(self, window: QMainWindow, pages: list[tuple[str, QWidget]]) -> None:
+    def __init__(self, window: QMainWindow) -> None:
         super().__init__(window)
         self.window = window
         self.bar = QTabBar()
         self.bar.setObjectName("workspace-tabs")
         self.bar.setDrawBase(False)
         self.bar.setExpanding(False)
-        self.bar.addTab(LAB_TITLE)
         self.stack = QStackedWidget()
-        for title, page in pages:
-            self.bar.addTab(title)
-            self.stack.addWidget(page)
         self.toolbar = QToolBar("Workspaces")
         self.toolbar.setObjectName("workspace-toolbar")
         self.toolbar.setMovable(False)
         self.toolbar.addWidget(self.bar)
-        window.addToolBarBreak(Qt.ToolBarArea.TopToolBarArea)
         window.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.toolbar)
         window.setCentralWidget(self.stack)
         self.stack.hide()  # the lab's docks fill the window
-        #: The lab's readouts (an object with ``readouts()``; the lab is docks, not a page).
-        self.lab_page: object | None = None
+        #: The page objects, in tab order.
+        self.pages: list[object] = []
         self._hidden_docks: list[QDockWidget] = []
         self._lab_state = QByteArray()
         self.actions: list[QAction] = []
-        for k in range(self.bar.count()):
-            self._add_shortcut(k)
         self.bar.currentChanged.connect(self._on_tab_changed)
         window.installEventFilter(self)
 
@@ -62,31 +54,60 @@ class WorkspacePages(QObject):
         self.window.addAction(action)
         self.actions.append(action)
 
-    def add_page(self, title: str, page: QWidget) -> int:
-        """Add a full-window page after the others; returns its index for ``show_page``."""
-        self.stack.addWidget(page)
+    def add_page(self, title: str, page: object) -> int:
+        """Add ``page`` after the others under ``title``; returns its index for
+        ``show_page``. Only the first page may be the window's docks (``widget`` None)."""
+        widget = getattr(page, "widget", None)
+        if widget is None and self.pages:
+            raise ValueError(f"page {title!r} has no widget: only the first page is docks")
+        if widget is not None:
+            if not self.pages:
+                raise ValueError("the first page is the window's docks (widget None)")
+            self.stack.addWidget(widget)
+        self.pages.append(page)
+        blocked = self.bar.blockSignals(True)  # the first tab is current without a change
         index = self.bar.addTab(title)
+        self.bar.blockSignals(blocked)
         self._add_shortcut(index)
+        self._say_current(self.current())
         return index
+
+    def index_of(self, page: object) -> int:
+        """The index of ``page`` (as added) among the pages."""
+        return next(k for k, p in enumerate(self.pages) if p is page)
 
     def current(self) -> int:
         return self.bar.currentIndex()
 
     def page(self, index: int | None = None) -> object | None:
-        """The page at ``index`` (the current one by default): ``lab_page`` for the lab, else
-        the page's widget."""
+        """What stands for the page at ``index`` (the current one by default): its widget,
+        or the page object where the page is the window's docks."""
         index = self.current() if index is None else index
-        return self.lab_page if index == 0 else self.stack.widget(index - 1)
+        if not 0 <= index < len(self.pages):
+            return None
+        page = self.pages[index]
+        widget = getattr(page, "widget", None)
+        return page if widget is None else widget
 
     def show_page(self, index: int) -> None:
         self.bar.setCurrentIndex(index)  # _on_tab_changed does the work
 
     @Slot(int)
     def _on_tab_changed(self, index: int) -> None:
-        # The status bar's labels describe the lab's run: other pages say their own state
-        # in their headers, never the lab's verdict beside data it is not about.
-        for label in getattr(self.window, "status_labels", {}).values():
-            label.setVisible(index == 0)
+        self._show_content(index)
+        self._say_current(index)
+
+    def _say_current(self, index: int) -> None:
+        """The window's title names the page; each page that has ``set_current(bool)``
+        hears whether it is the one shown (the lab shows its run's toolbar, Run menu and
+        status only then)."""
+        self.window.setWindowTitle(f"gradviz — {self.bar.tabText(index)}")
+        for k, page in enumerate(self.pages):
+            set_current = getattr(page, "set_current", None)
+            if set_current is not None:
+                set_current(k == index)
+
+    def _show_content(self, index: int) -> None:
         if index == 0:
             if self.stack.isVisible():
                 self.stack.hide()

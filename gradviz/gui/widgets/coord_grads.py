@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QStackedLayout, QVBoxLayout, QWidget
 
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
@@ -37,11 +37,18 @@ class CoordGradsView(QWidget):
             panel.index_names = ("i", "d")
         self._link = RangeLink([self.values, self.health], self)
         panels = QWidget()
-        row = QHBoxLayout(panels)
-        row.setContentsMargins(0, 0, 0, 0)
+        column = QVBoxLayout(panels)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        row = QHBoxLayout()
         row.setSpacing(2)
         row.addWidget(self.values, stretch=3)
         row.addWidget(self.health, stretch=2)
+        column.addLayout(row, stretch=1)
+        # The health map's legend under both maps: as wide as the dock, in two or three
+        # columns. Under the narrow map alone it took six rows, and a small window left the
+        # map itself a strip of some 30 px.
+        column.addWidget(self.health.legend)
         self.note = QLabel(NOT_RECORDED)
         self.note.setObjectName("coord-grads-not-recorded")
         self.note.setWordWrap(True)
@@ -51,6 +58,10 @@ class CoordGradsView(QWidget):
         self.stack.addWidget(self.note)
         self._panels = panels
         self._dim = -1
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self.health.fit_legend()
 
     @property
     def recorded(self) -> bool:

@@ -148,17 +148,23 @@ class HealthMapView(MatrixPanel):
         self.legend.setText('<table cellspacing="4">' + "".join(rows) + "</table>")
 
     def _fitting_columns(self) -> int:
-        """As many legend columns as fit the panel's width (at most ``legend_columns``):
-        a narrow panel gets more rows, never a cut-off count."""
+        """As many legend columns as fit the legend's width (at most ``legend_columns``):
+        a narrow panel gets more rows, never a cut-off count. The legend is as wide as the
+        panel, or its own width where a view has placed it apart (``fit_legend``)."""
         widest = max(
             self.legend.fontMetrics().horizontalAdvance(f"■ {HEALTH_LABELS[h]} {self._counts[h]:,}")
             for h in Health
         )
-        fit = max(1, (self.width() - 8) // (widest + 12))
+        width = self.width() if self.legend.parentWidget() is self else self.legend.width() + 4
+        fit = max(1, (width - 8) // (widest + 12))
         return int(min(self._legend_columns, fit))
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        self.fit_legend()
+
+    def fit_legend(self) -> None:
+        """Lay the legend out again in as many columns as its width now takes."""
         if self._fitting_columns() != self._shown_columns:
             self._shown_columns = self._fitting_columns()
             self._update_legend()

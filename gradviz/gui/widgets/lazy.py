@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from gradviz.gui.shell.readouts import Readouts, readouts_of
+from gradviz.gui.common.readouts import Readouts, readouts_of
 
 
 class LazyWidget(QWidget):

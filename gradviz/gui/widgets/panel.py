@@ -23,6 +23,9 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWi
 from gradviz.gui.widgets import arrays, axes
 
 HINT = "hover: read a cell · click: select · double-click: zoom out"
+#: A matrix panel's plot (axes included) is never squeezed below this height (px): in the
+#: smallest window a map stays a map, not a strip of some 30 px under its legend.
+MIN_PLOT_HEIGHT = 96
 
 # Below this many screen pixels a view is not laid out yet; do not downsample for it.
 _MIN_PIXELS = 128
@@ -111,6 +114,7 @@ class MatrixPanel(QWidget):
         self.controls = QHBoxLayout()
         self.controls.setContentsMargins(0, 0, 0, 0)
         self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setMinimumHeight(MIN_PLOT_HEIGHT)
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
         self.plot = axes.PlotItem(enableMenu=False)
         self.graphics.addItem(self.plot)

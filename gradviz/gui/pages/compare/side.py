@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QSplitter, QVBoxLayout, QWidget
 from gradviz.core.common.run_threads import available_cores
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.status import (
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.status import (
     FINITE_STYLE,
     NAN_STYLE,
     failure_text,
@@ -25,8 +25,8 @@ from gradviz.gui.pages.lab.status import (
     set_style,
     threads_tooltip,
 )
-from gradviz.gui.pages.lab.views import HealthView, LossCurveView, MatrixView
-from gradviz.gui.pages.lab.worker import default_run_factory
+from gradviz.gui.run.views import HealthView, LossCurveView, MatrixView
+from gradviz.gui.run.worker import default_run_factory
 
 
 class CompareSide(QWidget):

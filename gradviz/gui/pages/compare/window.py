@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.config import DISTANCE_METHODS, FitConfig
 from gradviz.gui.pages.compare.side import CompareSide
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.run.session import RunSession
 from gradviz.gui.widgets.panel import RangeLink
 
 

@@ -17,8 +17,8 @@ import threading
 from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.explorer.jobs import ExplorerJob
-from gradviz.gui.shell.background import BackgroundTasks
-from gradviz.gui.shell.failures import describe_failure
+from gradviz.gui.common.background import BackgroundTasks
+from gradviz.gui.common.failures import describe_failure
 
 #: What a job returns when a hold abandoned it (it runs again on release).
 _HELD = object()
@@ -72,6 +72,17 @@ class ExplorerThread(QObject):
     @property
     def held(self) -> bool:
         return self._held.is_set()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a job is held back by a hold, to run on release (GUI thread)."""
+        return self._waiting is not None
+
+    @property
+    def threads_held(self) -> int:
+        """Job threads still held: computing, or ended with an outcome not passed on yet
+        (0: no result of any job can arrive any more)."""
+        return self._tasks.running()
 
     # ---- GUI thread ------------------------------------------------------------------------
     def start(self) -> None:

@@ -56,6 +56,16 @@ class StepHealth:
             for node_id, rows in self.rows.items()
         }
 
+    def innermost_holder(self, chosen, graph: ModelGraph) -> str | None:
+        """The innermost drawn node of ``graph`` whose tensors include all rows ``chosen``
+        (a parameter before a module of the same depth); None where none holds them."""
+        wanted = {int(r) for r in chosen}
+        holders = [node_id for node_id, rows in self.rows.items() if wanted <= set(rows.tolist())]
+        if not wanted or not holders:
+            return None
+        depth = {node_id: graph.node(node_id).module.count(".") + 1 for node_id in holders}
+        return max(holders, key=lambda k: (k.startswith("p:"), depth[k]))
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -69,6 +79,16 @@ class Spread:
     tensor: str  # the parameter that held the value, where the origin names one
     origin: frozenset
     after: frozenset
+
+    def marks_at(self, step: int | None) -> dict[str, frozenset]:
+        """The nodes marked at ``step``: ``origin`` and ``after``; none before its step."""
+        if step is None or step < self.step:
+            return NO_MARKS
+        return {"origin": self.origin, "after": self.after}
+
+
+#: What is marked where there is no first non-finite value (or not yet).
+NO_MARKS: dict[str, frozenset] = {"origin": frozenset(), "after": frozenset()}
 
 
 def spread_of(graph: ModelGraph, first: dict | None) -> Spread | None:

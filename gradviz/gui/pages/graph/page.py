@@ -12,53 +12,38 @@ double-click a module to expand or collapse it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
-    QHBoxLayout,
     QLabel,
-    QLineEdit,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
-from gradviz.core.common.health import Health
 from gradviz.core.graph.collapse import TREE_WIDTH, fold_modules, folded_to_fit, folded_to_width
 from gradviz.core.graph.layout import FALLBACK_LINE, drawable, has_grandalf
 from gradviz.core.graph.model import MODULE, ModelGraph
 from gradviz.core.record.recording_data import RecordingData
+from gradviz.gui.pages.graph.colours import paint
 from gradviz.gui.pages.graph.export import save_scene
-from gradviz.gui.pages.graph.health import GroupHealth, Spread, StepHealth, spread_of, worst_label
+from gradviz.gui.pages.graph.health import NO_MARKS, GroupHealth, Spread, StepHealth, spread_of
+from gradviz.gui.pages.graph.layouter import GraphLayouter
 from gradviz.gui.pages.graph.scene import (
-    NO_HEALTH,
-    ORIGIN_COLOUR,
-    SELECTED_COLOUR,
-    SPREAD_COLOUR,
     GraphScene,
 )
+from gradviz.gui.pages.graph.search import GraphToolbar
 from gradviz.gui.pages.graph.view import GraphView
-from gradviz.gui.pages.recordings.export import ask_path
-from gradviz.gui.pages.recordings.timeline import Timeline
-from gradviz.gui.shell.background import BackgroundTasks
-from gradviz.gui.widgets.palette import OKABE_ITO
-from gradviz.gui.widgets.panel import ElidedLabel, format_value
+from gradviz.gui.pages.graph.words import graph_readouts, header_text, node_line
+from gradviz.gui.widgets.panel import ElidedLabel
+from gradviz.gui.widgets.plot_export import ask_path
+from gradviz.gui.widgets.timeline import Timeline
 
 PAGE_TITLE = "Graph"
 #: Nodes the page draws before it collapses modules.
 PAGE_NODE_LIMIT = 200
 HOVER_HINT = "Hover over a node for its tensors' health; click it to select them."
 EMPTY_TEXT = "Open a model file or a watch recording to see its graph."
-
-
-def laid_out(graph: ModelGraph):
-    """(graph, layout) by grandalf, else by the plain layering (runs off the GUI thread)."""
-    from gradviz.core.graph.layout import layered_fallback, layout_graph
-
-    return graph, (layout_graph(graph) if has_grandalf() else layered_fallback(graph))
 
 
 class GraphPage(QWidget):
@@ -87,12 +72,11 @@ class GraphPage(QWidget):
         self._health: StepHealth | None = None
         self._now: dict[str, GroupHealth] = {}
         self._spread: Spread | None = None
-        self._generation = 0
         #: ``(parent, suffix) -> path`` for Export ('' cancels); a save dialog (tests replace it).
         self.choose_path: Callable[[QWidget, str], str] = ask_path
-        self.tasks = BackgroundTasks(self)
-        self.tasks.succeeded.connect(self._on_laid_out)
-        self.tasks.failed.connect(self._on_layout_failed)
+        self.layouter = GraphLayouter(self)
+        self.layouter.done.connect(self._on_laid_out)
+        self.layouter.failed.connect(self._on_layout_failed)
         self._make_widgets()
 
     def _make_widgets(self) -> None:
@@ -102,27 +86,6 @@ class GraphPage(QWidget):
         self.fallback = QLabel(FALLBACK_LINE)
         self.fallback.setObjectName("graph-fallback")
         self.fallback.setVisible(not has_grandalf())
-        self.search = QLineEdit()
-        self.search.setObjectName("graph-search")
-        self.search.setPlaceholderText("Search modules by name (Enter: next match)")
-        self.search.setClearButtonEnabled(True)
-        self.search.textChanged.connect(self._on_search_changed)
-        self.search.returnPressed.connect(self._on_search_next)
-        self.matches_label = QLabel("")
-        buttons = []
-        for text, tip, slot in (
-            ("Fit", "Show the whole graph", self._on_fit),
-            ("Expand all", "Expand every module (a large graph takes a while)", self.expand_all),
-            ("Collapse", f"Collapse modules until at most {PAGE_NODE_LIMIT} nodes show",
-             self.collapse_to_fit),
-            ("Export PNG…", "Save the whole graph as a PNG image", self._on_export_png),
-            ("Export SVG…", "Save the whole graph as an SVG drawing", self._on_export_svg),
-        ):  # fmt: skip
-            button = QPushButton(text)
-            button.setToolTip(tip)
-            button.clicked.connect(slot)
-            buttons.append(button)
-        self.fit_button, self.expand_button, self.collapse_button, *self.export_buttons = buttons
         self.view = GraphView()
         self.view.nodeClicked.connect(self.select_node)
         self.view.nodeDoubleClicked.connect(self.toggle_module)
@@ -131,16 +94,17 @@ class GraphPage(QWidget):
         self.timeline = Timeline()
         self.timeline.indexChanged.connect(self.show_index)
         self.timeline.setVisible(False)
-        top = QHBoxLayout()
-        top.addWidget(self.search, 1)
-        top.addWidget(self.matches_label)
-        for button in buttons:
-            top.addWidget(button)
+        top = GraphToolbar(self, PAGE_NODE_LIMIT)
+        self.finder = top.finder
+        self.search, self.matches_label = self.finder.edit, self.finder.label
+        self.fit_button, self.expand_button, self.collapse_button, *self.export_buttons = (
+            top.buttons
+        )
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.header)
         layout.addWidget(self.fallback)
-        layout.addLayout(top)
+        layout.addWidget(top)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.readout)
         layout.addWidget(self.timeline)
@@ -190,8 +154,7 @@ class GraphPage(QWidget):
         self.show_index(self.timeline.index)
 
     def clear(self, sentence: str = EMPTY_TEXT) -> None:
-        self._generation += 1
-        self.tasks.supersede(self._generation)
+        self.layouter.cancel()
         self._forget_shown()
         self.graph = self.scene = None
         self.view.setScene(None)
@@ -216,13 +179,11 @@ class GraphPage(QWidget):
     # ---- layout -----------------------------------------------------------------------------
     def _relayout(self) -> None:
         shown = fold_modules(drawable(self.graph), self.folded)
-        self._generation += 1
         self.header.setText(f"{self.where}: laying out {len(shown.nodes):,} nodes…")
-        self.tasks.submit(self._generation, "graph-layout", lambda: laid_out(shown))
+        self.layouter.lay_out(shown)
 
-    @Slot(int, str, object)
-    def _on_laid_out(self, generation: int, _kind: str, value: object) -> None:
-        shown, layout = value
+    @Slot(object, object)
+    def _on_laid_out(self, shown: ModelGraph, layout: object) -> None:
         self.shown = shown
         old = self.scene
         self.scene = GraphScene(shown, layout, self.describe, self)
@@ -233,54 +194,21 @@ class GraphPage(QWidget):
         self._attach_health()
         self._header()
         self._recolour()
-        self._on_search_changed(self.search.text())
+        self.finder.refresh()
         self.laidOut.emit()
 
-    @Slot(int, str, str, str)
-    def _on_layout_failed(self, _generation: int, _kind: str, sentence: str, _details: str):
+    @Slot(str)
+    def _on_layout_failed(self, sentence: str) -> None:
         self.header.setText(f"{self.where}: {sentence}")
         self.failed.emit(sentence)
 
     def _header(self) -> None:
-        graph, shown = self.graph, self.shown
-        parts = [
-            f"{self.where}: graph from {graph.source}, {len(shown.nodes):,} nodes drawn, "
-            f"{len(shown.edges):,} edges of data flow."
-        ]
-        parts += [_as_sentence(note) for note in graph.notes]  # notes are fragments
-        if graph.collapsed is not None:
-            parts.append(graph.collapsed.sentence)
-        if self.folded and self.tree_depth is not None:
-            count = f"{len(self.folded):,} module{'s' if len(self.folded) != 1 else ''}"
-            parts.append(
-                f"{count} collapsed below depth {self.tree_depth} so that no level of the "
-                f"tree is wider than {TREE_WIDTH} nodes ({len(drawable(graph).nodes):,} nodes "
-                "in all): double-click a module to expand it."
+        self.header.setText(
+            header_text(
+                self.where, self.graph, self.shown, self.folded, self.tree_depth,
+                PAGE_NODE_LIMIT, self._damage, self._spread,
             )
-        elif self.folded:
-            total = len(drawable(graph).nodes)
-            count = f"{len(self.folded):,} module{'s' if len(self.folded) != 1 else ''}"
-            parts.append(
-                f"{count} collapsed ({total:,} nodes in all, more than {PAGE_NODE_LIMIT} "
-                "drawn at once): double-click a module to expand it."
-                if total > PAGE_NODE_LIMIT
-                else f"{count} collapsed: double-click one to expand it."
-            )
-        if self._damage:
-            parts.append(self._damage)  # its lost steps are drawn "lost": say which
-        spread = self._spread
-        if spread is not None:
-            if spread.tensor:
-                where = f"was held by parameter '{spread.tensor}' as the forward ran"
-            elif spread.phase == "input":
-                where = "came in with the model's input"
-            else:
-                where = f"began in the {spread.phase} of module '{spread.module}'"
-            parts.append(
-                f"The first non-finite value {where} at step {spread.step:,} (red); "
-                "outlined: where it spread."
-            )
-        self.header.setText(" ".join(p if p.endswith(".") else f"{p}." for p in parts))
+        )  # fmt: skip
 
     # ---- collapse and expand ----------------------------------------------------------------
     @Slot(str)
@@ -330,33 +258,13 @@ class GraphPage(QWidget):
     def marks(self) -> dict[str, frozenset]:
         """The drawn nodes marked at the step shown: ``origin`` (where the first non-finite
         value began) and ``after`` (where it spread); empty before its step."""
-        spread, step = self._spread, self.step
-        if spread is None or step is None or step < spread.step:
-            return {"origin": frozenset(), "after": frozenset()}
-        return {"origin": spread.origin, "after": spread.after}
+        return NO_MARKS if self._spread is None else self._spread.marks_at(self.step)
 
     def readouts(self) -> dict:
-        """What the page shows, as data: the graph's source (None before one is drawn), the
-        recorded step whose health colours it (None for a model file), the drawn node count,
-        and per drawn node its health category as coloured ("lost" where every tensor's
-        record is lost, None without a recording) and whether it is marked as the origin
-        of the first non-finite value or as reached by it."""
+        """What the page shows, as data (``words.graph_readouts``)."""
         shown = self.shown if self.scene is not None else None
-        marks = self.marks()
-        nodes = {}
-        for node in shown.nodes if shown is not None else ():
-            health = self._now.get(node.id)
-            nodes[node.id] = {
-                "health": None if health is None else worst_label(health.worst),
-                "origin": node.id in marks["origin"],
-                "spread": node.id in marks["after"],
-            }
-        return {
-            "source": None if shown is None else self.graph.source,
-            "step": self.step,
-            "node_count": len(nodes),
-            "nodes": nodes,
-        }
+        source = None if shown is None else self.graph.source
+        return graph_readouts(shown, source, self.step, self._now, self.marks())
 
     def node_colour(self, node_id: str) -> str:
         """The fill of a drawn node, as ``#rrggbb``."""
@@ -368,66 +276,15 @@ class GraphPage(QWidget):
             return
         column = self.column
         self._now = self._health.at(column) if self._health and column is not None else {}
-        norms = [h.norm for h in self._now.values() if h.norm > 0 and math.isfinite(h.norm)]
-        low, high = (math.log10(min(norms)), math.log10(max(norms))) if norms else (0.0, 0.0)
-        marks = self.marks()
-        for node_id, item in scene.nodes.items():
-            health = self._now.get(node_id)
-            fill = _fill(health, low, high)
-            item.setBrush(QBrush(fill))
-            item.text.setBrush(QColor("#000000" if fill.lightnessF() > 0.5 else "#ffffff"))
-            item.setPen(self._pen(node_id, marks))
-        for node_id, box in scene.boxes.items():
-            colour = ORIGIN_COLOUR if node_id in marks["origin"] else "#8c8c8c"
-            width = 2.5 if node_id in marks["origin"] else 1.0
-            pen = QPen(QColor(colour), width, Qt.PenStyle.DashLine)
-            if node_id == self.selected:
-                pen = QPen(QColor(SELECTED_COLOUR), 2.0, Qt.PenStyle.DashLine)
-            box.setPen(pen)
-        reached = marks["origin"] | marks["after"]
-        scene.set_spread_edges(
-            [(a, b) for a, b in self.shown.edges if a in reached and b in marks["after"]]
-        )
-
-    def _pen(self, node_id: str, marks) -> QPen:
-        if node_id == self.selected:
-            return QPen(QColor(SELECTED_COLOUR), 3.0, Qt.PenStyle.DashLine)
-        if node_id in marks["origin"]:
-            return QPen(QColor(ORIGIN_COLOUR), 4.0)
-        if node_id in marks["after"]:
-            return QPen(QColor(SPREAD_COLOUR), 2.5)
-        return QPen(QColor("#505050"), 0.8)
+        paint(scene, self.shown, self._now, self.marks(), self.selected)
 
     # ---- hover and selection ----------------------------------------------------------------
     def describe(self, node_id: str) -> str:
         """One line about a drawn node: what it is, and its tensors' health at the step."""
         if self.shown is None:
             return ""
-        node = self.shown.node(node_id)
-        what = node.module or node.name
-        text = f"{what} ({node.type or node.kind})"
-        if node.shape:
-            text += f", output {' x '.join(str(d) for d in node.shape)}"
-        if node.hidden:
-            text += f", stands for {node.hidden:,} nodes (double-click to expand)"
-        health = self._now.get(node_id)
-        if health is not None:
-            finite, zero, nan, pinf, ninf = health.counts
-            norm = health.norm_words(format_value)
-            text += (
-                f"; step {self.step}: {worst_label(health.worst)}, |grad| {norm}"
-                f"; finite {finite:,}, zero {zero:,}, NaN {nan:,}, +Inf {pinf:,}, -Inf {ninf:,}"
-            )
-            if health.lost:
-                lost = health.lost
-                text += f"; {lost:,} tensor{'' if lost == 1 else 's'} lost at this step"
-        elif self.data is not None:
-            text += "; no recorded gradients"
-        marks = self.marks()
-        if node_id in marks["origin"]:
-            text += "; the first non-finite value began here"
-        elif node_id in marks["after"]:
-            text += "; the first non-finite value spread here"
+        health, recorded = self._now.get(node_id), self.data is not None
+        text = node_line(self.shown, node_id, health, self.step, recorded, self.marks())
         self.readout.setText(text)
         return text
 
@@ -448,74 +305,27 @@ class GraphPage(QWidget):
     def select_tensors(self, chosen) -> None:
         """Model health chose the tensors ``chosen`` (rows): select the innermost drawn node
         holding all of them (no signal back)."""
-        if self._health is None or not len(chosen):
+        if self._health is None or self.scene is None:
             return
-        wanted = {int(r) for r in chosen}
-        holders = [
-            node_id for node_id, rows in self._health.rows.items() if wanted <= set(rows.tolist())
-        ]
-        if not holders:
-            return
-        depth = {
-            node_id: self.shown.node(node_id).module.count(".") + 1 for node_id in holders
-        }  # fmt: skip
-        best = max(holders, key=lambda k: (k.startswith("p:"), depth[k]))
-        if self.scene is not None and best not in self.scene.nodes and best not in self.scene.boxes:
+        best = self._health.innermost_holder(chosen, self.shown)
+        item = self.scene.nodes.get(best) or self.scene.boxes.get(best)
+        if item is None:
             return
         self.selected = best
         self._recolour()
-        item = self.scene.nodes.get(best) or self.scene.boxes.get(best)
         self.view.ensureVisible(item)
 
-    # ---- search -----------------------------------------------------------------------------
     def search_matches(self) -> list[str]:
-        """Drawn node ids (nodes and module frames) whose module path or name holds the
-        search text, in graph order."""
-        text = self.search.text().strip().lower()
-        if not text or self.shown is None or self.scene is None:
-            return []
-        drawn = self.scene.nodes.keys() | self.scene.boxes.keys()
-        return [
-            n.id
-            for n in self.shown.nodes
-            if n.id in drawn and (text in n.module.lower() or text in n.name.lower())
-        ]
-
-    @Slot(str)
-    def _on_search_changed(self, _text: str) -> None:
-        scene = self.scene
-        if scene is None:
-            return
-        matches = set(self.search_matches())
-        searching = bool(self.search.text().strip())
-        for node_id, item in scene.nodes.items():
-            item.setOpacity(1.0 if not searching or node_id in matches else 0.25)
-        self.matches_label.setText(f"{len(matches):,} found" if searching else "")
-        self._match_index = -1
-        if matches:
-            self._on_search_next()
-
-    @Slot()
-    def _on_search_next(self) -> None:
-        matches = self.search_matches()
-        if not matches or self.scene is None:
-            return
-        self._match_index = (getattr(self, "_match_index", -1) + 1) % len(matches)
-        node_id = matches[self._match_index]
-        item = self.scene.nodes.get(node_id) or self.scene.boxes.get(node_id)
-        self.view.centerOn(item)
+        """Drawn node ids whose module path or name holds the search text (``GraphSearch``)."""
+        return self.finder.matches()
 
     # ---- buttons ----------------------------------------------------------------------------
     @Slot()
-    def _on_fit(self) -> None:
-        self.view.fit()
-
-    @Slot()
-    def _on_export_png(self) -> None:
+    def export_png(self) -> None:
         self._export(".png")
 
     @Slot()
-    def _on_export_svg(self) -> None:
+    def export_svg(self) -> None:
         self._export(".svg")
 
     def _export(self, suffix: str) -> None:
@@ -527,26 +337,7 @@ class GraphPage(QWidget):
             self.failed.emit(f"Could not write {path!r}.")
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
-        self.tasks.shutdown(timeout_s)
-
-
-def _fill(health: GroupHealth | None, low: float, high: float) -> QColor:
-    """The palette colour of the worst category, darker for a smaller norm (log scale over
-    the graph at this step); grey without gradients."""
-    if health is None or health.worst is None:
-        return QColor(NO_HEALTH)
-    colour = QColor(OKABE_ITO[Health(health.worst)])
-    finite = math.isfinite(health.norm)
-    if health.worst in (Health.FINITE, Health.ZERO) and high > low and finite and health.norm > 0:
-        t = (math.log10(health.norm) - low) / (high - low)
-        colour = colour.darker(int(100 + 80 * (1.0 - min(max(t, 0.0), 1.0))))
-    return colour
+        self.layouter.shutdown(timeout_s)
 
 
 __all__ = ["MODULE", "PAGE_NODE_LIMIT", "PAGE_TITLE", "GraphPage"]
-
-
-def _as_sentence(note: str) -> str:
-    """A graph's note (a lowercase fragment, as the JSON gives it) as a sentence."""
-    note = note.strip()
-    return note[:1].upper() + note[1:] + ("" if note.endswith(".") else ".")

@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QMainWindow
 
 from gradviz.core.record.recording_data import RecordingData
-from gradviz.gui.pages.graph.page import PAGE_TITLE, GraphPage
-from gradviz.gui.shell.background import BackgroundTasks
-
-if TYPE_CHECKING:
-    from gradviz.gui.pages.models.wiring import ModelActions
-    from gradviz.gui.pages.recordings.opening import Recordings
-    from gradviz.gui.shell.main_window import MainWindow
+from gradviz.gui.common.background import BackgroundTasks
+from gradviz.gui.pages.graph.page import GraphPage
 
 
 def recording_graph(data: RecordingData):
@@ -45,21 +41,23 @@ def model_graph(path: str, trust: bool, module: Any, in_shape) -> Any:
 
 
 class GraphWiring(QObject):
-    """Owns the Graph page (added after the other pages) and feeds it."""
+    """Owns the Graph page (``widget``) and feeds it from ``health`` (the Model health page's
+    object, which opens the recordings: ``shown``, ``page``, ``health_page.built``) and
+    ``models`` (the model files': ``opener``, ``panel``)."""
 
     def __init__(
         self,
-        window: MainWindow,
-        recordings: Recordings,
-        models: ModelActions,
+        window: QMainWindow,
+        health: Any,
+        models: Any,
         show_error: Callable[[str, str], Any],
     ) -> None:
         super().__init__(window)
-        self.window, self.recordings, self.models = window, recordings, models
+        self.window, self.recordings, self.models = window, health, models
+        recordings = health
         self.show_error = show_error
-        self.page = GraphPage()
-        self.index = window.pages.add_page(PAGE_TITLE, self.page)
-        recordings.showing_recordings.append(self.index)
+        self.page = self.widget = GraphPage()
+        recordings.showing_recordings.append(self)
         recordings.more_timelines.append(self.page.timeline)
         self.tasks = BackgroundTasks(self)
         self.tasks.succeeded.connect(self._on_graph_read)
@@ -76,6 +74,11 @@ class GraphWiring(QObject):
         # One step: either timeline moves the other.
         self.page.timeline.indexChanged.connect(self._on_graph_index)
         recordings.health_page.built.connect(self._on_health_built)
+
+    @property
+    def index(self) -> int:
+        """The Graph page's index among the window's pages."""
+        return self.window.pages.index_of(self)
 
     @property
     def health(self):
@@ -161,7 +164,7 @@ class GraphWiring(QObject):
     @Slot(str)
     def _on_module_chosen(self, path: str) -> None:
         """The module's weights in the explorer's layer table, where that file is open."""
-        table = self.window.model_panel.layers
+        table = self.models.panel.layers
         for row in range(table.rowCount()):
             item = table.item(row, 0)
             if item is not None and item.text() == path:

@@ -1,128 +1,118 @@
-"""The distance-fit lab: wires the setup form, the run session, the views and the window.
+"""The distance-fit lab page: the setup form, the lab's views in their docks, and the run
+commands of the window's Run menu, applied to the run session with the form's settings.
 
-The run itself lives in a ``RunSession`` (state, generation, worker, snapshots); this
-controller turns the window's actions into session commands with the form's settings and
-shows errors. The settings file is read and written by ``lab_memory``, experiment files
-by ``ExperimentFiles``. Status bar, toolbar and views listen to the session. All slots
-here run on the GUI thread.
+The run itself lives in a ``RunSession`` (state, generation, worker, snapshots), shared
+with the pages that show it too; this page turns the window's actions into session
+commands with the form's settings. The settings file is read and written by
+``lab_memory``, experiment files by ``ExperimentFiles``. Status bar, toolbar and views
+listen to the session. All slots here run on the GUI thread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMessageBox
 
-from gradviz.core.common.errors import GradvizError
+from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
 from gradviz.gui.pages.lab.display_memory import DisplayMemory
+from gradviz.gui.pages.lab.docks import LabDocks
 from gradviz.gui.pages.lab.experiment_files import ExperimentFiles
 from gradviz.gui.pages.lab.focus import EnterLeavesField
+from gradviz.gui.pages.lab.instant_edits import InstantEdits
+from gradviz.gui.pages.lab.investigate import Investigations
 from gradviz.gui.pages.lab.lab_memory import remember_lab, restore_lab
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.status import RunActions, RunStatus
+from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
+from gradviz.gui.pages.lab.network_gradients import NetworkGradients
+from gradviz.gui.pages.lab.record_toggle import RecordToggle
+from gradviz.gui.pages.lab.run_menu import RunMenu
+from gradviz.gui.pages.lab.run_network import RunNetworkExplorer
+from gradviz.gui.pages.lab.run_settings import fitting_config, form_config, run_differs_from_form
 from gradviz.gui.pages.lab.torch_loader import TorchLoader
-from gradviz.gui.pages.lab.views import LabViews
-from gradviz.gui.pages.lab.worker import describe_run_failure
-from gradviz.gui.pages.models.wiring import ModelActions
-from gradviz.gui.shell import settings as settings_store
-from gradviz.gui.shell.dialogs import ErrorDialog
-from gradviz.gui.shell.main_window import MainWindow
+from gradviz.gui.run.recorded_run import FIRST_RECORDED_GENERATION
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.status import RunActions, RunStatus
+from gradviz.gui.run.views import LabViews
 from gradviz.gui.widgets.settings_form import DEFAULT_EXPERIMENT, LiveSettings, SetupForm
 
 log = logging.getLogger(__name__)
 
 
 class LabController(QObject):
-    """The behaviour of the distance-fit lab. ``session`` is the run; ``views`` its views.
+    """The lab page: ``form`` (its setup), ``views`` (its docks), ``session`` (the run).
 
-    ``run_factory`` builds the core run from a FitConfig (on the worker thread).
+    ``window`` gives the docks, actions and status bar; ``show_error(sentence, details)``
+    and ``confirm(title, question)`` are the app's; ``compare_window(base_config)`` makes
+    Run > Compare's window; ``exports.add_plot(name, plot)`` gives a plot its right-click
+    exports. ``config``/``live``: the experiment to open with (else the one remembered).
     """
 
     torchReady = Signal()
+    #: The lab is the window's docks, not a widget of the pages' stack.
+    widget = None
 
     def __init__(
         self,
-        views: LabViews,
-        settings: QSettings | None = None,
+        window,
+        session: RunSession,
+        settings: QSettings,
+        show_error: Callable[..., Any],
+        confirm: Callable[[str, str], bool],
+        compare_window: Callable[..., Any],
+        exports: Any,
         log_path: str = "",
-        run_factory: Callable[[FitConfig], Any] | None = None,
         config: FitConfig | None = None,
         live: LiveSettings | None = None,
     ) -> None:
         super().__init__()
-        self.views = views
-        self.settings = settings or settings_store.open_settings()
-        self.log_path = log_path
+        self.window, self.session, self.settings = window, session, settings
+        self.show_error, self.confirm, self.log_path = show_error, confirm, log_path
         self.form = SetupForm(config or DEFAULT_EXPERIMENT)
-        self.session = RunSession(run_factory, available=False, parent=self)
-        self.window = MainWindow(self.form, dict(views.widgets))
-        self.window.close_guard = self._on_close_requested
-        self.error_dialog: ErrorDialog | None = None
+        self.views = views = LabViews()
+        self.docks = LabDocks(window, self.form, dict(views.widgets))
         self._shut_down = False
-        restore_lab(self.settings, self.window, self.form, config, live)
-        self.session.snapshotShown.connect(views.show)
-        self.session.cleared.connect(views.clear)
-        self.session.failed.connect(self.show_error)
+        restore_lab(self.settings, window, self.form, config, live)
+        session.snapshotShown.connect(views.show)
+        session.cleared.connect(views.clear)
+        session.failed.connect(self.show_error)
         # Exact values of a hovered or selected entry of a display-sized picture: asked of
         # the worker through the session (never autograd here), shown when they arrive.
         views.cellWanted.connect(self._on_cell_wanted)
-        self.session.cellValuesReady.connect(views.show_cell_values)
-        self.run_actions = RunActions(self.session, self.window.actions)
-        self.run_status = RunStatus(self.session, self.window.status_labels)
+        session.cellValuesReady.connect(views.show_cell_values)
+        exports.add_plot("loss", views.views["loss"].widget.plot)
+        self.run_menu = RunMenu(window)
+        self.run_actions = RunActions(session, window.actions)
+        self.run_status = RunStatus(session, window.status_labels)
         self._connect()
-        from gradviz.gui.pages.lab.investigate import Investigations
-        from gradviz.gui.pages.lab.run_network import RunNetworkExplorer
-
         self.investigations = Investigations(
-            self.session, views, self.window, self.form.config, self.show_error, log_path
+            session, views, window, self.form.config, self.show_error, compare_window
         )
-        self.run_network = RunNetworkExplorer(self.session, self.window)
-        from gradviz.gui.pages.recordings.opening import Recordings
-
-        self.recordings = Recordings(
-            self.window,
-            self.window.pages,
-            views,
-            self.session,
-            self.settings,
-            self.show_error,
-            lambda title, question: self.confirm(title, question),  # tests replace confirm
-        )
-        from gradviz.gui.pages.graph.wiring import GraphWiring
-
-        self.graph = GraphWiring(self.window, self.recordings, self.models, self.show_error)
-        from gradviz.gui.pages.lab.setup_focus import SetupFollowsFocus
-
-        # After _connect: a change is compared with the run it reset to, not the one before.
-        self.setup_focus = SetupFollowsFocus(
-            self.form, self.session, self.recordings.recorded, self
-        )
-        self.recordings.shown.connect(self._on_recording_shown)
-        from gradviz.gui.pages.lab.instant_edits import InstantEdits
-
+        self.run_network = RunNetworkExplorer(session, window)
+        self.record = RecordToggle(window, session, self.run_menu)
+        #: What the page says (its timeline joins once the recordings give it one).
+        self.page_readouts = LabPageReadouts(views, self.run_status, self.form)
+        #: Back to live view from an older step: the live timeline's Follow where the
+        #: recordings give the lab one (``shell.links``), else the session's newest step.
+        self.follow_newest: Callable[[], None] = session.show_live
+        #: The settings of the source a snapshot comes from (a recording's, where the shell
+        #: links one: ``shell.links``), else None: an edit then compares with the live run.
+        self.source_config: Callable[[Snapshot | None], FitConfig | None] = lambda shown: None
         self.instant_edits = InstantEdits(
-            self.session, self.form, self.window, views, self.experiments,
-            self._fitting_config, self.setup_focus.source_config,
+            session, self.form, window, views, self.experiments,
+            self._fitting_config, lambda shown: self.source_config(shown),
         )  # fmt: skip
-        from gradviz.gui.pages.lab.network_gradients import NetworkGradients
-
         self.network_gradients = NetworkGradients(
-            self.session, self.form, self, self.instant_edits.earlier.config_of
-        )
-        self._form_filled_by: object | None = None  # the opened recording that filled the form
-        from gradviz.gui.pages.lab.lab_readouts import LabPageReadouts
-
-        self.window.pages.lab_page = LabPageReadouts(
-            views, self.run_status, self.form, self.recordings.timeline, self.recordings.dock
+            session, self.form, self, self.instant_edits.earlier.config_of
         )
         self.loader = TorchLoader()
         self.loader.ready.connect(self._on_torch_ready)
-        self.session.snapshotShown.connect(  # step 0's frame, once
+        session.snapshotShown.connect(  # step 0's frame, once
             self.loader.first_frame_shown, Qt.ConnectionType.SingleShotConnection
         )
         self.loader.failed.connect(self._on_torch_failed)
@@ -135,6 +125,25 @@ class LabController(QObject):
     def torch_ready(self) -> bool:
         return self.session.state.loaded
 
+    def readouts(self) -> dict:
+        return self.page_readouts.readouts()
+
+    def set_current(self, current: bool) -> None:
+        """The run's toolbar, Run menu (and its shortcuts) and status bar show only with the
+        lab: other pages say their own state in their headers, never the lab's verdict
+        beside data it is not about."""
+        self.run_menu.set_shown(current)
+        for label in self.window.status_labels.values():
+            label.setVisible(current)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays of the snapshot on screen (File > Export view data)."""
+        snapshot = self.views.snapshot
+        if snapshot is None:
+            return {}
+        values = {f.name: getattr(snapshot, f.name) for f in dataclasses.fields(snapshot)}
+        return {name: v for name, v in values.items() if isinstance(v, np.ndarray)}
+
     # ---- wiring ----------------------------------------------------------------------------
     def _connect(self) -> None:
         a = self.window.actions
@@ -146,46 +155,18 @@ class LabController(QObject):
         a["reset"].triggered.connect(self.reset)
         a["first_nan"].triggered.connect(self.session.show_first_nan)
         a["live"].triggered.connect(self.back_to_live_view)
-        a["quit"].triggered.connect(self.window.close)
         a["copy_command"].triggered.connect(self.copy_command)
-        self.window.explorer.failed.connect(self._on_explorer_failed)
-        a["reset_layout"].triggered.connect(self.window.reset_layout)
         self.experiments = ExperimentFiles(self.window, self.form, self.settings, self.show_error)
-        self.models = ModelActions(self.window, self.settings, self.session, self.show_error)
         self.form.changed.connect(self._on_setting_changed)
         self.enter_leaves_field = EnterLeavesField(self.window.docks["setup"], self.window)
         self.display_memory = DisplayMemory(self.settings, self.views)
 
     # ---- run commands: the session's, with the form's settings -------------------------------
     def _form_config(self) -> FitConfig | None:
-        """The form's settings for a new run, which also takes the form's frame rate (an
-        opened experiment fills the form without a change signal for each setting)."""
-        try:
-            config = self.form.config()
-        except GradvizError as exc:
-            self.show_error(str(exc), "")
-            return None
-        self.session.set_frame_rate(self.form.live_settings().frame_rate)
-        return config
+        return form_config(self.form, self.session, self.show_error)
 
     def _fitting_config(self) -> FitConfig | None:
-        """The form's settings, or None (after a dialog) when they are invalid or the run
-        would not fit in the memory available (both numbers and what to do)."""
-        config = self._form_config()
-        if config is None:
-            return None
-        from gradviz.core.common.decimate import MAX_DISPLAY
-        from gradviz.core.common.devices import resolve_device
-        from gradviz.core.lab import memory  # torch is loaded: runs are available
-
-        try:
-            memory.check_fits(
-                config, resolve_device(config.device), snapshot_side=min(config.n, MAX_DISPLAY)
-            )
-        except GradvizError as exc:
-            self.show_error(str(exc), "")
-            return None
-        return config
+        return fitting_config(self.form, self.session, self.show_error)
 
     @Slot()
     def start(self) -> None:
@@ -200,8 +181,6 @@ class LabController(QObject):
         self._command(self.session.start)
 
     def _showing_a_recording(self) -> bool:
-        from gradviz.gui.pages.recordings.recorded_run import FIRST_RECORDED_GENERATION
-
         shown = self.session.shown
         return (
             shown is not None
@@ -232,7 +211,7 @@ class LabController(QObject):
         """From the pinned first NaN, or from an older step chosen on the timeline, to the
         run's newest step, followed."""
         if self.session.viewing_older:
-            self.recordings.live.follow()  # ticks Follow, which shows the newest step
+            self.follow_newest()  # the timeline's Follow, which shows the newest step
         else:
             self.session.show_live()
 
@@ -244,7 +223,7 @@ class LabController(QObject):
     def _command(self, command: Callable[..., None]) -> None:
         """``command()`` on the current run, or ``command(config)`` for a new run from the
         form's settings once they pass the memory preflight."""
-        if self._run_differs_from_form():
+        if run_differs_from_form(self.form, self.session):
             self.session.stop()  # its step 0 only: the run starts from the form's settings
         if self.session.worker is not None:
             command()
@@ -252,18 +231,6 @@ class LabController(QObject):
             config = self._fitting_config()
             if config is not None:
                 command(config)
-
-    def _run_differs_from_form(self) -> bool:
-        """A run waiting at step 0 (not started) made with other settings than the form
-        shows: the form was set from a lab recording meanwhile. (Changed settings restart
-        the run at once where they can run.)"""
-        session = self.session
-        if session.worker is None or session.state is not RunState.READY:
-            return False
-        try:
-            return self.form.config() != session.settings_now
-        except GradvizError:
-            return False
 
     @Slot()
     def reset(self) -> None:
@@ -277,12 +244,6 @@ class LabController(QObject):
         snapshot = self.views.snapshot
         if snapshot is not None:
             self.session.request_cell(snapshot, i, j)
-
-    @Slot(str, str)
-    def _on_explorer_failed(self, sentence: str, details: str) -> None:
-        log.error("explorer failed: %s\n%s", sentence, details)
-        dialog = self.show_error(sentence, details)
-        dialog.setWindowTitle("gradviz: the Jacobians could not be computed")
 
     @Slot(object)
     def _on_torch_ready(self, devices: list[tuple[str, str]]) -> None:
@@ -304,19 +265,6 @@ class LabController(QObject):
         self.show_error(sentence, details)
         self.session.set_available(False)
 
-    @Slot(object)
-    def _on_recording_shown(self, data) -> None:
-        """A lab recording opened in the lab's views: the setup panel shows the settings it
-        was made with, even where it was the source in focus already (opened again after
-        the form changed); Start then repeats that run live. Once each time a recording is
-        opened, not on every re-read of a growing one (the user's edits stay)."""
-        if data.source != "fit" or "distances" not in data.images:
-            return
-        opened = self.recordings.source  # a new one for each open, the same for re-reads
-        if opened is not None and opened is not self._form_filled_by:
-            self._form_filled_by = opened
-            self.setup_focus.refill()
-
     # ---- settings ----------------------------------------------------------------------------
     @Slot(str)
     def _on_setting_changed(self, name: str) -> None:
@@ -328,15 +276,6 @@ class LabController(QObject):
         if self.form.problem_text or not self.torch_ready:
             return  # the form shows what is wrong; nothing to apply yet
         self.instant_edits.restart()  # at once, in place: Edit > Undo brings the setup back
-
-    def confirm(self, title: str, question: str) -> bool:
-        """Ask the user a yes/no question (tests replace this)."""
-        answer = QMessageBox.question(self.window, title, question)
-        return answer == QMessageBox.StandardButton.Yes
-
-    def save_experiment(self, path: str) -> bool:
-        """Write the form's settings to ``path`` and say so in the status bar."""
-        return self.experiments.save(path)
 
     @Slot()
     def copy_command(self) -> None:
@@ -350,56 +289,26 @@ class LabController(QObject):
         QGuiApplication.clipboard().setText(line)
         self.window.statusBar().showMessage(f"Copied: {line}", 8000)
 
-    # ---- errors ------------------------------------------------------------------------------
-    @Slot(str, str)
-    def show_error(
-        self, sentence: str, details: str, title: str = ErrorDialog.TITLE
-    ) -> ErrorDialog:
-        """Show a failure without blocking; the window stays usable behind it. ``title``
-        names what failed (callers that know set it)."""
-        if self.error_dialog is not None:
-            self.error_dialog.close()
-            self.error_dialog.deleteLater()
-        self.error_dialog = ErrorDialog(sentence, details, self.log_path, self.window, title)
-        self.error_dialog.open()
-        return self.error_dialog
-
-    def report_exception(self, exc: BaseException, details: str) -> None:
-        self.show_error(describe_run_failure(exc), details, ErrorDialog.RUN_STOPPED_TITLE)
-
     # ---- closing -----------------------------------------------------------------------------
-    def _on_close_requested(self) -> bool:
-        if self._shut_down:
-            return True  # already stopped (e.g. --screenshot): nothing to ask
-        going = self.session.state.going or self.investigations.comparing
-        if going and not self.confirm("Quit gradviz?", "A run is going. Stop it and quit?"):
-            return False
-        self.shutdown()
-        return True
+    @property
+    def going(self) -> bool:
+        """Whether closing the app would end a run of this page (the lab's or a compared
+        one)."""
+        return self.session.state.going or self.investigations.comparing
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
-        """Save settings, stop every worker and join its thread (idempotent)."""
+        """Remember the settings and layout; stop this page's workers (idempotent). The
+        window shows the lab (its layout is what is saved) before this is called."""
         if self._shut_down:
             return
         self._shut_down = True
         self.enter_leaves_field.uninstall()
-        self.window.pages.show_page(0)  # save the lab's layout, not the explorer page
         remember_lab(self.settings, self.window, self.form)
-        if self.error_dialog is not None:
-            self.error_dialog.close()
         self.investigations.shutdown(timeout_s)
-        self.session.shutdown(timeout_s)
         self.loader.join(timeout_s)
-        self.models.shutdown(timeout_s)
-        self.recordings.shutdown(timeout_s)
-        self.graph.shutdown(timeout_s)
-        self.window.explorer.shutdown()
+        self.record.shutdown()  # after the session's workers (the app joins them first)
 
     @property
     def thread_count(self) -> int:
-        """Worker threads still held (0 after every run has been joined)."""
-        return (
-            len(self.session.workers())
-            + self.investigations.thread_count
-            + int(self.window.explorer.worker_running())
-        )
+        """Worker threads of this page still held (the session's are counted apart)."""
+        return self.investigations.thread_count

@@ -11,7 +11,7 @@ import json
 from PySide6.QtCore import QObject, QSettings, Slot
 from PySide6.QtWidgets import QCheckBox, QComboBox
 
-from gradviz.gui.pages.lab.views import LabViews
+from gradviz.gui.run.views import LabViews
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
 

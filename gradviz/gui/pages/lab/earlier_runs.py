@@ -21,7 +21,7 @@ from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
 from gradviz.core.settings.drawn import is_drawn
 from gradviz.core.settings.table import FILE_PREFIX, settings_of
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.run.session import RunSession
 from gradviz.gui.widgets.loss import LossView
 from gradviz.gui.widgets.loss_earlier import EarlierRun
 

@@ -23,7 +23,7 @@ from gradviz.gui.widgets.point_gallery import draw_points, thumbnail_points
 from gradviz.gui.widgets.settings_form import SetupForm
 
 if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
+    from PySide6.QtWidgets import QMainWindow as MainWindow  # the shell's window
 
 #: Thumbnail side in the menu (px).
 ICON = 40

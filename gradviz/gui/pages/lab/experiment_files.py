@@ -9,19 +9,16 @@ always the one the form describes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Signal, Slot
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.experiment import load_experiment, save_experiment
-from gradviz.gui.shell.settings import RecentFiles
+from gradviz.gui.common.settings import RecentFiles
 from gradviz.gui.widgets.settings_form import SetupForm
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
 
 RECENT_EXPERIMENTS_KEY = "recent_files"
 FILE_FILTER = "Experiments (*.json)"
@@ -36,7 +33,7 @@ class ExperimentFiles(QObject):
 
     def __init__(
         self,
-        window: MainWindow,
+        window: QMainWindow,
         form: SetupForm,
         settings: QSettings,
         show_error: Callable[[str, str], Any],

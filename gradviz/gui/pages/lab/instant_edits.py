@@ -21,14 +21,15 @@ from PySide6.QtGui import QAction, QKeySequence
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
 from gradviz.gui.pages.lab.earlier_runs import EarlierRuns
-from gradviz.gui.pages.lab.session import RunSession, RunState
 from gradviz.gui.pages.lab.setup_history import SetupHistory, changed_titles
+from gradviz.gui.run.session import RunSession, RunState
 from gradviz.gui.widgets.settings_form import SetupForm
 
 if TYPE_CHECKING:
+    from PySide6.QtWidgets import QMainWindow as MainWindow  # the shell's window
+
     from gradviz.gui.pages.lab.experiment_files import ExperimentFiles
-    from gradviz.gui.pages.lab.views import LabViews
-    from gradviz.gui.shell.main_window import MainWindow
+    from gradviz.gui.run.views import LabViews
 
 
 class InstantEdits(QObject):

@@ -1,9 +1,9 @@
-"""The lab's investigation tools: side by side, "Why NaN here?" with Diagnose, and About.
+"""The lab's investigation tools: side by side, and "Why NaN here?" with Diagnose.
 
-``Investigations`` belongs to the lab: it connects the window's ``compare``,
-``why_nan`` and ``about`` actions, owns the comparison window and the Diagnose worker, and
-joins their threads on shutdown. Diagnose pauses every other run first and holds the
-Jacobian explorer's computations (the NaN tracer follows only its own thread, but its
+``Investigations`` belongs to the lab: it connects the window's ``compare`` and
+``why_nan`` actions, owns the comparison window and the Diagnose worker, and joins their
+threads on shutdown. Diagnose pauses every other run first and holds the computations of
+``holds`` (the Jacobian explorer's: the NaN tracer follows only its own thread, but its
 module hooks are global and the replay competes with them for the CPU), and resumes both
 when it is done.
 """
@@ -12,42 +12,39 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QMainWindow, QWidget
 
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.compare.window import CompareWindow
+from gradviz.gui.common.background import BackgroundTasks
 from gradviz.gui.pages.lab.diagnose import WhyNanPanel, diagnose_when_others_idle
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.views import LabViews
-from gradviz.gui.pages.lab.worker import describe_run_failure
-from gradviz.gui.shell.about_dialog import AboutDialog
-from gradviz.gui.shell.background import BackgroundTasks
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.views import LabViews
+from gradviz.gui.run.worker import describe_run_failure
 
 log = logging.getLogger(__name__)
 
 
 class Investigations(QObject):
-    """Compare, Why NaN / Diagnose and About for the lab's session (GUI thread only).
+    """Compare and Why NaN / Diagnose for the lab's session (GUI thread only).
 
     ``base_config()`` gives the lab's settings (the comparison's run A); ``show_error``
-    is the app's error dialog.
+    is the app's error dialog; ``compare_window(base_config)`` makes the comparison's
+    window (a ``CompareWindow``: ``sessions``, ``going``, ``thread_count``, ``failed``,
+    ``shutdown``).
     """
 
     def __init__(
         self,
         session: RunSession,
         views: LabViews,
-        window: MainWindow,
+        window: QMainWindow,
         base_config: Callable[[], FitConfig],
         show_error: Callable[[str, str], object],
-        log_path: str,
+        compare_window: Callable[[Callable[[], FitConfig]], Any],
     ) -> None:
         super().__init__(session)
         self.session = session
@@ -55,10 +52,12 @@ class Investigations(QObject):
         self.window = window
         self.base_config = base_config
         self.show_error = show_error
-        self.log_path = log_path
-        self.compare_window: CompareWindow | None = None
+        self.make_compare_window = compare_window
+        self.compare_window: Any = None
         self.why_nan: WhyNanPanel | None = None
-        self.about_dialog: AboutDialog | None = None
+        #: What else computes while a diagnosis replays (``hold_computations()`` returns
+        #: something to wait on until idle, ``release_computations()`` lets it go on).
+        self.holds: list[Any] = []
         self._diagnosis = BackgroundTasks(self)
         self._diagnosis.succeeded.connect(self._on_diagnosed)
         self._diagnosis.failed.connect(self._on_diagnose_failed)
@@ -68,14 +67,13 @@ class Investigations(QObject):
         a = window.actions
         a["compare"].triggered.connect(self.open_compare)
         a["why_nan"].triggered.connect(self.open_why_nan)
-        a["about"].triggered.connect(self.show_about)
         session.pinnedChanged.connect(self._on_pinned_changed)
 
     # ---- side by side ----------------------------------------------------------------------
     @Slot()
-    def open_compare(self) -> CompareWindow:
+    def open_compare(self) -> Any:
         if self.compare_window is None:
-            self.compare_window = CompareWindow(self.base_config)
+            self.compare_window = self.make_compare_window(self.base_config)
             self.compare_window.failed.connect(self._on_failed)
         _bring_up(self.compare_window)
         return self.compare_window
@@ -129,7 +127,7 @@ class Investigations(QObject):
             session.pause()
             session.set_held(True)
             others += session.workers()
-        others.append(self.window.explorer.hold_computations())
+        others += [hold.hold_computations() for hold in self.holds]
         self._diagnose_generation += 1
         generation, tasks = self._diagnose_generation, self._diagnosis
         self._diagnosing = True
@@ -159,7 +157,8 @@ class Investigations(QObject):
         self._diagnosing = False
         for session in self._sessions():
             session.set_held(False)
-        self.window.explorer.release_computations()
+        for hold in self.holds:
+            hold.release_computations()
         for session in self._resume:
             pinned_on_screen = session.viewing_pinned
             session.start()  # resumes, and follows the run again: keep the pinned snapshot
@@ -171,16 +170,6 @@ class Investigations(QObject):
     def diagnosing(self) -> bool:
         return self._diagnosing
 
-    # ---- about -----------------------------------------------------------------------------
-    @Slot()
-    def show_about(self) -> AboutDialog:
-        if self.about_dialog is not None:
-            self.about_dialog.close()
-            self.about_dialog.deleteLater()
-        self.about_dialog = AboutDialog(self.log_path, self.window)
-        self.about_dialog.open()
-        return self.about_dialog
-
     # ---- closing ---------------------------------------------------------------------------
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop the diagnosis and both compared runs, and join their threads."""
@@ -189,9 +178,8 @@ class Investigations(QObject):
         if self.compare_window is not None:
             self.compare_window.shutdown(timeout_s)
             self.compare_window.close()
-        for dialog in (self.why_nan, self.about_dialog):
-            if dialog is not None:
-                dialog.close()
+        if self.why_nan is not None:
+            self.why_nan.close()
 
     @property
     def thread_count(self) -> int:

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMainWindow
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.config import FitConfig
 from gradviz.core.settings.experiment import experiment_from_dict, experiment_to_dict
-from gradviz.gui.shell import settings as settings_store
+from gradviz.gui.common import settings as settings_store
 from gradviz.gui.widgets.settings_form import LiveSettings, SetupForm
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +25,7 @@ EXPERIMENT_KEY = "experiment"
 
 def restore_lab(
     settings: QSettings,
-    window: MainWindow,
+    window: QMainWindow,
     form: SetupForm,
     config: FitConfig | None = None,
     live: LiveSettings | None = None,
@@ -52,7 +49,7 @@ def restore_lab(
         form.set_config(config, live or LiveSettings())
 
 
-def remember_lab(settings: QSettings, window: MainWindow, form: SetupForm) -> None:
+def remember_lab(settings: QSettings, window: QMainWindow, form: SetupForm) -> None:
     """Write the geometry and docks of ``window`` and the experiment in ``form`` (unless
     the form is unfinished) to ``settings``, and flush them to disk."""
     settings.setValue("window/geometry", window.saveGeometry())

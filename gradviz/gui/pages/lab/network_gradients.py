@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.run.session import RunSession
 from gradviz.gui.widgets.settings_form import SetupForm
 
 

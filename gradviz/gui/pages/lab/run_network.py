@@ -10,30 +10,29 @@ to ``ExplorerTab.set_network``, which computes on the explorer's own thread.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QMainWindow
 
-from gradviz.core.nets.networks import NetworkSpec
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.worker import NetworkCopy
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
+from gradviz.core.nets.networks import NetworkSpec, module_from_state
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.run.worker import NetworkCopy
 
 log = logging.getLogger(__name__)
 
-#: The explorer's page in the window's workspace pages.
-EXPLORER_PAGE = 1
-
 
 class RunNetworkExplorer(QObject):
-    """Connects the ``explore_network`` action of the lab's window to its session."""
+    """Connects the ``explore_network`` action of the lab's window to its session.
 
-    def __init__(self, session: RunSession, window: MainWindow) -> None:
+    ``show_network(module, label, spec, in_dim, out_dim)`` shows the copy where Jacobians
+    are explored (the app sets it: the Jacobian explorer's page)."""
+
+    def __init__(self, session: RunSession, window: QMainWindow) -> None:
         super().__init__(session)
         self.session = session
         self.window = window
+        self.show_network: Callable[..., None] | None = None
         self.latest: NetworkCopy | None = None  # the newest copy of the current run
         self.pending = False  # the user asked; the worker has not answered yet
         self.action = window.actions["explore_network"]
@@ -91,26 +90,9 @@ class RunNetworkExplorer(QObject):
 
     def _show(self, network: NetworkCopy | None) -> None:
         self.pending = False
-        if network is None:
+        if network is None or self.show_network is None:
             return
         spec = NetworkSpec.from_json(network.spec_json)
-        module = build_module(spec, network.state)
-        self.window.explorer.set_network(
-            module,
-            f"coordinate network of the run at step {network.step:,}",
-            spec,
-            spec.in_dim,
-            spec.out_dim,
-        )
-        self.window.pages.show_page(EXPLORER_PAGE)
-
-
-def build_module(spec: NetworkSpec, state: dict[str, Any]) -> Any:
-    """The spec's module with ``state``'s weights (numpy arrays), in their dtype."""
-    import torch  # loaded already: a run has been going
-
-    tensors = {name: torch.from_numpy(array.copy()) for name, array in state.items()}
-    dtype = next(iter(tensors.values())).dtype if tensors else None
-    module = spec.build(dtype=dtype)
-    module.load_state_dict(tensors)
-    return module
+        module = module_from_state(spec, network.state)
+        label = f"coordinate network of the run at step {network.step:,}"
+        self.show_network(module, label, spec, spec.in_dim, spec.out_dim)

@@ -19,8 +19,8 @@ from PySide6.QtCore import QObject, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.session import RunSession
-from gradviz.gui.pages.recordings.recorded_run import RecordedRun, recorded_config
+from gradviz.gui.run.recorded_run import RecordedRun, recorded_config
+from gradviz.gui.run.session import RunSession
 from gradviz.gui.widgets.settings_form import SetupForm
 
 
@@ -41,6 +41,7 @@ class SetupFollowsFocus(QObject):
         super().__init__(parent)
         self.form, self.session, self.recorded = form, session, recorded
         self._source: int | None = None  # generation of the source the form was set to
+        self._filled_by: object | None = None  # the opened recording that filled the form
         session.snapshotShown.connect(self._on_snapshot_shown)
         session.cleared.connect(self._on_changed)  # a reset: nothing shown to differ from
         session.stateChanged.connect(self._on_changed)  # which button applies them
@@ -64,6 +65,19 @@ class SetupFollowsFocus(QObject):
         self._source = None
         if self.session.shown is not None:
             self._on_snapshot_shown(self.session.shown)
+
+    def recording_shown(self, data, opened: object) -> None:
+        """A lab recording ``data`` read from ``opened`` (one object per time a recording is
+        opened, the same for re-reads) went into the lab's views: the setup panel shows the
+        settings it was made with, even where it was the source in focus already (opened
+        again after the form changed); Start then repeats that run live. Once each time a
+        recording is opened, not on every re-read of a growing one (the user's edits
+        stay)."""
+        if data.source != "fit" or "distances" not in data.images:
+            return
+        if opened is not None and opened is not self._filled_by:
+            self._filled_by = opened
+            self.refill()
 
     @Slot(object)
     def _on_snapshot_shown(self, snapshot: Snapshot) -> None:

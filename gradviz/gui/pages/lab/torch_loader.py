@@ -6,7 +6,7 @@ import logging
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from gradviz.gui.shell.background import BackgroundTasks
+from gradviz.gui.common.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,12 @@ class TorchLoader(QObject):
         """Start nothing more and wait for the task in flight (up to ``timeout_s``)."""
         self._warm_up_timer.stop()
         self._tasks.shutdown(timeout_s)
+
+    @property
+    def threads_held(self) -> int:
+        """Task threads still held: importing, or ended with an outcome not passed on yet
+        (0 after ``join``: neither ``ready`` nor ``failed`` can arrive any more)."""
+        return self._tasks.running()
 
     @Slot()
     def _warm_up(self) -> None:

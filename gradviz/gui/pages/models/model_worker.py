@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 
 from gradviz.core.common.errors import GradvizError
-from gradviz.gui.shell.failures import describe_failure
+from gradviz.gui.common.failures import describe_failure
 
 HASH_CHUNK_BYTES = 1 << 20
 

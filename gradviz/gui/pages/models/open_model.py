@@ -24,12 +24,12 @@ from gradviz.core.explorer.batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
 from gradviz.core.modelio.formats import file_filter
 from gradviz.core.modelio.input_shape import first_input_width
+from gradviz.gui.common.background import BackgroundTasks
+from gradviz.gui.common.settings import RecentFiles
 from gradviz.gui.pages.models.model_class_dialog import ModelClassChoice, ModelClassDialog
 from gradviz.gui.pages.models.model_panel import ModelPanel
 from gradviz.gui.pages.models.model_worker import describe_model_failure, file_sha256
 from gradviz.gui.pages.models.trust_dialog import MODEL_CLASS, TrustDialog
-from gradviz.gui.shell.background import BackgroundTasks
-from gradviz.gui.shell.settings import RecentFiles
 
 log = logging.getLogger(__name__)
 

@@ -1,24 +1,22 @@
 """Connects the model features to the app: menu actions, drops, recent models, the model
-panel's place beside the explorer, and File > Save network."""
+panel (which the Jacobian explorer's page puts beside the explorer), and File > Save
+network."""
 
 from __future__ import annotations
 
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, Slot
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import ModelInfo
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.common.settings import RecentFiles
 from gradviz.gui.pages.models.open_model import RECENT_MODELS_KEY, ModelOpener
-from gradviz.gui.shell.settings import RecentFiles
-
-if TYPE_CHECKING:
-    from gradviz.gui.shell.main_window import MainWindow
+from gradviz.gui.run.session import RunSession
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +24,14 @@ SAVE_FILTER = "gradviz model files (*.safetensors)"
 
 
 class ModelActions(QObject):
-    """Owns the ModelOpener of the lab's window and answers the File menu's model entries;
+    """Owns the ModelOpener of the window and answers the File menu's model entries;
     Save network writes the lab session's coordinate network or the opened model.
-    ``choose_save_path`` asks where to save (tests replace it)."""
+    ``choose_save_path`` asks where to save (tests replace it). ``panel`` shows the opened
+    model; ``attach(explorer)`` gives the explorer that runs it (an ``ExplorerTab``)."""
 
     def __init__(
         self,
-        window: MainWindow,
+        window: QMainWindow,
         settings: QSettings,
         session: RunSession,
         show_error: Callable[[str, str], Any],
@@ -41,10 +40,9 @@ class ModelActions(QObject):
         self.window = window
         self.session = session
         self.show_error = show_error
-        self.explorer = window.explorer
-        self.opener = ModelOpener(
-            window, settings, show_error, send_network=self._send_network, panel=window.model_panel
-        )
+        self.explorer: Any = None
+        self.opener = ModelOpener(window, settings, show_error, send_network=self._send_network)
+        self.panel = self.opener.panel
         self.choose_save_path = self._choose_save_path
         self.saved_paths: list[str] = []  # files written by Save network, oldest first
         self._sent_label = ""
@@ -62,7 +60,11 @@ class ModelActions(QObject):
         session.stateChanged.connect(self.update_actions)
         session.networkReady.connect(self._on_network_for_save)
         window.pages.bar.currentChanged.connect(self.update_actions)
-        self.explorer.networkChanged.connect(self._on_explored_network_changed)
+
+    def attach(self, explorer: Any) -> None:
+        """Models that can run are explored in ``explorer``."""
+        self.explorer = explorer
+        explorer.networkChanged.connect(self._on_explored_network_changed)
 
     # ---- opening -------------------------------------------------------------------------
     @Slot(str)
@@ -160,15 +162,14 @@ class ModelActions(QObject):
     @Slot(object)
     def _on_network_for_save(self, network: Any) -> None:
         """The run's network arrived (``NetworkCopy``): save it if Save network asked."""
-        from gradviz.core.nets.networks import NetworkSpec
-        from gradviz.gui.pages.lab.run_network import build_module
+        from gradviz.core.nets.networks import NetworkSpec, module_from_state
 
         pending, self._pending_save = self._pending_save, None
         if pending is None or pending[0] != network.generation:
             return
         spec = NetworkSpec.from_json(network.spec_json)
         try:
-            module = build_module(spec, network.state)
+            module = module_from_state(spec, network.state)
         except Exception as exc:  # noqa: BLE001 - shown, never raised into Qt
             self.show_error(f"The network could not be copied: {exc}", "")
             return

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from gradviz.core.record.recording_data import RecordingData
+from gradviz.gui.common.readouts import step_in
 from gradviz.gui.pages.recordings.health_plots import (
     READOUT_HINT,
     HealthOverTime,
@@ -30,10 +31,9 @@ from gradviz.gui.pages.recordings.health_plots import (
     TensorHistogram,
 )
 from gradviz.gui.pages.recordings.origin_panel import OriginPanel
-from gradviz.gui.pages.recordings.timeline import Timeline
-from gradviz.gui.shell.readouts import step_in
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView
+from gradviz.gui.widgets.timeline import Timeline
 
 PAGE_TITLE = "Model health"
 

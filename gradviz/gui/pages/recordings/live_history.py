@@ -15,8 +15,8 @@ import numpy as np
 from PySide6.QtCore import QObject, QSignalBlocker, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.recordings.timeline import Timeline
+from gradviz.gui.run.session import RunSession, RunState
+from gradviz.gui.widgets.timeline import Timeline
 
 #: What the timeline's state says while it shows the live run.
 LIVE_RUN_LABEL = "live run"

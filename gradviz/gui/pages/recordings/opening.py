@@ -8,36 +8,25 @@ views back.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QObject, QSettings, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QSizePolicy, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QSizePolicy
 
 from gradviz.core.record.reader import is_recording
 from gradviz.core.record.recording_data import RecordingData, damage_label, damage_line
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.pages.lab.views import LabViews
-from gradviz.gui.pages.recordings.export import (
-    add_export_menu,
-    ask_path,
-    save_arrays,
-    save_window_image,
-)
-from gradviz.gui.pages.recordings.follower import FollowState, RecordingSource
-from gradviz.gui.pages.recordings.health_page import PAGE_TITLE, ModelHealthPage
+from gradviz.gui.common.settings import RecentFiles, fill_recent_menu
+from gradviz.gui.pages.recordings.health_page import ModelHealthPage
 from gradviz.gui.pages.recordings.live_history import LiveTimeline
-from gradviz.gui.pages.recordings.overlay import PAGE_TITLE as OVERLAY_TITLE
-from gradviz.gui.pages.recordings.overlay import RunsOverlay
-from gradviz.gui.pages.recordings.record_toggle import RecordToggle
-from gradviz.gui.pages.recordings.recorded_run import RecordedRun, matrix_steps
-from gradviz.gui.pages.recordings.timeline import Timeline
-from gradviz.gui.shell.settings import RecentFiles, fill_recent_menu
-from gradviz.gui.shell.workspace import WorkspacePages
+from gradviz.gui.run.follower import FollowState, RecordingSource
+from gradviz.gui.run.recorded_run import RecordedRun, matrix_steps
+from gradviz.gui.run.session import RunSession, RunState
 from gradviz.gui.widgets.lazy import LazyWidget
+from gradviz.gui.widgets.timeline import Timeline
 
 RECENT_RECORDINGS_KEY = "recent_recordings"
 
@@ -69,16 +58,17 @@ class Recordings(QObject):
     def __init__(
         self,
         window: QMainWindow,
-        pages: WorkspacePages,
-        views: LabViews,
         session: RunSession,
         settings: QSettings,
         show_error: Callable[[str, str], object],
         confirm: Callable[[str, str], bool],
+        exports: Any,
     ) -> None:
         super().__init__(window)
-        self.window, self.pages, self.views, self.session = window, pages, views, session
+        self.window, self.pages, self.session = window, window.pages, session
         self.show_error, self.confirm = show_error, confirm
+        #: The window's exports (``add_plot(name, plot)``: a plot's right-click exports).
+        self.exports = exports
         self._in_lab: RecordingSource | None = None  # the source the lab's views took last
         self.recent = RecentFiles(settings, RECENT_RECORDINGS_KEY)
         self.source: RecordingSource | None = None
@@ -88,11 +78,8 @@ class Recordings(QObject):
         # Made when first painted or used (a recording opened, Graph asking for its step).
         self.health_page = LazyWidget(ModelHealthPage)
         self.health_page.built.connect(self._on_page_built)
-        self.page_index = pages.add_page(PAGE_TITLE, self.health_page)
-        self.overlay = RunsOverlay()
-        self.overlay.addRecordingRequested.connect(self._on_open_triggered)
-        self.overlay.addLiveRequested.connect(self.add_live_run)
-        self.overlay_index = pages.add_page(OVERLAY_TITLE, self.overlay)
+        #: This page's content (the pages' stack shows it under ``PAGE_TITLE``).
+        self.widget = self.health_page
         self.timeline = Timeline()
         self.timeline.indexChanged.connect(self._on_timeline_index)
         # Before the live timeline's own slot: it then points at the step shown.
@@ -107,24 +94,24 @@ class Recordings(QObject):
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         self.dock.hide()
         self.choose_path: Callable[[], str] = self._choose_path
-        #: Pages that stay on screen when a recording is read (they show it too).
-        self.showing_recordings: list[int] = [self.overlay_index]
+        #: Pages that stay on screen when a recording is read (they show it too): the Runs
+        #: page (every recording) and the Graph page (a model's).
+        self.showing_recordings: list[object] = []
+        #: Of those, the pages that stay when a lab recording opens into the lab's views.
+        self.showing_lab_recordings: list[object] = []
         #: Other pages' timelines over the recording shown (the Graph page's): told its state
         #: (following, complete, damaged) as Model health's is, so none offers Follow alone.
         self.more_timelines: list[Timeline] = []
-        #: ``(parent, suffix) -> path`` for every export ('' cancels); a save dialog.
-        self.choose_export_path: Callable[[QWidget, str], str] = ask_path
         self._make_menu()
-        #: Each plot's export actions; Model health's join when that page is made.
-        self.export_actions = {
-            name: add_export_menu(plot, window, self._choose_export)
-            for name, plot in (
-                ("loss", views.views["loss"].widget.plot),
-                ("runs", self.overlay.plot),
-            )
-        }
         session.stateChanged.connect(self._on_run_state)
-        self.record = RecordToggle(window, session)
+
+    @property
+    def page_index(self) -> int:
+        """The Model health page's index among the window's pages."""
+        return self.pages.index_of(self)
+
+    def _current_page(self) -> object | None:
+        return self.pages.pages[self.pages.current()]
 
     @property
     def page(self) -> ModelHealthPage:
@@ -134,18 +121,15 @@ class Recordings(QObject):
     @Slot(object)
     def _on_page_built(self, page: ModelHealthPage) -> None:
         page.rankChosen.connect(self._on_rank_chosen)
-        for name, plot in (
-            ("health", page.health.plot),
-            ("step_loss", page.loss.plot),
-            ("histogram", page.histogram.plot),
-        ):
-            self.export_actions[name] = add_export_menu(plot, self.window, self._choose_export)
+        self.exports.add_plot("health", page.health.plot)
+        self.exports.add_plot("step_loss", page.loss.plot)
+        self.exports.add_plot("histogram", page.histogram.plot)
 
     def _make_menu(self) -> None:
         self.open_action = QAction("Open r&ecording…", self.window)
         self.open_action.setShortcut(QKeySequence("Ctrl+Shift+O"))
         self.open_action.setToolTip("Open a recording (gradviz.watch or gradviz fit --record)")
-        self.open_action.triggered.connect(self._on_open_triggered)
+        self.open_action.triggered.connect(self.choose_and_open)
         self.window.addAction(self.open_action)
         file_menu = self.window.file_menu
         first = self.window.actions["open"]
@@ -154,15 +138,6 @@ class Recordings(QObject):
         file_menu.insertMenu(first, self.recent_menu)
         self._fill_recent(self.recent.read())
         self.window.fileDropped.connect(self._on_dropped)
-        self.export_data_action = QAction("E&xport view data…", self.window)
-        self.export_data_action.setToolTip("Write the arrays of the page on screen as NPY files")
-        self.export_data_action.triggered.connect(self._on_export_data)
-        self.save_image_action = QAction("Save window &image…", self.window)
-        self.save_image_action.triggered.connect(self._on_save_image)
-        quit_action = self.window.actions["quit"]
-        file_menu.insertAction(quit_action, self.export_data_action)
-        file_menu.insertAction(quit_action, self.save_image_action)
-        file_menu.insertSeparator(quit_action)
 
     # ---- opening -------------------------------------------------------------------------------
     def open(self, path: str) -> bool:
@@ -191,8 +166,6 @@ class Recordings(QObject):
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop reading (call after the session's workers have been joined)."""
         self.close_source(timeout_s)
-        self.overlay.shutdown(timeout_s)
-        self.record.shutdown()
 
     @Slot(str, str)
     def _on_failed(self, sentence: str, details: str) -> None:
@@ -223,18 +196,9 @@ class Recordings(QObject):
             self.page.set_data(data)
             if first_read and data.complete and data.first_nonfinite is not None:
                 self.page.go_to_first_bad()  # a finished run that went bad: show where
-            if self.pages.current() not in self.showing_recordings:
+            if self._current_page() not in self.showing_recordings:
                 self.pages.show_page(self.page_index)
-        self.overlay.add_recording(data.path)  # followed by the Runs page itself
         self.shown.emit(data)
-
-    @Slot()
-    def add_live_run(self) -> None:
-        """Overlay the lab's current run; it grows as the run goes."""
-        if self.session.latest is None:
-            self._on_failed("There is no live run to add yet: start one in the lab.", "")
-            return
-        self.overlay.add_live(self.session)
 
     def _may_take_the_lab(self, data: RecordingData) -> bool:
         """Whether a read lab recording goes into the lab's views. Over a run that is going
@@ -261,7 +225,7 @@ class Recordings(QObject):
     def _show_in_lab(self, data: RecordingData) -> None:
         if self.session.state.going:
             self.session.stop()
-        if self.pages.current() != self.overlay_index:
+        if self._current_page() not in self.showing_lab_recordings:
             self.pages.show_page(0)
         self.dock.show()
         self.live.active = False
@@ -316,47 +280,16 @@ class Recordings(QObject):
         else:
             self.recorded.show_index(index)
 
-    # ---- export ----------------------------------------------------------------------------
-    def _choose_export(self, parent: QWidget, suffix: str) -> str:
-        return self.choose_export_path(parent, suffix)
-
-    def view_arrays(self) -> dict[str, np.ndarray]:
-        """The arrays of what is on screen: the Model health page's, the Runs page's, or
-        the lab's snapshot."""
-        if self.pages.current() == self.page_index:
-            return self.page.arrays()
-        if self.pages.current() == self.overlay_index:
-            return self.overlay.arrays()
-        snapshot = self.views.snapshot if self.pages.current() == 0 else None
-        if snapshot is None:
-            return {}
-        return {
-            f.name: getattr(snapshot, f.name)
-            for f in dataclasses.fields(snapshot)
-            if isinstance(getattr(snapshot, f.name), np.ndarray)
-        }
-
-    @Slot()
-    def _on_export_data(self) -> list[str]:
-        arrays = self.view_arrays()
-        if not arrays:
-            self._on_failed("There is no view data to export yet: open or run something.", "")
-            return []
-        stem = self.choose_export_path(self.window, ".npy")
-        return save_arrays(stem, arrays) if stem else []
-
-    @Slot()
-    def _on_save_image(self) -> None:
-        path = self.choose_export_path(self.window, ".png")
-        if path and not save_window_image(self.window, path):
-            self._on_failed(f"Could not write {path!r}.", "")
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The Model health page's arrays (File > Export view data)."""
+        return self.page.arrays()
 
     # ---- menus -----------------------------------------------------------------------------
     def _choose_path(self) -> str:
         return QFileDialog.getExistingDirectory(self.window, "Open recording")
 
     @Slot()
-    def _on_open_triggered(self) -> None:
+    def choose_and_open(self) -> None:
         path = self.choose_path()
         if path:
             self.open(path)

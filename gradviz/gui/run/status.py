@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QLabel
 
 from gradviz.core.common.health import Health
 from gradviz.core.lab.snapshot import Snapshot
-from gradviz.gui.pages.lab.session import RunSession, RunState
-from gradviz.gui.shell.readouts import number_in, step_in
+from gradviz.gui.common.readouts import number_in, step_in
+from gradviz.gui.run.session import RunSession, RunState
 
 FINITE_STYLE = "color: #1e7b34;"
 NAN_STYLE = "color: #c0392b; font-weight: bold;"

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import QWidget
 
 from gradviz.core.common.health import HEALTH_LABELS
 from gradviz.core.lab.snapshot import Snapshot
-from gradviz.gui.pages.lab.worker import CellValues
+from gradviz.gui.run.worker import CellValues
 from gradviz.gui.widgets.coord_grads import CoordGradsView
 from gradviz.gui.widgets.healthmap import HealthMapView
 from gradviz.gui.widgets.heatmap import HeatmapView

@@ -33,7 +33,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.shell.failures import describe_failure
+from gradviz.gui.common.failures import describe_failure
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,4 @@
-"""Exporting what is on screen: a plot as PNG, SVG or CSV (pyqtgraph's exporters), a view's
-arrays as NPY files, the whole window as an image.
+"""Exporting a plot as PNG, SVG or CSV (pyqtgraph's exporters).
 
 ``add_export_menu(plot)`` puts "Export PNG…", "Export SVG…" and "Export data as CSV…" in
 the plot's right-click menu.
@@ -12,7 +11,6 @@ import os
 import weakref
 from collections.abc import Callable
 
-import numpy as np
 import pyqtgraph as pg
 import pyqtgraph.exporters as exporters
 from PySide6.QtCore import QRectF, QSize
@@ -29,8 +27,8 @@ FORMATS = {
     ".svg": ("Export SVG…", exporters.SVGExporter, "SVG drawing (*.svg)"),
     ".csv": ("Export data as CSV…", PlotDataCSV, "CSV table (*.csv)"),  # the data, not marks
 }
-#: Save dialog filters of the files written outside the plots' menus.
-FILTERS = {**{k: v[2] for k, v in FORMATS.items()}, ".npy": "NumPy arrays (*.npy)"}
+#: Save dialog filters by suffix.
+FILTERS = {k: v[2] for k, v in FORMATS.items()}
 
 
 def export_plot(plot: pg.PlotWidget | pg.PlotItem, path: str) -> None:
@@ -114,19 +112,3 @@ def _export_chosen(refs, suffix: str) -> None:
     path = choose(parent, suffix)
     if path:
         export_plot(item, path)
-
-
-def save_arrays(stem: str, arrays: dict[str, np.ndarray]) -> list[str]:
-    """Write each array as ``<stem>.<name>.npy``; returns the paths written."""
-    base = stem[:-4] if stem.lower().endswith(".npy") else stem
-    written = []
-    for name, array in arrays.items():
-        path = f"{base}.{name}.npy"
-        np.save(path, np.asarray(array), allow_pickle=False)
-        written.append(path)
-    return written
-
-
-def save_window_image(window: QWidget, path: str) -> bool:
-    """The whole window as an image (PNG, or what the suffix says)."""
-    return window.grab().save(path)

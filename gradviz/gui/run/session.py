@@ -1,10 +1,11 @@
 """The one model of a run on the Qt side: ``RunSession`` (a QObject, no widgets).
 
-A session owns the run's state (``RunState``), the latest snapshot and the pinned snapshot
-of the first non-finite gradient (a ``FirstNanPin``); its ``WorkerSlot`` keeps the
-generation counter and the worker threads. Everything that shows a run (status bar,
-toolbar, views, "Why NaN here?", the comparison's columns) reads the session or listens
-to its signals; nobody reads another object's fields.
+A session owns the run's state (``RunState``); what it shows (the latest snapshot, the one
+on screen and the pinned snapshot of the first non-finite gradient) is kept by its
+``OnScreen``, and its ``WorkerSlot`` keeps the generation counter and the worker threads.
+Everything that shows a run (status bar, toolbar, views, "Why NaN here?", the comparison's
+columns) reads the session or listens to its signals; nobody reads another object's
+fields.
 
 Snapshots reach the views through one path, ``show(snapshot)``, whether they come from a
 live worker or from a file: ``snapshotShown`` then carries the snapshot on screen.
@@ -27,9 +28,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.first_nan import FirstNanPin
-from gradviz.gui.pages.lab.worker import FitWorker
-from gradviz.gui.pages.lab.worker_slot import WorkerSlot
+from gradviz.gui.run.on_screen import OnScreen
+from gradviz.gui.run.worker import FitWorker
+from gradviz.gui.run.worker_slot import WorkerSlot
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,7 @@ class RunSession(QObject):
         self._state = RunState.IDLE if available else RunState.LOADING
         self._config: FitConfig | None = None
         self._lr_now: float | None = None  # set while running: the run's rate since then
-        self._latest: Snapshot | None = None
-        self._pin = FirstNanPin()
-        self._shown: Snapshot | None = None
+        self._screen = OnScreen()
         self._steps_per_second = float("nan")
         self._failure: str | None = None
         self._held = False
@@ -127,23 +126,23 @@ class RunSession(QObject):
     @property
     def latest(self) -> Snapshot | None:
         """The newest snapshot of the current run."""
-        return self._latest
+        return self._screen.latest
 
     @property
     def pinned(self) -> Snapshot | None:
         """The snapshot of the run's first non-finite gradient, once there is one."""
-        return self._pin.snapshot
+        return self._screen.pin.snapshot
 
     @property
     def first_nonfinite_grad_step(self) -> int | None:
         """The step (0-based, as the CLI counts) whose gradients were first non-finite:
         0 when step 0's gradients already are, before any step has used them."""
-        return self._pin.first_nonfinite_grad_step(self._latest)
+        return self._screen.pin.first_nonfinite_grad_step(self._screen.latest)
 
     @property
     def shown(self) -> Snapshot | None:
         """The snapshot on screen (the latest, the pinned one, or one from a file)."""
-        return self._shown
+        return self._screen.shown
 
     @property
     def failure(self) -> str | None:
@@ -152,20 +151,13 @@ class RunSession(QObject):
 
     @property
     def viewing_pinned(self) -> bool:  # showing the pinned snapshot (until show_live)
-        return self._pin.viewing
+        return self._screen.pin.viewing
 
     @property
     def viewing_older(self) -> bool:
         """Showing an older step of the current run than its newest (chosen on the
         timeline), not the pinned first NaN."""
-        shown, latest = self._shown, self._latest
-        return (
-            shown is not None
-            and latest is not None
-            and shown is not latest
-            and shown.generation == self.generation
-            and not self._pin.viewing
-        )
+        return self._screen.viewing_older(self.generation)
 
     @property
     def steps_per_second(self) -> float:
@@ -240,8 +232,7 @@ class RunSession(QObject):
         """A new generation: the views are cleared, and with ``config`` its step 0 is shown,
         ready to start."""
         self._workers.clear()
-        self._latest = self._shown = None
-        self._pin.clear()
+        self._screen.clear()
         self._steps_per_second = float("nan")
         self.cleared.emit()
         self.pinnedChanged.emit(None)
@@ -257,7 +248,7 @@ class RunSession(QObject):
         worker = self.worker
         if worker is None or snapshot.generation != self.generation:
             return False
-        worker.request_cell(i, j, snapshot.step, pinned=self._pin.is_exact(snapshot))
+        worker.request_cell(i, j, snapshot.step, pinned=self._screen.pin.is_exact(snapshot))
         return True
 
     def set_lr(self, lr: float) -> None:
@@ -292,28 +283,24 @@ class RunSession(QObject):
     # ---- what is on screen --------------------------------------------------------------------
     def show(self, snapshot: Snapshot) -> None:
         """Put ``snapshot`` on screen: the one path by which the views are fed."""
-        self._shown = snapshot
+        self._screen.shown = snapshot
         self.snapshotShown.emit(snapshot)
 
     def show_first_nan(self) -> None:
         """Show the pinned snapshot until ``show_live``."""
-        if self._pin.snapshot is None:
-            return
-        self._pin.viewing = True
-        self.show(self._pin.snapshot)
-        self.stateChanged.emit(self._state)
+        pinned = self._screen.view_pinned()
+        if pinned is not None:
+            self.show(pinned)
+            self.stateChanged.emit(self._state)
 
     def show_live(self) -> None:
         """Show the run's newest step instead of the pinned first NaN or an older step
         chosen on the timeline. Start and Step call it first: a run goes on from its newest
         step, so that is on screen at once, not only at the run's next frame."""
-        if self._pin.viewing:
-            self._pin.viewing = False
-        elif not self.viewing_older:
-            return
-        if self._latest is not None:
-            self.show(self._latest)
-        self.stateChanged.emit(self._state)
+        if self._screen.leave_for_latest(self.generation):
+            if self._screen.latest is not None:
+                self.show(self._screen.latest)
+            self.stateChanged.emit(self._state)
 
     # ---- the worker (GUI-thread slots) ----------------------------------------------------------
     def _connect_workers(self) -> None:
@@ -335,34 +322,24 @@ class RunSession(QObject):
     @Slot(object, float)
     def _on_snapshot(self, snapshot: Snapshot, steps_per_second: float) -> None:
         """A frame of the current run (the worker slot drops older generations')."""
-        self._latest = snapshot
         if steps_per_second == steps_per_second:  # not NaN
             self._steps_per_second = steps_per_second
-        if self._pin.wants(snapshot):
+        still = self._state in (RunState.PAUSED, RunState.STOPPED)
+        pin, show = self._screen.frame(snapshot, self.generation, still)
+        if pin:
             self._set_pinned(snapshot)
-        if not self._pin.viewing and not self._showing_another_source():
+        if show:
             self.show(snapshot)
-
-    def _showing_another_source(self) -> bool:
-        """A recording (or another source) is on screen while this run is paused or
-        stopped: a late frame of that run must not take the views back from it. Resuming,
-        starting or resetting the run brings its frames back."""
-        shown = self._shown
-        return (
-            shown is not None
-            and shown.generation != self.generation
-            and self._state in (RunState.PAUSED, RunState.STOPPED)
-        )
 
     @Slot(object)
     def _on_first_nan_pinned(self, snapshot: Snapshot) -> None:
         """The exact first-NaN snapshot (replayed): it replaces the approximate pin."""
         self._set_pinned(snapshot, replayed=True)
-        if self._pin.viewing:
+        if self._screen.pin.viewing:
             self.show(snapshot)
 
     def _set_pinned(self, snapshot: Snapshot | None, replayed: bool = False) -> None:
-        if self._pin.pin(snapshot, replayed):
+        if self._screen.pin.pin(snapshot, replayed):
             self.pinnedChanged.emit(snapshot)
 
     @Slot(str, str)

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.record.run_series import RunSeries, live_series
-from gradviz.gui.pages.lab.session import RunSession
+from gradviz.gui.run.session import RunSession
 
 
 def live_label(snapshot: Snapshot) -> str:

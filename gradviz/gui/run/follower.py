@@ -18,8 +18,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.record.reader import Reader
 from gradviz.core.record.recording_data import RecordingData, read_recording
-from gradviz.gui.shell.background import BackgroundTasks
-from gradviz.gui.shell.failures import describe_failure
+from gradviz.gui.common.background import BackgroundTasks
+from gradviz.gui.common.failures import describe_failure
 
 #: How often a recording still being written is polled (ms).
 POLL_MS = 500

@@ -6,9 +6,9 @@ readouts with the source in focus (a live snapshot, a recorded step, the pinned 
 recording) and with the CLI's numbers for it; scripts can print them.
 
 The protocol is one method, ``readouts() -> dict`` of plain values (str, int, float, bool,
-None, lists and dicts of them). A page joins ``window_readouts`` by having the method; the
-lab's page, made of docks rather than one widget, is registered with the pages as an object
-that has it.
+None, lists and dicts of them). A page joins ``window_readouts`` by having the method (its
+page object, else its widget); the lab's page, made of docks rather than one widget, has it
+on its page object.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ def window_readouts(window) -> Readouts:
     ``"page"``: ``{"page": "Model health", ...the page's readouts...}``. A page without
     readouts reports its title only."""
     pages = window.pages
-    return {"page": pages.bar.tabText(pages.current()), **(readouts_of(pages.page()) or {})}
+    said = readouts_of(pages.pages[pages.current()])  # the page's own, else its widget's
+    if said is None:
+        said = readouts_of(pages.page())
+    return {"page": pages.bar.tabText(pages.current()), **(said or {})}
 
 
 _NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")

@@ -19,8 +19,9 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.session import RunSession
-from gradviz.gui.pages.lab.worker import default_run_factory
+from gradviz.gui.pages.lab.run_menu import RunMenu
+from gradviz.gui.run.session import RunSession
+from gradviz.gui.run.worker import default_run_factory
 
 
 class RecordedFitRun:
@@ -55,7 +56,7 @@ class RecordedFitRun:
 class RecordToggle(QObject):
     """The Run menu's "Record runs" action and the recordings it makes (``made``)."""
 
-    def __init__(self, window: QMainWindow, session: RunSession) -> None:
+    def __init__(self, window: QMainWindow, session: RunSession, run_menu: RunMenu) -> None:
         super().__init__(window)
         self.window = window
         self.session = session
@@ -71,9 +72,7 @@ class RecordToggle(QObject):
         self.action.setCheckable(True)
         self.action.setToolTip("Write each run started from now on as a recording")
         self.action.toggled.connect(self._on_toggled)
-        run_menu = window.run_menu
-        run_menu.addSeparator()
-        run_menu.addAction(self.action)
+        run_menu.add_to_menu(self.action)
         session.workerRetired.connect(self._on_worker_retired)
 
     @Slot(bool)

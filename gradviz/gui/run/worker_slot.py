@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from gradviz.core.lab.snapshot import Snapshot
 from gradviz.core.settings.config import FitConfig
-from gradviz.gui.pages.lab.worker import FitWorker, FramePacer, WorkerPool
+from gradviz.gui.run.worker import FitWorker, FramePacer, WorkerPool
 
 
 class WorkerSlot(QObject):

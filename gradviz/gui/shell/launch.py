@@ -12,20 +12,8 @@ import sys
 from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtWidgets import QApplication
 
-#: ``--page`` names -> how to find the page's index on the controller.
-PAGES = ("lab", "explorer", "health", "runs", "graph")
 #: Longest wait for a model file to be read, and its graph laid out (s).
 OPEN_TIMEOUT_S = 120.0
-
-
-def page_index(controller, name: str) -> int:
-    return {
-        "lab": 0,
-        "explorer": 1,
-        "health": controller.recordings.page_index,
-        "runs": controller.recordings.overlay_index,
-        "graph": controller.graph.index,
-    }[name]
 
 
 class PageOnOpen(QObject):
@@ -34,7 +22,7 @@ class PageOnOpen(QObject):
 
     def __init__(self, controller, name: str) -> None:
         super().__init__(controller.window)
-        self.controller, self.index = controller, page_index(controller, name)
+        self.controller, self.index = controller, controller.page_index(name)
         self.wants_graph = name == "graph"
         self.ready = False
         # Once the window shows: a page shown before hides no docks (none is visible yet).

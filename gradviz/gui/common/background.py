@@ -28,7 +28,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from gradviz.gui.shell.failures import describe_failure
+from gradviz.gui.common.failures import describe_failure
 
 log = logging.getLogger(__name__)
 

@@ -20,22 +20,17 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
     QHBoxLayout,
     QLabel,
-    QListWidget,
     QListWidgetItem,
-    QPushButton,
-    QSlider,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from gradviz.core.record.run_series import X_AXES, RunSeries, quantity_text, read_runs, scalar_key
-from gradviz.gui.pages.recordings.follower import FollowState, RecordingSource
-from gradviz.gui.pages.recordings.runs_drawn import (
+from gradviz.core.record.run_series import X_AXES, RunSeries, quantity_text, read_runs
+from gradviz.gui.pages.runs.controls import RunsControls
+from gradviz.gui.pages.runs.runs_drawn import (
     EMPTY,
     Drawn,
     nearest,
@@ -44,8 +39,9 @@ from gradviz.gui.pages.recordings.runs_drawn import (
     run_readout,
     write_csv,
 )
-from gradviz.gui.pages.recordings.runs_drawn import notes as run_notes
-from gradviz.gui.pages.recordings.runs_live import LiveFeed
+from gradviz.gui.pages.runs.runs_drawn import notes as run_notes
+from gradviz.gui.pages.runs.runs_live import LiveFeed
+from gradviz.gui.run.follower import FollowState, RecordingSource
 from gradviz.gui.widgets.axes import AxisItem, PlotItem
 from gradviz.gui.widgets.nonfinite_marks import LEGEND_HTML, NonfiniteMarks
 
@@ -55,8 +51,6 @@ PAGE_TITLE = "Runs"
 RUN_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442")
 #: Redraws of runs that grew are gathered for this long (ms).
 DRAW_MS = 100
-#: The smoothing slider's default weight (TensorBoard's).
-DEFAULT_SMOOTHING = 0.6
 
 
 class TimeAxis(AxisItem):
@@ -126,7 +120,16 @@ class RunsOverlay(QWidget):
         self.note = QLabel(f"Marks at the edge: {LEGEND_HTML}")
         self.note.setWordWrap(True)
         self.note.setTextFormat(Qt.TextFormat.RichText)
-        self._build_controls()
+        self.side = RunsControls()
+        self.side.changed.connect(self._redraw)
+        self.side.addRecordingRequested.connect(self.addRecordingRequested)
+        self.side.addLiveRequested.connect(self.addLiveRequested)
+        self.side.list.itemChanged.connect(self._on_item_changed)
+        side = self.side
+        self.list, self.quantity, self.x_axis = side.list, side.quantity, side.x_axis
+        self.smoothing, self.smoothing_label, self.log_y = (
+            side.smoothing, side.smoothing_label, side.log_y,
+        )  # fmt: skip
         left = QWidget()
         column = QVBoxLayout(left)
         column.setContentsMargins(0, 0, 0, 0)
@@ -147,44 +150,6 @@ class RunsOverlay(QWidget):
         self._draw_timer.setInterval(DRAW_MS)
         self._draw_timer.timeout.connect(self._draw_dirty)
         self._redraw()
-
-    def _build_controls(self) -> None:
-        self.list = QListWidget()
-        self.list.setToolTip("Tick a run to show its curve")
-        self.list.itemChanged.connect(self._on_item_changed)
-        self.quantity = QComboBox()
-        self.quantity.setToolTip("The logged scalar or gradient norm drawn for every run")
-        self.quantity.addItem(quantity_text(scalar_key("loss")), scalar_key("loss"))
-        self.quantity.currentIndexChanged.connect(self._redraw)
-        self.x_axis = QComboBox()
-        for key, text in X_AXES.items():
-            self.x_axis.addItem(f"x: {text}", key)
-        self.x_axis.setToolTip("Step, wall time, or time since each run's first step")
-        self.x_axis.currentIndexChanged.connect(self._redraw)
-        self.smoothing = QSlider(Qt.Orientation.Horizontal)
-        self.smoothing.setRange(0, 99)
-        self.smoothing.setValue(round(DEFAULT_SMOOTHING * 100))
-        self.smoothing.setToolTip(
-            "TensorBoard's smoothing: a debiased exponential moving average; the raw curve "
-            "stays faint behind it"
-        )
-        self.smoothing_label = QLabel()
-        self.smoothing.valueChanged.connect(self._redraw)
-        self.log_y = QCheckBox("log axis")
-        self.log_y.setChecked(True)
-        self.log_y.toggled.connect(self._redraw)
-        add = QPushButton("Add recording…")
-        add.clicked.connect(self.addRecordingRequested)
-        live = QPushButton("Add the live run")
-        live.setToolTip("Add the lab's current run; it grows as the run goes")
-        live.clicked.connect(self.addLiveRequested)
-        self.side = QWidget()
-        box = QVBoxLayout(self.side)
-        box.addWidget(self.list, 1)
-        for w in (self.quantity, self.x_axis, self.smoothing_label, self.smoothing):
-            box.addWidget(w)
-        for w in (self.log_y, add, live):
-            box.addWidget(w)
 
     # ---- runs ----------------------------------------------------------------------------------
     def add_recording(self, path: str) -> OverlaidRun:
@@ -272,24 +237,18 @@ class RunsOverlay(QWidget):
 
     def _offer_quantities(self) -> None:
         """The picker lists every quantity some run has (the chosen one stays)."""
-        offered = [self.quantity.itemData(i) for i in range(self.quantity.count())]
-        for run in self.runs.values():
-            for key in run.series.keys() if run.series is not None else ():
-                if key not in offered:
-                    blocked = self.quantity.blockSignals(True)
-                    self.quantity.addItem(quantity_text(key), key)
-                    self.quantity.blockSignals(blocked)
-                    offered.append(key)
+        series = [r.series for r in self.runs.values() if r.series is not None]
+        self.side.offer(key for s in series for key in s.keys())  # noqa: SIM118 - not a dict
 
     # ---- drawing -------------------------------------------------------------------------------
     def quantity_key(self) -> str:
-        return self.quantity.currentData()
+        return self.side.quantity_key()
 
     def x_kind(self) -> str:
-        return self.x_axis.currentData()
+        return self.side.x_kind()
 
     def weight(self) -> float:
-        return self.smoothing.value() / 100
+        return self.side.weight()
 
     @Slot()
     def _redraw(self) -> None:
