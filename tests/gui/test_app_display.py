@@ -45,6 +45,11 @@ def _number(text: str, name: str) -> float:
 
 
 def _pointer_at(qtbot, panel, i: int, j: int):
+    from PySide6.QtWidgets import QApplication
+
+    # A frame just shown can change the panel's layout (its NaN legend row appears):
+    # point at the cell where it is once that layout is applied.
+    QApplication.processEvents()
     viewport = panel.graphics.viewport()
     pos = panel.graphics.mapFromScene(panel.cell_scene_pos(i, j))
     qtbot.mouseMove(viewport, pos)
