@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from gradviz.bench.gui import busy_processes
-from gradviz.bench.harness import format_table
+from gradviz.bench.harness import show_table
 from gradviz.core.lab.distances import pairwise_distances
 from gradviz.core.lab.fit import DistanceFitRun
 from gradviz.core.settings.config import FitConfig
@@ -274,7 +274,8 @@ def measure_cli(repeats: int, busy: bool, steps: int = CLI_STEPS) -> dict:
 
 
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
-    """Measure and print every figure; returns them as a dict (JSON-ready)."""
+    """Measure and print every figure; returns them as a dict (JSON-ready), with the
+    printed tables as data (``"tables"``)."""
     sizes = QUICK_SIZES if quick else SIZES
     window_s = 0.1 if quick else 0.25
     emit(
@@ -287,30 +288,109 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         for busy in (False, True):
             with _conditions(busy):
                 fit[f"n{n}_{'busy' if busy else 'idle'}"] = measure_fit(n, repeats, window_s)
-    headers = ["case", "fit", "bare 1", "bare 2", "ratio", "target", "load", "fit's threads"]
-    rows = [
-        [
-            name,
-            *row["steps_per_second"].values(),
-            row["ratio"],
-            TARGET_FIT,
-            row["load_average_1min"],
-            row["fit_threads"],
-        ]
-        for name, row in fit.items()
-    ]
-    for line in format_table(headers, rows):
-        emit("  " + line)
-    results: dict = {"fit": fit, "target_fit": TARGET_FIT}
-    results["lab"] = _lab_figures(repeats, 1.0 if quick else 3.0, emit)
-    results["cli_2000_steps"] = _cli_figures(1 if quick else repeats, quick, emit)
     met = all(row["ratio"] >= TARGET_FIT for row in fit.values())
-    emit(f"  fit loop target (>= {TARGET_FIT}x in every case): {'met' if met else 'NOT met'}")
-    results["met"] = met
+    results: dict = {"fit": fit, "target_fit": TARGET_FIT, "met": met}
+    tables = [_fit_table(fit, met, window_s, emit)]
+    results["lab"] = _lab_figures(repeats, 1.0 if quick else 3.0)
+    tables.append(_lab_table(results["lab"], emit))
+    results["cli_2000_steps"] = _cli_figures(1 if quick else repeats, quick)
+    tables.append(_cli_table(results["cli_2000_steps"], emit))
+    results["tables"] = tables
     return results
 
 
-def _lab_figures(repeats: int, seconds: float, emit: Callable[[str], None]) -> dict:
+def _fit_table(
+    fit: dict[str, dict], met: bool, window_s: float, emit: Callable[[str], None]
+) -> dict:
+    """The fit loop against the bare loop, one row a size and condition (``window_s``: a
+    window's seconds)."""
+    columns = [
+        "N", "condition", "fit steps/s", "bare, 1 thread", "bare, 2 threads",
+        "fit / best bare", "target (at least)", "rounds", "load (1 min)", "fit's threads",
+    ]  # fmt: skip
+    rows = []
+    for name, row in fit.items():
+        size, condition = name[1:].split("_")
+        rows.append(
+            [
+                int(size),
+                condition,
+                *row["steps_per_second"].values(),
+                row["ratio"],
+                TARGET_FIT,
+                row["rounds"],
+                row["load_average_1min"],
+                row["fit_threads"],
+            ]
+        )
+    notes = [
+        f"steps/s: the median over the rounds (rounds of {window_s:g} s windows, every case one "
+        "window a round, in a shuffled order); fit / best bare: the median over the rounds of the "
+        "fit's steps/s to the faster bare loop's in the same round",
+        f'busy: beside {BUSY_PROCESSES} CPU-bound processes (python -c "while True: pass")',
+        f"target (>= {TARGET_FIT}x in every case): {'met' if met else 'NOT met'}",
+    ]
+    title = "steps/s of gradviz fit's loop (threads auto) and of a bare torch loop of its step"
+    return show_table(emit, title, columns, rows, notes)
+
+
+def _lab_table(lab: dict, emit: Callable[[str], None]) -> dict:
+    """The app's lab worker against the bare loop's best, idle and busy."""
+    columns = [
+        "condition", "lab steps/s", "bare best steps/s", "lab / bare", "target (at least)",
+        "frames/s", "load (1 min)",
+    ]  # fmt: skip
+    rows = [
+        [
+            label,
+            row["app_steps_per_second"],
+            row["bare_best_steps_per_second"],
+            row["ratio"],
+            lab["target"],
+            row["frame_rate"],
+            row["load_average_1min"],
+        ]
+        for label, row in lab.items()
+        if label != "target"
+    ]
+    notes = [
+        "the real window offscreen, its default views, on the default experiment (N = 200); "
+        "bare best: the faster of 1 and 2 threads, timed just before; median of the repeats"
+    ]
+    title = "steps/s of the app's lab worker and of the bare loop, default experiment"
+    return show_table(emit, title, columns, rows, notes)
+
+
+def _cli_table(cli: dict, emit: Callable[[str], None]) -> dict:
+    """The default experiment's steps by ``gradviz fit`` and by a bare script, in seconds."""
+    columns = [
+        "condition", "steps", "gradviz fit s", "bare best s", "fit / bare", "target (at most)",
+        "fit's threads", "load (1 min)",
+    ]  # fmt: skip
+    rows = [
+        [
+            label,
+            row["steps"],
+            row["cli_seconds"],
+            row["bare_best_seconds"],
+            row["ratio"],
+            cli["target"],
+            ", ".join(str(count) for count in row["cli_threads"]),
+            row["load_average_1min"],
+        ]
+        for label, row in cli.items()
+        if label != "target"
+    ]
+    notes = [
+        "each run in a fresh interpreter, timed from after its imports to its end (the first "
+        "optimizer step's import of torch._dynamo is in both); bare best: the faster of 1 and "
+        "2 threads; median of the repeats"
+    ]
+    title = "seconds for the default experiment's steps: gradviz fit --json and a bare script"
+    return show_table(emit, title, columns, rows, notes)
+
+
+def _lab_figures(repeats: int, seconds: float) -> dict:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("GRADVIZ_SETTINGS_SCOPE", "bench")
     from gradviz.bench.gui import _Lab
@@ -320,35 +400,19 @@ def _lab_figures(repeats: int, seconds: float, emit: Callable[[str], None]) -> d
     try:
         for busy in (False, True):
             with _conditions(busy):
-                row = measure_lab(repeats, seconds, busy, lab)
-            label = "busy" if busy else "idle"
-            out[label] = row
-            emit(
-                f"  lab worker, default experiment at {row['frame_rate']:g} frames/s, {label}: "
-                f"{row['app_steps_per_second']:,.0f} steps/s, bare best "
-                f"{row['bare_best_steps_per_second']:,.0f}: {row['ratio']:.2f}x "
-                f"(target >= {TARGET_LAB}x; load {row['load_average_1min']:.1f})"
-            )
+                out["busy" if busy else "idle"] = measure_lab(repeats, seconds, busy, lab)
     finally:
         lab.close()
     out["target"] = TARGET_LAB
     return out
 
 
-def _cli_figures(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
+def _cli_figures(repeats: int, quick: bool) -> dict:
     steps = 200 if quick else CLI_STEPS
     out: dict = {}
     for busy in (False, True):
         with _conditions(busy):
-            row = measure_cli(repeats, busy, steps)
-        label = "busy" if busy else "idle"
-        out[label] = row
-        emit(
-            f"  {steps:,} steps of the default experiment, {label}: gradviz fit "
-            f"{row['cli_seconds']:.2f} s, bare best {row['bare_best_seconds']:.2f} s: "
-            f"{row['ratio']:.2f}x the bare time (target <= {TARGET_CLI_TIME}x; load "
-            f"{row['load_average_1min']:.1f})"
-        )
+            out["busy" if busy else "idle"] = measure_cli(repeats, busy, steps)
     out["target"] = TARGET_CLI_TIME
     return out
 

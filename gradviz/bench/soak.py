@@ -97,6 +97,7 @@ def soak(marks: tuple[int, ...], rows: int | None) -> dict[str, float]:
 def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     """Measure and print the soak figures; returns them (JSON-ready)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from gradviz.bench.harness import show_table
     from gradviz.gui.run.worker import HISTORY_ROWS
 
     marks = QUICK_MARKS if quick else MARKS
@@ -106,22 +107,24 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     )
     started = time.perf_counter()
     bounded = soak(marks, HISTORY_ROWS)
-    emit(
-        "  bounded: "
-        + ", ".join(
-            f"{k} steps {v:,.0f} MB" if k != "start" else f"start {v:,.0f} MB"
-            for k, v in bounded.items()
-        )  # fmt: skip
-        + f" (in {time.perf_counter() - started:.0f} s)"
-    )
-    unbounded_marks = marks[:1]
-    unbounded = soak(unbounded_marks, None)
-    emit(
-        "  unbounded (every step kept, as before): "
-        f"start {unbounded['start']:,.0f} MB, {unbounded_marks[0]} steps "
-        f"{unbounded[str(unbounded_marks[0])]:,.0f} MB"
-    )
-    return {"history_rows": HISTORY_ROWS, "bounded_mb": bounded, "unbounded_mb": unbounded}
+    seconds = time.perf_counter() - started
+    unbounded = soak(marks[:1], None)
+    columns = ["history", "start MB", *(f"{mark:,} steps MB" for mark in marks)]
+    rows = [
+        [f"bounded to {HISTORY_ROWS:,} rows", *bounded.values()],
+        ["every step kept (as before)", *unbounded.values(), *[None] * (len(marks) - 1)],
+    ]
+    notes = [
+        f"resident memory (VmRSS after a garbage collection); the bounded run took {seconds:.0f} s",
+        "every step kept: measured to the first mark only",
+    ]
+    table = show_table(emit, "resident MB of a live run's histories", columns, rows, notes)
+    return {
+        "history_rows": HISTORY_ROWS,
+        "bounded_mb": bounded,
+        "unbounded_mb": unbounded,
+        "tables": [table],
+    }
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use
