@@ -284,7 +284,7 @@ def test_colormap_palette_and_locked_levels_are_remembered(make_lab):
 )
 def test_the_status_bars_speed_tooltip_names_the_runs_torch_threads(make_lab, threads, said):
     lab = make_lab(small("safe", threads=threads))
-    status = lab.run_status.readouts()
+    status = lab.lab.run_status.readouts()
     assert status["threads_tooltip"] == f"torch CPU threads: {said}"
     assert lab.window.status_labels["device"].toolTip() == status["threads_tooltip"]
 
@@ -294,16 +294,16 @@ def test_the_run_menu_names_space_beside_start_and_resume_without_a_check_mark(q
 
     lab = make_lab(small("safe"))
     window = lab.window
-    entries = {a.text().split("\t")[0]: a for a in window.run_menu.actions() if a.text()}
+    entries = {a.text().split("\t")[0]: a for a in lab.lab.run_menu.menu.actions() if a.text()}
     assert entries["Start"].text() == "Start\tSpace"  # the menu's shortcut column: Space
     lab.start()
     qtbot.waitUntil(lambda: lab.session.state is RunState.RUNNING, timeout=RUN_TIMEOUT_MS)
     window.actions["pause"].trigger()
     assert lab.session.state is RunState.PAUSED
-    entries = {a.text().split("\t")[0]: a for a in window.run_menu.actions() if a.text()}
+    entries = {a.text().split("\t")[0]: a for a in lab.lab.run_menu.menu.actions() if a.text()}
     resume = entries["Resume"]
     assert resume.text() == "Resume\tSpace" and not resume.isCheckable()  # no check mark
-    buttons = {b.text() for b in window.toolbar.findChildren(QToolButton)}
+    buttons = {b.text() for b in lab.lab.run_menu.toolbar.findChildren(QToolButton)}
     assert {"Start", "Resume"} <= buttons  # the buttons read without the key
     resume.trigger()
     assert lab.session.state is RunState.RUNNING

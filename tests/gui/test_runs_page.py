@@ -297,15 +297,15 @@ def test_a_long_live_run_is_thinned_alike_in_the_lab_and_on_the_runs_page(
     newest step."""
     from fixtures_app import RUN_TIMEOUT_MS, small
 
-    from gradviz.gui.pages.lab import worker
+    from gradviz.gui.run import worker
     from gradviz.gui.run.session import RunState
 
     monkeypatch.setattr(worker, "HISTORY_ROWS", 16)
     controller = make_lab(small(steps=200))
-    recordings = controller.recordings
-    recordings.add_live_run()
-    (run,) = recordings.overlay.runs.values()
-    recordings.overlay.smoothing.setValue(0)
+    runs = controller.runs
+    runs.add_live_run()
+    (run,) = runs.overlay.runs.values()
+    runs.overlay.smoothing.setValue(0)
     controller.start()
     qtbot.waitUntil(lambda: controller.session.state is RunState.FINISHED, timeout=RUN_TIMEOUT_MS)
     qtbot.waitUntil(lambda: len(run.drawn[0]) and run.drawn[0][-1] == 199, timeout=RUN_TIMEOUT_MS)

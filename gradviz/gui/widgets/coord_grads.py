@@ -31,6 +31,9 @@ class CoordGradsView(QWidget):
         self.values = HeatmapView(
             "dLoss/dx", x_label="d (dimension)", diverging=True, lock_aspect=False
         )
+        # The health map beside it names the NaN and Inf entries (with counts): the values'
+        # own legend row would take the smallest window's last pixels from both maps.
+        self.values.nonfinite_legend_shown = False
         # The values beside it name the axis in full; in this narrower panel it would be cut.
         self.health = HealthMapView("dLoss/dx", x_label="d", lock_aspect=False, legend_columns=2)
         for panel in (self.values, self.health):

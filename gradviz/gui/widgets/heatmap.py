@@ -50,6 +50,11 @@ class HeatmapView(MatrixPanel):
         # NaN colour had nothing to say what that colour meant.
         self.nonfinite_label = status_label()
         self.nonfinite_label.setWordWrap(True)
+        # Its line when there is room; the smallest window's maps keep their height first.
+        self.nonfinite_label.setMinimumHeight(1)
+        #: Whether this view says what its NaN/Inf colours mean (a view beside a health map
+        #: that names them may leave it to that map).
+        self.nonfinite_legend_shown = True
         self.nonfinite_label.hide()
         self.controls.addWidget(self.colormap_box)
         self.controls.addWidget(self.lock_box)
@@ -176,7 +181,7 @@ class HeatmapView(MatrixPanel):
         text = "" if codes is None else self._nonfinite_legend(codes, full)
         if self.nonfinite_label.text() != text:
             self.nonfinite_label.setText(text)
-        self.nonfinite_label.setVisible(bool(text))
+        self.nonfinite_label.setVisible(bool(text) and self.nonfinite_legend_shown)
 
     def _nonfinite_legend(self, codes: np.ndarray, full: bool) -> str:
         """Each non-finite kind drawn, as a swatch of its colour and its name, and what the
