@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QMainWindow
 
 from gradviz.gui.pages.lab.setup_focus import SetupFollowsFocus
 
@@ -53,7 +54,7 @@ class LabAndExplorer(QObject):
         self.pages.show_page(self.pages.index_of(self.explorer))
 
 
-def link_pages(pages: dict[str, Any], window: Any) -> list[QObject]:
+def link_pages(pages: dict[str, Any], window: QMainWindow) -> list[QObject]:
     """Connect the pages of ``pages`` (by key) to one another; returns the links."""
     lab = pages["lab"]
     return [

@@ -44,7 +44,7 @@ class Investigations(QObject):
         window: QMainWindow,
         base_config: Callable[[], FitConfig],
         show_error: Callable[[str, str], object],
-        compare_window: Callable[[Callable[[], FitConfig]], Any],
+        compare_window: Callable[[Callable[[], FitConfig]], QWidget],
     ) -> None:
         super().__init__(session)
         self.session = session
@@ -53,7 +53,7 @@ class Investigations(QObject):
         self.base_config = base_config
         self.show_error = show_error
         self.make_compare_window = compare_window
-        self.compare_window: Any = None
+        self.compare_window: QWidget | None = None
         self.why_nan: WhyNanPanel | None = None
         #: What else computes while a diagnosis replays (``hold_computations()`` returns
         #: something to wait on until idle, ``release_computations()`` lets it go on).
