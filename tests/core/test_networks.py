@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.nets.networks import (
+    MAX_WIDTH,
     SPEC_METADATA_KEY,
     NetworkSpec,
     load_network,
@@ -277,3 +278,17 @@ def test_save_refuses_a_module_that_does_not_match_its_spec(tmp_path):
     with pytest.raises(GradvizError, match="has shape"):
         save_network(tmp_path / "x.safetensors", spec, other)
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_a_network_wider_than_a_typed_spec_takes_is_named_in_its_json_form():
+    """A file's weights may be wider than the text form accepts (it catches typos): such a
+    network is still described, as JSON, not refused while it is being named."""
+    wide = NetworkSpec.from_widths([2, MAX_WIDTH + 1])
+    assert json.loads(str(wide))["layers"][0] == {
+        "type": "linear",
+        "in": 2,
+        "out": MAX_WIDTH + 1,
+        "bias": True,
+    }
+    with pytest.raises(GradvizError, match="widths must be whole numbers"):
+        NetworkSpec.parse(f"2-{MAX_WIDTH + 1}")

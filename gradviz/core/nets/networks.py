@@ -162,7 +162,11 @@ class NetworkSpec:
                 for w, act in zip(widths[1:-1], activations, strict=True)
             ]
             text = "-".join([str(widths[0]), *hidden, str(widths[-1])])
-        return text if NetworkSpec.parse(text) == self else None
+        try:
+            same = NetworkSpec.parse(text) == self
+        except GradvizError:  # a width past what a typed spec takes (a file's network)
+            return None
+        return text if same else None
 
     def to_dict(self) -> dict:
         layers = []
