@@ -114,7 +114,7 @@ class SetupForm(QWidget):
 
     def point_spec(self, name: str) -> str:
         """Point setting ``name`` as the run takes it (GradvizError where not valid yet)."""
-        return self._point_source(self._rows[name])
+        return _point_source(self, self._rows[name])
 
     @contextlib.contextmanager
     def quietly(self):
@@ -236,13 +236,7 @@ class SetupForm(QWidget):
             self.next_run.setText("")
             return
         titles = [self.change_title(name, shown) for name in names]
-        one = len(titles) == 1
-        listed = titles[0] if one else ", ".join(titles[:-1]) + " and " + titles[-1]
-        verb, them = ("differs", "it") if one else ("differ", "them")
-        when = " once the problem above is fixed" if self.problem_text else ""
-        self.next_run.setText(
-            f"Next run: {listed} {verb} from the run shown; {applied_by} uses {them}{when}."
-        )
+        self.next_run.setText(_next_run_sentence(titles, applied_by, bool(self.problem_text)))
         self.next_run.show()
 
     def live_settings(self) -> LiveSettings:
@@ -282,31 +276,9 @@ class SetupForm(QWidget):
         if row.info.editor == "network":
             return self._net_spec_text(row.name)
         if row.info.accepts_file:
-            return self._point_source(row)
+            return _point_source(self, row)
         value = row.kind(self.param(row.name).value())
         return None if row.optional and not value else value
-
-    def _point_source(self, row: Setting) -> str:
-        choice = self.param(row.name).value()
-        if choice == DRAWN_CHOICE:
-            spec = str(self.param(f"{row.name}_drawn").value())
-            try:
-                parse_drawn(spec)
-            except GradvizError as exc:
-                raise GradvizError(f"The {row.title}: {exc}") from None
-            return spec
-        if choice != FILE_CHOICE:
-            return choice
-        path = str(self.param(f"{row.name}_file").value() or "").strip()
-        if not path:
-            raise GradvizError(f"Choose a CSV or NPY file for the {row.title}.")
-        if not os.path.isfile(path):
-            raise GradvizError(f"The file {path!r} for the {row.title} does not exist.")
-        try:
-            read_point_file(path)  # read once per version of the file
-        except GradvizError as exc:
-            raise GradvizError(f"The {row.title}: {exc}") from None
-        return f"{FILE_PREFIX}{path}"
 
     def _net_spec_text(self, name: str, text: str | None = None) -> str | None:
         if self.param(name).value() != NETWORK:
@@ -375,6 +347,41 @@ class SetupForm(QWidget):
 
 
 # ---- generation ------------------------------------------------------------------------------
+def _point_source(form: SetupForm, row: Setting) -> str:
+    """The point-set setting ``row`` as ``form`` shows it (a generator, ``drawn:...`` or
+    ``file:PATH``), checked; GradvizError naming the setting where it cannot be used."""
+    choice = form.param(row.name).value()
+    if choice == DRAWN_CHOICE:
+        spec = str(form.param(f"{row.name}_drawn").value())
+        try:
+            parse_drawn(spec)
+        except GradvizError as exc:
+            raise GradvizError(f"The {row.title}: {exc}") from None
+        return spec
+    if choice != FILE_CHOICE:
+        return choice
+    path = str(form.param(f"{row.name}_file").value() or "").strip()
+    if not path:
+        raise GradvizError(f"Choose a CSV or NPY file for the {row.title}.")
+    if not os.path.isfile(path):
+        raise GradvizError(f"The file {path!r} for the {row.title} does not exist.")
+    try:
+        read_point_file(path)  # read once per version of the file
+    except GradvizError as exc:
+        raise GradvizError(f"The {row.title}: {exc}") from None
+    return f"{FILE_PREFIX}{path}"
+
+
+def _next_run_sentence(titles: list[str], applied_by: str, waits_for_fix: bool) -> str:
+    """ "Next run: A, B and C differ from the run shown; Reset uses them." (one: "differs",
+    "it"; ``waits_for_fix``: a value is not valid yet)."""
+    one = len(titles) == 1
+    listed = titles[0] if one else ", ".join(titles[:-1]) + " and " + titles[-1]
+    verb, them = ("differs", "it") if one else ("differ", "them")
+    when = " once the problem above is fixed" if waits_for_fix else ""
+    return f"Next run: {listed} {verb} from the run shown; {applied_by} uses {them}{when}."
+
+
 def _forget_root_item_with(tree: ptree.ParameterTree) -> None:
     """Mark the tree's invisible root item deleted when the tree is.
 

@@ -164,28 +164,10 @@ class ModelHealthPage(QWidget):
         recording names no first rank and step (another rank's records end before it)."""
         self.first_bad.setEnabled(first is not None)
         self.timeline.set_first_bad_step(None if first is None else int(first["step"]))
-        origin = None if first is None else first.get("origin")
-        self.origin.show_origin(origin)
-        why = [] if first is None or not first.get("origin_unknown") else [first["origin_unknown"]]
-        if not_known:
-            why.append(f"Which rank went non-finite first is not known: {not_known}.")
-        self.first_bad.setToolTip("\n".join(why))
-        ranks = " · first rank not known" if not_known else ""
-        if first is None:
-            self.first_bad.setText(
-                f"No non-finite gradient{' on this rank' if ranks else ''}{ranks}"
-            )
-            return
-        on = " on this rank" if ranks else ""
-        text = (
-            f"First {first['kind']}{on}: step {first['step']}, {first['tensor']}[{first['index']}]"
-        )
-        if origin is not None:
-            where = f"module {origin['module']}" if origin.get("module") else "outside modules"
-            text += f" · began in the {origin['phase']}, {where}"
-        elif first.get("origin_unknown"):
-            text += " · where it began is not known"
-        self.first_bad.setText(text + ranks)
+        self.origin.show_origin(None if first is None else first.get("origin"))
+        text, tip = first_bad_words(first, not_known)
+        self.first_bad.setText(text)
+        self.first_bad.setToolTip(tip)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The page's arrays, for File > Export view data (empty before a recording)."""
@@ -346,3 +328,23 @@ class ModelHealthPage(QWidget):
     @Slot(int)
     def _on_rank(self, k: int) -> None:
         self.rankChosen.emit(int(self.rank.itemData(k)))
+
+
+def first_bad_words(first: dict | None, not_known: str = "") -> tuple[str, str]:
+    """The first non-finite button's text and tooltip for a rank's ``first_nonfinite``
+    (``not_known``: why no first rank and step can be named)."""
+    origin = None if first is None else first.get("origin")
+    why = [] if first is None or not first.get("origin_unknown") else [first["origin_unknown"]]
+    if not_known:
+        why.append(f"Which rank went non-finite first is not known: {not_known}.")
+    ranks = " · first rank not known" if not_known else ""
+    on = " on this rank" if ranks else ""
+    if first is None:
+        return f"No non-finite gradient{on}{ranks}", "\n".join(why)
+    text = f"First {first['kind']}{on}: step {first['step']}, {first['tensor']}[{first['index']}]"
+    if origin is not None:
+        where = f"module {origin['module']}" if origin.get("module") else "outside modules"
+        text += f" · began in the {origin['phase']}, {where}"
+    elif first.get("origin_unknown"):
+        text += " · where it began is not known"
+    return text + ranks, "\n".join(why)
