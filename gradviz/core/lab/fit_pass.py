@@ -178,7 +178,8 @@ class FitPass:
         )
 
     def param_norms(self) -> tuple[tuple[str, float], ...]:
-        """(name, gradient norm) of each parameter now, as ``grad_norm_history`` keeps them."""
+        """(name, gradient norm) of each parameter now, as the run's ``grad_norm_history``
+        keeps them."""
         norms = diagnostics.grad_norms([p.grad for p in self.params], self.device)
         values = norms.to("cpu", torch.float64).tolist()
         return tuple(zip(self.grad_norm_names, values, strict=True))

@@ -69,7 +69,7 @@ class ModuleNotes(BiasReads):
         self._last_output: torch.Tensor | None = None
         self._last_summed: weakref.ref | None = None
         # (module, output) whose gradient autograd keeps for this step (``retain_grad``):
-        # read only on suspicion, in the backward's order (see ``_retained_entries``).
+        # read only on suspicion, in the backward's order (see ``modules._retained_entries``).
         self._retained: list[tuple[str, torch.Tensor, int | None]] = []
         self._init_bias_reads(model, read_biases)
         self._leaf_handles: list = []  # hooks on leaf outputs (they outlive the step)
