@@ -34,7 +34,7 @@ from torch import nn
 
 import gradviz
 from gradviz.bench.cpu_rounds import StepCase, built_with_threads, time_rounds
-from gradviz.bench.harness import CONTROL, CONTROL_NOTE, format_table, median_ratio
+from gradviz.bench.harness import CONTROL, CONTROL_NOTE, median_ratio, show_table
 from gradviz.core.record.recorder import DEFAULT_EVERY
 
 BASELINE = "bare"
@@ -188,17 +188,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
                 ms[key].update(watched[0])
                 ratios[key].update(watched[1])
             emit(f"  {title}: measured in {time.perf_counter() - started:.1f} s")
-    headers = ["case", *(NETS[k][0] for k in ms)]
-    emit("CPU ms per training step")
-    for line in format_table(headers, [[c, *(ms[k][c] for k in ms)] for c in cases]):
-        emit("  " + line)
-    emit("CPU-time ratio to the bare step (median of per-repeat ratios)")
-    for line in format_table(headers, [[c, *(ratios[k][c] for k in ratios)] for c in cases]):
-        emit("  " + line)
-    emit(CONTROL_NOTE)
-    if not quick:
-        emit("  (traced cases: ratios to the bare step timed beside them, 2 steps a window;")
-        emit("  watch cases: to the one beside them, 1 step a window)")
+    tables = _tables(ms, ratios, cases, quick, emit)
     checks = {
         f"trace_nonfinite {k}": (ratios[k]["trace_nonfinite"], t)
         for k, t in TARGETS["trace_nonfinite"].items()
@@ -218,6 +208,7 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     )
     emit(summary)
     return {
+        "tables": tables,
         "unit": "CPU ms per training step",
         "threads": 1,
         "repeats": repeats,
@@ -230,3 +221,29 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
             "summary": summary,
         },
     }
+
+
+def _tables(ms: dict, ratios: dict, cases, quick: bool, emit: Callable[[str], None]) -> list:
+    """The CPU ms and ratio tables (a row a case, a column a net), printed and as data."""
+    columns = ["case", *(NETS[k][0] for k in ms)]
+    notes = [CONTROL_NOTE.strip()]
+    if not quick:
+        notes.append(
+            "(traced cases: ratios to the bare step timed beside them, 2 steps a window; "
+            "watch cases: to the one beside them, 1 step a window)"
+        )
+    return [
+        show_table(
+            emit,
+            "CPU ms per training step",
+            columns,
+            [[c, *(ms[k][c] for k in ms)] for c in cases],
+        ),
+        show_table(
+            emit,
+            "CPU-time ratio to the bare step (median of per-repeat ratios)",
+            columns,
+            [[c, *(ratios[k][c] for k in ratios)] for c in cases],
+            notes,
+        ),
+    ]

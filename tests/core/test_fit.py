@@ -351,10 +351,10 @@ def test_a_finite_gradient_whose_norm_overflows_is_still_finite():
     run = _run(steps=3)
     loss = torch.tensor(1.0)
     run.coords_param.grad = torch.full_like(run.coords_param, 1e30)
-    _, ok, norms = run._read_step(loss)
+    _, ok, norms = run._pass.read_step(loss)
     assert ok and np.isinf(norms).all()
     run.coords_param.grad[0, 0] = float("nan")
-    _, ok, norms = run._read_step(loss)
+    _, ok, norms = run._pass.read_step(loss)
     assert not ok and np.isnan(norms).all()
 
 

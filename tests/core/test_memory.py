@@ -197,9 +197,9 @@ def test_the_failed_allocation_size_is_read_from_torchs_message(message, expecte
 
 def _fail_in_call(monkeypatch, call_number: int) -> None:
     """Make the distance computation of the ``call_number``-th forward fail to allocate."""
-    from gradviz.core.lab import fit
+    from gradviz.core.lab import fit_pass
 
-    real = fit.pairwise_distances
+    real = fit_pass.pairwise_distances
     calls = []
 
     def failing(x, method="safe"):
@@ -208,7 +208,7 @@ def _fail_in_call(monkeypatch, call_number: int) -> None:
             raise RuntimeError(CPU_OOM)
         return real(x, method)
 
-    monkeypatch.setattr(fit, "pairwise_distances", failing)
+    monkeypatch.setattr(fit_pass, "pairwise_distances", failing)
 
 
 def test_an_allocation_failure_mid_run_reports_out_of_memory_and_keeps_the_last_state(
@@ -235,13 +235,13 @@ def test_an_allocation_failure_mid_run_reports_out_of_memory_and_keeps_the_last_
 
 
 def test_an_ordinary_error_is_not_called_out_of_memory(monkeypatch):
-    from gradviz.core.lab import fit
+    from gradviz.core.lab import fit_pass
 
     def broken(x, method="safe"):
         raise RuntimeError("shape mismatch")
 
     run = DistanceFitRun(FitConfig(n=10, steps=3, device="cpu"))
-    monkeypatch.setattr(fit, "pairwise_distances", broken)
+    monkeypatch.setattr(fit_pass, "pairwise_distances", broken)
     with pytest.raises(RuntimeError, match="shape mismatch"):
         run.step()
 

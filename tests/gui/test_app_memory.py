@@ -48,9 +48,9 @@ def test_a_run_that_does_not_fit_is_refused_in_a_dialog_with_both_numbers(
 def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
     qtbot, make_lab, monkeypatch
 ):
-    from gradviz.core.lab import fit
+    from gradviz.core.lab import fit_pass
 
-    real = fit.pairwise_distances
+    real = fit_pass.pairwise_distances
     calls = []
 
     def fail_on_the_sixth(x, method="safe"):
@@ -59,7 +59,7 @@ def test_an_allocation_failure_mid_run_ends_in_an_out_of_memory_dialog(
             raise RuntimeError(CPU_OOM)
         return real(x, method)
 
-    monkeypatch.setattr(fit, "pairwise_distances", fail_on_the_sixth)
+    monkeypatch.setattr(fit_pass, "pairwise_distances", fail_on_the_sixth)
     lab = make_lab(small("safe"))
     lab.start()
     qtbot.waitUntil(lambda: lab.error_dialog is not None, timeout=WAIT_MS)
