@@ -24,7 +24,7 @@ from gradviz.core.common.errors import GradvizError
 from gradviz.core.common.run_threads import ThreadChoice, ThreadPlan
 from gradviz.core.common.step_series import StepSeries
 from gradviz.core.lab import display, mds, memory
-from gradviz.core.lab.capture import Capture
+from gradviz.core.lab.capture import Capture, parameter_values
 from gradviz.core.lab.distances import DistanceResult, pairwise_distances
 from gradviz.core.lab.pointsets import FILE_PREFIX, check_seed, generate, resolve_points
 from gradviz.core.lab.snapshot import Snapshot
@@ -357,6 +357,7 @@ class DistanceFitRun:
             coord_health=_to_numpy(capture.coord_health),
             param_health=capture.param_health,
             param_norms=capture.param_norms,
+            param_values=capture.param_values,
             jacobians=None if capture.jacobians is None else _f32(capture.jacobians),
             first_nonfinite_grad_step=self.first_nonfinite_grad_step,
             first_nonfinite_loss_step=self.first_nonfinite_loss_step,
@@ -486,6 +487,7 @@ class DistanceFitRun:
             param_health=diagnostics.parameter_health(self._named_params),
             jacobians=self._jacobians(),
             param_norms=self._param_norms(),
+            param_values=parameter_values(self.model),
         )
 
     def _param_norms(self) -> tuple[tuple[str, float], ...]:
