@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -23,6 +24,7 @@ from gradviz.gui.widgets.panel import RangeLink
 
 HOVER_HINT = "Hover over an entry to read its row, column, weight and gradient."
 _X, _Y = "j (input unit; last: bias)", "i (output unit)"
+_DASH = Qt.PenStyle.DashLine
 
 
 class LayerMatrixView(QWidget):
@@ -47,6 +49,13 @@ class LayerMatrixView(QWidget):
             view.readout.hide()  # one readout for the three, under them
             view.cellHovered.connect(self._on_hovered)
         self._link = RangeLink([self.weights, self.grads, self.health], self)
+        # A line before the bias column, so a bias is not read as one more input's weight.
+        self.bias_lines = []
+        for view in (self.weights, self.grads, self.health):
+            line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#dddddd", width=1, style=_DASH))
+            line.setZValue(30)
+            view.plot.addItem(line, ignoreBounds=True)
+            self.bias_lines.append(line)
         self.readout = QLabel(HOVER_HINT)
         self.readout.setObjectName("layer-readout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -87,6 +96,9 @@ class LayerMatrixView(QWidget):
         self.weights.set_matrix(matrix.weights)
         self.grads.set_matrix(matrix.grads)
         self.health.set_codes(matrix.health, matrix.grads)
+        for line in self.bias_lines:
+            line.setValue(float(matrix.weight_columns))
+            line.setVisible(matrix.has_bias)
         self.note.setText(matrix.elision_words())
         self.note.setVisible(matrix.elided)
         hovered = self.weights._hovered
