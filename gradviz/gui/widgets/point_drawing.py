@@ -38,10 +38,9 @@ _DOT, _SELECTED = "#E69F00", "#F0E442"  # the target's colour, the selection's
 DRAWN_DIMS = (2, 3)
 HINT_2D = "Click to add one, drag one to move it, click one and press Delete to remove it."
 HINT_3D = (
-    "3-D, drawn through the view above: a click adds a point on the plane through the points' "
-    "centre facing you (its depth is the centre's); a drag moves a point parallel to the "
-    "view, keeping its depth; another view edits the depth. Click one and press Delete to "
-    "remove it."
+    "Through the view above: a click adds a point on the plane through the points' centre "
+    "facing you (at the centre's depth); a drag moves one parallel to the view (another view "
+    "changes its depth). Click one and press Delete to remove it."
 )
 
 
