@@ -2,7 +2,8 @@
 action every readout of the page in focus agrees with the source in focus and with the CLI.
 
 The rules are what a user does: start, pause, step, reset, change N or the method, edit the
-network in the setup panel's editor, pick a point set in its gallery or draw a point, open a lab
+network in the setup panel's editor, click a layer in its diagram (its weights and gradients
+open in a window), pick a point set in its gallery or draw a point, open a lab
 recording, a watch recording or a damaged one, scrub the timeline, tick or untick its Follow,
 Show first NaN, Back to live view, switch pages, and press a page's "Add ..." buttons (a page
 that offers them, such as Runs, joins without a rule of its own). The sources are the lab's
@@ -36,12 +37,13 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QPushButton
 
 from gradviz.cli import main as cli_main
 from gradviz.core.common.health import HEALTH_LABELS, Health
-from gradviz.core.nets.networks import NetworkSpec
+from gradviz.core.nets.networks import Linear, NetworkSpec
 from gradviz.core.settings.drawn import is_drawn, parse_drawn
 from gradviz.gui.pages.lab.earlier_runs import KEPT
 from gradviz.gui.run.session import RunState
@@ -345,6 +347,21 @@ class AgreementMachine(RuleBasedStateMachine):
         self.after_an_edit(before, "edit_the_network")
 
     @rule(which=st.floats(0, 1))
+    def open_a_layer(self, which: float) -> None:
+        """A click on a layer's lines in the network diagram, where it draws gradients."""
+        editor = self.lab.form.network_editor()
+        if not editor.gradients:
+            return
+        diagram = editor.diagram
+        layer = round(which * (len(editor.gradients) - 1))
+        QTest.mouseClick(
+            diagram, Qt.MouseButton.LeftButton, pos=diagram.layer_point(layer).toPoint()
+        )
+        view = self.lab.lab.network_gradients.layer_view
+        assert view is not None and view.isVisible() and view.layer == layer
+        self.taken.append("open_a_layer")
+
+    @rule(which=st.floats(0, 1))
     def pick_a_point_set(self, which: float) -> None:
         """A thumbnail of the point-set gallery clicked (a generator, or "drawn")."""
         points = self.lab.form.point_gallery()
@@ -573,8 +590,11 @@ class AgreementMachine(RuleBasedStateMachine):
             for p in drawn:
                 assert p["health"] == HEALTH_LABELS[Health(health[p["name"]])], p
             self.compared.add("network gradients")
+            self._layer_window_agrees(shown, config)
         elif not same_net:
             assert drawn == []  # never another network's gradients
+            view = self.lab.lab.network_gradients.layer_view
+            assert view is None or not view.isVisible() or view.matrix is None
         if is_drawn(config.target):
             points = np.array(parse_drawn(config.target))
             assert np.allclose(shown.target_coords, points, rtol=1e-6, atol=1e-6)
@@ -582,6 +602,33 @@ class AgreementMachine(RuleBasedStateMachine):
             if setup["target"] == config.target and canvas is not None:
                 assert np.array_equal(np.array(canvas["points"]), points)
             self.compared.add("drawn points")
+
+    def _layer_window_agrees(self, shown, config) -> None:
+        """The open layer window holds the shown step's own weights and gradients of its
+        layer, exactly, and its worst health code is the diagram's (a whole layer kept)."""
+        view = self.lab.lab.network_gradients.layer_view
+        if view is None or not view.isVisible() or view.layer is None:
+            return
+        layers = NetworkSpec.parse(config.net).layers
+        linears = [k for k, layer in enumerate(layers) if isinstance(layer, Linear)]
+        if view.layer >= len(linears):
+            assert view.matrix is None
+            return
+        index = linears[view.layer]
+        kept = {p.name: p for p in shown.param_values}
+        weight, bias = kept[f"{index}.weight"], kept.get(f"{index}.bias")
+        matrix = view.matrix
+        assert matrix is not None, view.readouts()  # the diagram draws this step's gradients
+        columns = matrix.weight_columns
+        assert np.array_equal(matrix.weights[:, :columns], weight.values.astype(np.float64))
+        assert np.array_equal(matrix.grads[:, :columns], weight.grads, equal_nan=True)
+        if bias is not None:
+            assert np.array_equal(matrix.grads[:, -1], bias.grads, equal_nan=True)
+        if not matrix.elided:
+            health = dict(shown.param_health)
+            names = [weight.name] + ([bias.name] if bias is not None else [])
+            assert int(matrix.health.max()) == max(health[n] for n in names)
+        self.compared.add("layer window")
 
     @staticmethod
     def _setup_agrees(setup: dict, source: dict) -> None:
@@ -859,6 +906,7 @@ WALKTHROUGH = (
     ("edit_the_network", {"edit": "wider"}),  # while it runs: restarted, running
     ("edit_the_network", {"edit": "activation"}),
     ("step", {}),
+    ("open_a_layer", {"which": 1.0}),
     ("pick_a_point_set", {"which": 1.0}),  # "drawn", from the set shown
     ("draw_a_point", {"x": 1.5, "y": -1.5}),
     ("step", {}),
@@ -949,7 +997,7 @@ def test_every_readout_agrees_with_the_source_in_focus(
         taken
     ), taken
     required = {"live", "fit", "graph", "graph origin", "loss marks", "origin", "origin unknown",
-                "network gradients", "drawn points"}  # fmt: skip
+                "network gradients", "drawn points", "layer window"}  # fmt: skip
     assert required <= machine.compared, machine.compared
     _run(qtbot, lab, prepared, examples=2, steps=6)
 

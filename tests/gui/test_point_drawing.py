@@ -57,14 +57,23 @@ def view_of(canvas, pos: QPoint) -> tuple[float, float]:
     return where.x(), where.y()
 
 
-@pytest.fixture
-def form(qtbot):
-    form = SetupForm(FitConfig(target="moons", n=20, dim=3, seed=4, net="8-16-3:tanh"))
+def make_form(qtbot, dim: int) -> SetupForm:
+    form = SetupForm(FitConfig(target="moons", n=20, dim=dim, seed=4, net=f"8-16-{dim}:tanh"))
     qtbot.addWidget(form)
     form.resize(360, 1400)
     form.show()
     qtbot.waitExposed(form)
     return form
+
+
+@pytest.fixture
+def form(qtbot):
+    return make_form(qtbot, 2)
+
+
+@pytest.fixture
+def form_3d(qtbot):
+    return make_form(qtbot, 3)
 
 
 def start_drawing(qtbot, form):
@@ -76,8 +85,9 @@ def start_drawing(qtbot, form):
     return canvas
 
 
-def test_drawing_starts_from_the_set_shown_and_sets_n_d_and_the_network(qtbot, form):
-    shown = generate("moons", 20, 3, 4)
+def test_drawing_starts_from_the_set_shown_and_sets_n_d_and_the_network(qtbot):
+    form = make_form(qtbot, 4)  # 4-D: drawn as its 2-D projection
+    shown = generate("moons", 20, 4, 4)
     canvas = start_drawing(qtbot, form)
     config = form.config()
     expected = np.round(project(shown), 4)
@@ -153,3 +163,74 @@ def test_dragging_a_point_restarts_the_run_and_its_target_matrix_follows(
         assert abs(float(image[0, j]) - independent) <= 1e-3 * max(1.0, independent)
         assert abs(independent - old) > 1e-2  # the entry changed with the drag
     assert lab.form.config().target == session.config.target  # the run is the drawing
+
+
+def test_a_3d_set_is_drawn_in_3d_a_click_adds_on_the_plane_facing_the_viewer(qtbot, form_3d):
+    form = form_3d
+    canvas = start_drawing(qtbot, form)
+    shown = np.round(generate("moons", 20, 3, 4), 4)
+    config = form.config()
+    assert np.array_equal(np.array(parse_drawn(config.target)), shown)  # kept in 3-D
+    assert (config.n, config.dim, config.net) == (20, 3, "8-16-3:tanh")
+    assert canvas.readouts()["view"] == "PCA" and "3-D" in canvas.hint.text()
+    assert "plane through the points' centre facing you" in canvas.hint.text()
+    # A click away from every point adds one in 3-D: drawn where the click was, on the
+    # plane through the points' centre that faces the viewer.
+    (x0, x1), (y0, y1) = canvas.box.viewRange()
+    empty = pixel_of(canvas, x0 + 0.1 * (x1 - x0), y0 + 0.1 * (y1 - y0))
+    click(canvas, empty)
+    points = np.array(parse_drawn(form.config().target))
+    assert points.shape == (21, 3) and form.config().n == 21
+    axes, mean = canvas.projection.axes, canvas.projection.mean
+    normal = np.cross(axes[:, 0], axes[:, 1])  # towards the viewer
+    assert np.allclose((points[-1] - mean) @ axes, view_of(canvas, empty), atol=2e-4)
+    assert abs((points[-1] - shown.mean(axis=0)) @ normal) <= 2e-4
+    assert np.array_equal(points[:20], shown)  # the others stay
+
+
+def test_a_3d_drag_moves_a_point_in_the_view_plane_keeping_its_depth(qtbot, form_3d):
+    form = form_3d
+    canvas = start_drawing(qtbot, form)
+    canvas.projection_box.setCurrentText("x0 vs x2")  # the view of x0 and x2; x1 is depth
+    before = canvas.points
+    start = pixel_of(canvas, before[3][0], before[3][2])
+    end = start + QPoint(30, 25)
+    drag(canvas, start, end)
+    points = np.array(parse_drawn(form.config().target))
+    assert points[3][1] == before[3][1]  # its depth, unchanged
+    assert np.allclose(points[3][[0, 2]], view_of(canvas, end), atol=1e-4)
+    assert np.array_equal(np.delete(points, 3, axis=0), np.delete(before, 3, axis=0))
+    # Delete removes the selected point in 3-D too.
+    qtbot.keyClick(canvas, Qt.Key.Key_Delete)
+    after = np.array(parse_drawn(form.config().target))
+    assert np.array_equal(after, np.delete(points, 3, axis=0)) and form.config().dim == 3
+
+
+def test_dragging_a_3d_point_restarts_the_run_and_its_target_matrix_follows(
+    qtbot,
+    make_lab,  # noqa: F811 - fixture
+):
+    twelve = format_drawn(np.round(generate("helix", 12, 3), 4))
+    lab = make_lab(small("safe", target=twelve, n=12, dim=3))
+    canvas = lab.form.point_gallery().gallery.drawing
+    lab.window.docks["setup"].widget().setMinimumHeight(1400)  # room for the canvas
+    lab.form.tree.scrollToItem(next(iter(lab.form.param("target_gallery").items)))
+    qtbot.waitUntil(lambda: canvas.isVisible() and canvas.view.height() > 100)
+    canvas.projection_box.setCurrentText("x1 vs x2")  # x0 is the depth
+    before = canvas.points
+    session = lab.session
+    generation = session.generation
+    start = pixel_of(canvas, before[0][1], before[0][2])
+    end = start + QPoint(-35, 25)
+    drag(canvas, start, end)
+    assert session.generation > generation  # restarted at once
+    moved = np.array(parse_drawn(session.config.target))[0]
+    assert moved[0] == before[0][0] and np.allclose(moved[1:], view_of(canvas, end), atol=1e-4)
+    own = lambda: session.shown is not None and session.shown.generation == session.generation  # noqa: E731
+    qtbot.waitUntil(own, timeout=RUN_TIMEOUT_MS)
+    image = lab.views.views["target"].widget.displayed_image()
+    for j in (1, 5, 11):
+        independent = math.dist(moved, before[j])  # 3-D distances, float64
+        assert abs(float(image[0, j]) - independent) <= 1e-3 * max(1.0, independent)
+        assert abs(independent - math.dist(before[0], before[j])) > 1e-2
+    assert lab.form.config().target == session.config.target

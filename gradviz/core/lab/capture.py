@@ -11,6 +11,7 @@ import torch
 
 from gradviz.core.common.health import Health
 from gradviz.core.lab import display
+from gradviz.core.lab.snapshot import PARAM_SIDE, ParamValues
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Capture:
     param_health: tuple[tuple[str, int], ...]
     jacobians: torch.Tensor | None  # (N, D, F)
     param_norms: tuple[tuple[str, float], ...] = ()  # (name, gradient norm), as param_health
+    param_values: tuple[ParamValues, ...] = ()  # the network's parameters and gradients
 
     def display_matrices(self, block: int, target: torch.Tensor) -> dict[str, object]:
         """The Snapshot fields of the (N, N) matrices, reduced by ``block`` on the device:
@@ -62,6 +64,29 @@ class Capture:
             np.float32(values["distances"]) - np.float32(values["target_distances"])
         )
         return values
+
+
+def parameter_values(model: torch.nn.Module | None) -> tuple[ParamValues, ...]:
+    """Host copies of the leading block of each parameter of ``model`` and of its gradient
+    (ParamValues), in ``named_parameters`` order; () without a model (free coordinates).
+    Taken after the backward pass and before the optimizer moves the parameters, so the
+    values are those the gradients were computed at."""
+    if model is None:
+        return ()
+    kept = []
+    for name, param in model.named_parameters():
+        block = tuple(slice(0, PARAM_SIDE) for _ in range(param.dim()))
+        values = param.detach()[block]
+        grads = torch.zeros_like(values) if param.grad is None else param.grad.detach()[block]
+        kept.append(
+            ParamValues(
+                name,
+                tuple(param.shape),
+                values.to("cpu", copy=True).numpy(),
+                grads.to("cpu", copy=True).numpy(),
+            )
+        )
+    return tuple(kept)
 
 
 def code_counts(codes: torch.Tensor) -> tuple[int, ...]:

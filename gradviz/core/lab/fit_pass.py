@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from gradviz.core.common import diagnostics
 from gradviz.core.common.errors import GradvizError
-from gradviz.core.lab.capture import Capture
+from gradviz.core.lab.capture import Capture, parameter_values
 from gradviz.core.lab.distances import DistanceResult, pairwise_distances
 from gradviz.core.nets.jacobians import compute_jacobians
 from gradviz.core.nets.networks import NetworkSpec
@@ -175,6 +175,7 @@ class FitPass:
             param_health=diagnostics.parameter_health(self.named_params),
             jacobians=self.jacobians(),
             param_norms=self.param_norms(),
+            param_values=parameter_values(self.model),
         )
 
     def param_norms(self) -> tuple[tuple[str, float], ...]:

@@ -74,6 +74,7 @@ class FitPictures:
             coord_health=to_numpy(capture.coord_health),
             param_health=capture.param_health,
             param_norms=capture.param_norms,
+            param_values=capture.param_values,
             jacobians=None if capture.jacobians is None else _f32(capture.jacobians),
             first_nonfinite_grad_step=self.first_nonfinite_grad_step,
             first_nonfinite_loss_step=self.first_nonfinite_loss_step,

@@ -12,6 +12,35 @@ import numpy as np
 
 from gradviz.core.common.decimate import block_rows
 
+#: Rows and columns of a parameter tensor a Snapshot keeps at most (its leading block): the
+#: lab's networks are small, and a wide layer must not make every picture large.
+PARAM_SIDE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ParamValues:
+    """One parameter tensor of a network and its gradient, from one forward/backward.
+
+    ``values`` and ``grads`` are host copies in the run's dtype (float32 or float64, exact,
+    never rounded for display) of the tensor's leading block: ``[:PARAM_SIDE]`` of a vector,
+    ``[:PARAM_SIDE, :PARAM_SIDE]`` of a matrix; ``shape`` is the whole tensor's. ``grads``
+    are zeros where no gradient reached the tensor (``parameter_health`` calls that ZERO).
+    """
+
+    name: str  # as in param_health, e.g. "0.weight"
+    shape: tuple[int, ...]  # the whole tensor's: (out,) or (out, in)
+    values: np.ndarray  # (r,) or (r, c) with r, c <= PARAM_SIDE
+    grads: np.ndarray  # as values
+
+    def __post_init__(self) -> None:
+        for array in (self.values, self.grads):
+            array.flags.writeable = False
+
+    @property
+    def elided(self) -> bool:
+        """Whether the tensor has more entries than are kept."""
+        return tuple(self.values.shape) != tuple(self.shape)
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -65,6 +94,10 @@ class Snapshot:
     # The torch CPU threads of the run's steps and why, in words (run_threads.ThreadChoice);
     # "" where not known (a recorded step).
     threads: str = ""
+    # Each parameter tensor of the network and its gradient (leading blocks, ParamValues),
+    # from the same forward/backward as param_health, in its order; () with free
+    # coordinates or where not known (a recording).
+    param_values: tuple[ParamValues, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):

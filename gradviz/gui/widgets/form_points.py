@@ -5,8 +5,9 @@ A point file (CSV or NPY) decides N and D of the run, so the form shows the file
 N and D boxes take its shape and are read-only while a file is the target (or, fitting free
 coordinates, the initial coordinates); the network's output width follows D (form_network).
 A file that cannot be read is named in the form's problem line, in one sentence. Drawn
-points (the gallery's "drawn" canvas, 2-D) are the target ``drawn:x,y x,y ...`` and decide
-N and D alike; each finished edit on the canvas changes the target, so the run follows it.
+points (the gallery's "drawn" canvas) are the target ``drawn:x,y x,y ...`` and decide
+N and D alike (2-D, or 3-D drawn through a view); each finished edit on the canvas changes
+the target, so the run follows it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from gradviz.core.lab.pointsets import generate, load_points, save_points
 from gradviz.core.settings.config import POINT_GENERATORS
 from gradviz.core.settings.drawn import format_drawn, is_drawn, parse_drawn
 from gradviz.core.settings.table import FILE_PREFIX
-from gradviz.gui.widgets.point_drawing import DECIMALS
+from gradviz.gui.widgets.point_drawing import DECIMALS, DRAWN_DIMS
 from gradviz.gui.widgets.point_gallery import PointSetGallery, project, thumbnail_points
 
 POINT_FILES = "Point sets (*.csv *.npy)"
@@ -125,12 +126,15 @@ class FormPoints:
         return points, f"{spec}: {POINT_GENERATORS.get(spec, '')}; {note}"
 
     def start_drawing(self) -> None:
-        """Draw: from the set shown, in 2-D as the thumbnails draw it, where it is small
-        enough to edit by hand (else from a ring of START_RING points)."""
+        """Draw: from the set shown where it is small enough to edit by hand (else from a
+        ring of START_RING points), in its own D where the canvas draws that D (2 or 3),
+        else in 2-D as the thumbnails draw it."""
         points, _ = self.points()
         if points is None or len(points) > MAX_START_POINTS:
             points = generate("circle", START_RING, 2)
-        self._use_drawn(format_drawn(np.round(project(points), DECIMALS)))
+        if points.shape[1] not in DRAWN_DIMS:
+            points = project(points)
+        self._use_drawn(format_drawn(np.round(points, DECIMALS)))
 
     def ask_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(

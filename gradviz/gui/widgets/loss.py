@@ -14,6 +14,7 @@ from gradviz.core.common.health import Health
 from gradviz.core.common.step_series import nonfinite_stretches
 from gradviz.gui.widgets import axes, palette
 from gradviz.gui.widgets.loss_earlier import EarlierCurves
+from gradviz.gui.widgets.loss_legend import LossLegend
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label
 from gradviz.gui.widgets.plot_csv import set_csv_data
@@ -37,7 +38,8 @@ class LossView(QWidget):
     as marks at the plot's edge (``NonfiniteMarks``, as on the Runs page: NaN and +Inf at the
     top, -Inf at the bottom), and a dashed line marks the first one. The classical-MDS loss
     (the best reachable loss, when known) is a horizontal line. The last few runs before
-    this one may be drawn faint beneath it (``earlier``, set by the lab).
+    this one may be drawn faint beneath it (``earlier``, set by the lab); the legend
+    (``LossLegend``) folds them into one row in a small plot.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -63,14 +65,15 @@ class LossView(QWidget):
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setLabel("bottom", "step")
         self.plot.setLabel("left", "loss")
-        legend = self.plot.addLegend(offset=(-10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
-        legend.setZValue(50)  # above the points and curves it names
+        # A legend that fits a small plot (folds the earlier runs; click to unfold).
+        self.legend = LossLegend(self.plot)
         self.curve = self.plot.plot(pen=pg.mkPen("#56B4E9", width=2), name="loss")
         self.curve.setClipToView(True)
         self.curve.setDownsampling(auto=True, method="peak")
+        self.legend.set_current(self.curve, "loss")
         self.marks = NonfiniteMarks(self.plot, "loss")
         # The runs before this one, faint (set by the lab; a new run does not clear them).
-        self.earlier = EarlierCurves(self.plot)
+        self.earlier = EarlierCurves(self.plot, self.legend)
         self.first_bad_line = pg.InfiniteLine(
             angle=90,
             pen=pg.mkPen(_NONFINITE_COLOUR, width=1, style=Qt.PenStyle.DashLine),
@@ -90,6 +93,9 @@ class LossView(QWidget):
         self.summary = status_label("no run yet")
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setWordWrap(True)
+        self.summary.linkActivated.connect(lambda _link: self.legend.toggle())
+        self._summary_words = "no run yet"
+        self.legend.foldChanged.connect(self._show_summary)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(2, 2, 2, 2)
@@ -124,7 +130,8 @@ class LossView(QWidget):
             self._extend_range(last, history[drawable], reference)
         self._draw_nonfinite(x, history)
         self._draw_reference(reference)
-        self.summary.setText(self._summary_text(history, self._steps, reference))
+        self._summary_words = self._summary_text(history, self._steps, reference)
+        self._show_summary()
         tooltip = reference_tooltip(reference)
         if self.summary.toolTip() != tooltip:
             self.summary.setToolTip(tooltip)
@@ -180,8 +187,20 @@ class LossView(QWidget):
         self.marks.clear()
         self.first_bad_line.setVisible(False)
         self.reference_line.setVisible(False)
-        self.summary.setText("no run yet")
+        self._summary_words = "no run yet"
+        self._show_summary()
         self.summary.setToolTip("")
+
+    def _show_summary(self) -> None:
+        """The summary, and the legend's fold link where the legend has one."""
+        link = self.legend.toggle_words()
+        text = self._summary_words
+        if link:
+            # It may wrap between its words, as the summary does, never before its arrow.
+            words = html.escape(link).replace(" ▸", "&nbsp;▸").replace(" ◂", "&nbsp;◂")
+            text += f' | <a href="legend">{words}</a>'
+        if self.summary.text() != text:
+            self.summary.setText(text)
 
     @property
     def history(self) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 The lab restarts its run at each change of the setup; the run before stays on the plot as
 a thin grey curve, so the effect of the change is seen against it. Each curve is named in
-the legend by the settings that tell it apart, and its tooltip gives all its settings. Only
+the legend by the settings that tell it apart (in a small plot "earlier k", or folded:
+loss_legend), and its tooltip gives all its settings. Only
 finite, positive losses are drawn (the axis is logarithmic); the curves never set the
 plot's range, which follows the current run.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyqtgraph as pg
 
+from gradviz.gui.widgets.loss_legend import LossLegend
 from gradviz.gui.widgets.plot_csv import not_data
 
 #: The newest earlier run is the least faint; older ones fade further.
@@ -31,17 +33,19 @@ class EarlierRun:
 
 
 class EarlierCurves:
-    """Faint curves of earlier runs on ``plot`` (a pyqtgraph PlotItem with a legend)."""
+    """Faint curves of earlier runs on ``plot`` (a pyqtgraph PlotItem), listed in ``legend``
+    (a LossLegend) where given."""
 
-    def __init__(self, plot: pg.PlotItem) -> None:
+    def __init__(self, plot: pg.PlotItem, legend: LossLegend | None = None) -> None:
         self.plot = plot
+        self.legend = legend
         self._items: list[pg.PlotDataItem] = []
         self._runs: list[EarlierRun] = []
 
     def show_runs(self, runs: list[EarlierRun]) -> None:
         """Draw ``runs``, newest first (what was drawn before is replaced)."""
         for item in self._items:
-            self.plot.removeItem(item)  # also takes it out of the legend
+            self.plot.removeItem(item)  # its legend row goes at set_earlier below
         self._items = []
         self._runs = list(runs)
         for age, run in enumerate(self._runs):
@@ -60,6 +64,10 @@ class EarlierCurves:
             not_data(item)  # the plot's CSV is the current run's losses
             self.plot.addItem(item, ignoreBounds=True)
             self._items.append(item)
+        if self.legend is not None:
+            self.legend.set_earlier(
+                [(item, run.label) for item, run in zip(self._items, self._runs, strict=True)]
+            )
 
     def readouts(self) -> list[dict]:
         """The earlier runs drawn, newest first: their label, tooltip and step count."""

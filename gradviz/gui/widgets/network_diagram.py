@@ -7,7 +7,8 @@ layer ``k`` joins column ``k`` to column ``k + 1``: its weight gradient is drawn
 between them, its bias gradient as the rings of column ``k + 1``'s units. Colour: the
 health of the tensor's worst entry (the palette of the health maps); thickness: the
 tensor's gradient norm on a log scale (``thickness``; NaN and Inf: the thickest). Hovering
-a layer or a column shows its numbers as a tooltip.
+a layer or a column shows its numbers as a tooltip; clicking a layer's lines, or the units
+its bias feeds, says ``layerClicked`` with the layer (the lab opens its matrices).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
@@ -67,6 +68,8 @@ class NetworkDiagram(QWidget):
     sit under them); evenly spaced when not given.
     """
 
+    layerClicked = Signal(int)  # Linear layer k (0 = the first) clicked
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.widths: list[int] = []
@@ -84,6 +87,8 @@ class NetworkDiagram(QWidget):
 
     def set_gradients(self, gradients: list[LayerGradient] | None, step_words: str) -> None:
         self.gradients, self.step_words = gradients, step_words
+        clickable = Qt.CursorShape.PointingHandCursor if gradients else Qt.CursorShape.ArrowCursor
+        self.setCursor(clickable)
         self.update()
 
     # ---- geometry ---------------------------------------------------------------------------
@@ -173,6 +178,31 @@ class NetworkDiagram(QWidget):
             return True
         return super().event(event)
 
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 - Qt override
+        layer = self.layer_at(event.position().x())
+        if event.button() == Qt.MouseButton.LeftButton and layer is not None:
+            self.layerClicked.emit(layer)
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
+
+    def layer_at(self, x: float) -> int | None:
+        """The Linear layer at x: the lines between columns k and k + 1, or column k + 1's
+        units (its bias rings); None over the input column or outside the network."""
+        xs = self.column_x()
+        if len(xs) < 2:
+            return None
+        nearest = min(range(len(xs)), key=lambda i: abs(xs[i] - x))
+        if abs(xs[nearest] - x) <= 2 * _RADIUS:
+            return nearest - 1 if nearest > 0 else None
+        k = nearest if x > xs[nearest] else nearest - 1
+        return k if 0 <= k < len(xs) - 1 else None
+
+    def layer_point(self, k: int) -> QPointF:
+        """A point on layer ``k``'s lines, midway between its columns (for scripted clicks)."""
+        xs = self.column_x()
+        return QPointF((xs[k] + xs[k + 1]) / 2, self.height() / 2)
+
     def tooltip_at(self, x: float) -> str:
         """The hover text at x: a column's units, or the layer between two columns."""
         xs = self.column_x()
@@ -207,6 +237,7 @@ class NetworkDiagram(QWidget):
         lines = [words + (f" ({self.step_words})" if self.step_words else "")]
         lines.append(f"weight gradient: {layer.weight.describe()}")
         lines.append(f"bias gradient: {layer.bias.describe()}" if layer.bias else "no bias")
+        lines.append("Click: its weights and gradients, entry by entry")
         return "\n".join(lines)
 
 

@@ -10,7 +10,8 @@ come back through ``set_spec``, so the text and the diagram never disagree. A sp
 does not parse leaves the diagram on the last valid network (``set_stale``).
 
 While a run of the network shown is on screen, ``show_gradients`` draws each layer's weight
-and bias gradient (see network_diagram); ``readouts()`` returns everything shown as data.
+and bias gradient (see network_diagram), and a click on a layer says ``layerClicked``;
+``readouts()`` returns everything shown as data.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class NetworkEditor(QWidget):
     """
 
     specEdited = Signal(str)
+    layerClicked = Signal(int)  # Linear layer k (0 = the first) clicked in the diagram
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class NetworkEditor(QWidget):
         self.grid.setVerticalSpacing(2)
         self.diagram = NetworkDiagram()
         self.diagram.centres = self._column_centres
+        self.diagram.layerClicked.connect(self.layerClicked)
         self.scroll = QScrollArea()
         self.scroll.setWidget(self.host)
         self.scroll.setWidgetResizable(True)
@@ -263,6 +266,15 @@ class NetworkEditor(QWidget):
         if self._stale:
             parts.append("The spec text has a problem: this is the last valid network.")
         self.words.setText(" ".join(parts))
+
+    @property
+    def gradients(self) -> list[LayerGradient] | None:
+        """Each layer's gradients drawn now (None: none, ``gradient_note`` says why)."""
+        return self._gradients
+
+    @property
+    def gradient_note(self) -> str:
+        return self._gradient_note
 
     def show_gradients(self, gradients: list[LayerGradient] | None, words: str) -> None:
         """Draw each layer's gradients (``words``: which picture they are of), or clear them

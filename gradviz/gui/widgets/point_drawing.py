@@ -1,8 +1,15 @@
-"""A canvas to draw a 2-D point set by hand: click to add a point, drag one to move it, click
-one to select it and press Delete (or Backspace) to remove it.
+"""A canvas to draw a 2-D or 3-D point set by hand: click to add a point, drag one to move
+it, click one to select it and press Delete (or Backspace) to remove it.
+
+3-D points are drawn through a projection, chosen as in the points view (the two principal
+axes, or two coordinates), whose axes stay fixed while you draw (a principal-axes view is
+fitted when a set is put in or the view is chosen, not after each edit, so the picture does
+not turn under the mouse). A click adds a point on the plane through the points' centre
+facing the viewer: its depth (the coordinate the view does not show) is the centre's. A drag
+moves a point parallel to the view, keeping its depth; another view edits the depth.
 
 Each finished edit (a click that adds, the release of a drag, a removal) says ``edited``
-with the (N, 2) points, so the run follows the drawing once per gesture, not at every
+with the (N, D) points, so the run follows the drawing once per gesture, not at every
 mouse move. Coordinates are rounded to ``DECIMALS`` places: a hand cannot place a point
 more finely, and the points then read back exactly from the setting they are written in.
 The view keeps its range while you draw (a point moved to the edge does not make it jump);
@@ -15,15 +22,26 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
+
+from gradviz.gui.widgets import geometry
+from gradviz.gui.widgets.points import projection_choices
 
 #: Decimal places kept of a drawn coordinate.
 DECIMALS = 4
 #: How near (px) a press must be to a point to take it rather than add one.
 PICK_PX = 8.0
-#: Height of the canvas and its hint (px).
-HEIGHT = 240
+#: Height of the canvas and its hint (px); in 3-D with the view's box and a longer hint.
+HEIGHT, HEIGHT_3D = 240, 310
 _DOT, _SELECTED = "#E69F00", "#F0E442"  # the target's colour, the selection's
+#: The dimensions a set is drawn in (a set of other D is drawn as its 2-D projection).
+DRAWN_DIMS = (2, 3)
+HINT_2D = "Click to add one, drag one to move it, click one and press Delete to remove it."
+HINT_3D = (
+    "Through the view above: a click adds a point on the plane through the points' centre "
+    "facing you (at the centre's depth); a drag moves one parallel to the view (another view "
+    "changes its depth). Click one and press Delete to remove it."
+)
 
 
 class _DrawingBox(pg.ViewBox):
@@ -66,15 +84,21 @@ class _DrawingBox(pg.ViewBox):
 
 
 class PointDrawing(QWidget):
-    """The drawing canvas (see the module docstring). ``points`` is (N, 2) float64."""
+    """The drawing canvas (see the module docstring). ``points`` is (N, D) float64, D 2 or 3."""
 
-    edited = Signal(object)  # (N, 2) float64 after each finished edit
+    edited = Signal(object)  # (N, D) float64 after each finished edit
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # Delete reaches it after a click
         self._points = np.zeros((0, 2))
+        self.projection = geometry.axis_projection(2, 0, 1)  # D -> the view's 2 axes
         self.selected: int | None = None
+        self.projection_box = QComboBox()
+        self.projection_box.setObjectName("drawing-projection")
+        self.projection_box.setToolTip("The view 3-D points are drawn in (as in the points view)")
+        self.projection_box.hide()
+        self.projection_box.currentTextChanged.connect(self._on_projection_chosen)
         self.box = _DrawingBox(self)
         self.view = pg.GraphicsView()
         self.view.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # keys go to the canvas
@@ -92,6 +116,7 @@ class PointDrawing(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
+        layout.addWidget(self.projection_box)
         layout.addWidget(self.view, stretch=1)
         layout.addWidget(self.hint)
         # A fixed height: the setup panel keeps its layout while points are drawn, and the
@@ -102,19 +127,57 @@ class PointDrawing(QWidget):
     def points(self) -> np.ndarray:
         return self._points.copy()
 
+    @property
+    def dim(self) -> int:
+        return int(self._points.shape[1])
+
     def set_points(self, points: np.ndarray) -> None:
-        """Show ``points`` (N, 2) and fit the view to them (no ``edited``)."""
-        self._points = np.round(np.asarray(points, dtype=np.float64).reshape(-1, 2), DECIMALS)
+        """Show ``points`` (N, D), D in DRAWN_DIMS, and fit the view to them (no ``edited``)."""
+        points = np.asarray(points, dtype=np.float64)
+        self._points = np.round(points.reshape(len(points), -1), DECIMALS)
         self.selected = None
+        self._set_choices()
+        self.projection = self._make_projection()
         self._draw()
         self.fit_view()
+
+    def _set_choices(self) -> None:
+        choices = projection_choices(self.dim) if self.dim > 2 else []
+        shown = [self.projection_box.itemText(k) for k in range(self.projection_box.count())]
+        if shown != choices:
+            self.projection_box.blockSignals(True)
+            self.projection_box.clear()
+            self.projection_box.addItems(choices)
+            self.projection_box.blockSignals(False)
+        self.projection_box.setVisible(bool(choices))
+        self.setFixedHeight(HEIGHT_3D if choices else HEIGHT)
+
+    def _make_projection(self) -> geometry.Projection:
+        """The view's axes: the two coordinates in 2-D, else the one chosen in the box."""
+        choice = self.projection_box.currentText()
+        if self.dim == 2 or not choice:
+            return geometry.axis_projection(self.dim, 0, min(1, self.dim - 1))
+        if choice == "PCA":
+            return geometry.pca_projection(self._points)
+        a, b = (int(part.strip()[1:]) for part in choice.split("vs"))
+        return geometry.axis_projection(self.dim, a, b)
+
+    def _on_projection_chosen(self, _choice: str) -> None:
+        self.projection = self._make_projection()
+        self._draw()
+        self.fit_view()
+
+    def shown(self) -> np.ndarray:
+        """(N, 2) the points as drawn, in the view's coordinates."""
+        return self.projection.apply(self._points)
 
     def fit_view(self) -> None:
         """The points and a margin of a quarter of their span (a unit square around one)."""
         if not len(self._points):
             self.box.setRange(xRange=(-1, 1), yRange=(-1, 1), padding=0)
             return
-        low, high = self._points.min(axis=0), self._points.max(axis=0)
+        shown = self.shown()
+        low, high = shown.min(axis=0), shown.max(axis=0)
         margin = max(float((high - low).max()) * 0.25, 0.5)
         self.box.setRange(
             xRange=(low[0] - margin, high[0] + margin),
@@ -127,7 +190,7 @@ class PointDrawing(QWidget):
         """The index of the point within PICK_PX of ``scene_pos`` (the nearest), or None."""
         if not len(self._points):
             return None
-        shown = [self.box.mapViewToScene(QPointF(x, y)) for x, y in self._points]
+        shown = [self.box.mapViewToScene(QPointF(x, y)) for x, y in self.shown()]
         gaps = [np.hypot(p.x() - scene_pos.x(), p.y() - scene_pos.y()) for p in shown]
         nearest = int(np.argmin(gaps))
         return nearest if gaps[nearest] <= PICK_PX else None
@@ -139,12 +202,16 @@ class PointDrawing(QWidget):
             self.select(hit)
 
     def add_point(self, where: QPointF) -> None:
-        self._points = np.vstack([self._points, _rounded(where)])
+        """A point at ``where`` (view coordinates) on the plane through the points' centre
+        facing the viewer."""
+        centre = self._points.mean(axis=0) if len(self._points) else self.projection.mean
+        self._points = np.vstack([self._points, self._placed(centre, where)])
         self.selected = len(self._points) - 1
         self._finish()
 
     def move_point(self, index: int, where: QPointF, finished: bool) -> None:
-        self._points[index] = _rounded(where)
+        """Point ``index`` to ``where`` (view coordinates), parallel to the view."""
+        self._points[index] = self._placed(self._points[index], where)
         if finished:
             self._finish()
         else:
@@ -180,17 +247,24 @@ class PointDrawing(QWidget):
     def _draw(self) -> None:
         brushes = [_SELECTED if k == self.selected else _DOT for k in range(len(self._points))]
         self.scatter.setData(
-            pos=self._points, brush=[pg.mkBrush(b) for b in brushes], data=np.arange(len(brushes))
+            pos=self.shown(), brush=[pg.mkBrush(b) for b in brushes], data=np.arange(len(brushes))
         )
-        self.hint.setText(
-            f"{len(self._points)} points. Click to add one, drag one to move it, click one and "
-            "press Delete to remove it."
-        )
+        hint = HINT_3D if self.dim > 2 else HINT_2D
+        self.hint.setText(f"{len(self._points)} points in {self.dim}-D. {hint}")
 
     def readouts(self) -> dict:
-        """The points drawn, as data, and the selected one."""
-        return {"points": self._points.tolist(), "selected": self.selected}
+        """The points drawn, as data, the selected one and the view they are drawn in."""
+        return {
+            "points": self._points.tolist(),
+            "selected": self.selected,
+            "dim": self.dim,
+            "view": self.projection_box.currentText() if self.dim > 2 else "x0 vs x1",
+        }
 
-
-def _rounded(where: QPointF) -> np.ndarray:
-    return np.round(np.array([where.x(), where.y()], dtype=np.float64), DECIMALS)
+    def _placed(self, through: np.ndarray, where: QPointF) -> np.ndarray:
+        """The point of the plane through ``through`` (D,) facing the viewer that the view
+        draws at ``where``: ``through`` moved along the view's axes only (rounded)."""
+        axes, mean = self.projection.axes, self.projection.mean  # (D, 2), (D,)
+        target = np.array([where.x(), where.y()], dtype=np.float64)
+        moved = through + axes @ (target - (through - mean) @ axes)
+        return np.round(moved, DECIMALS)

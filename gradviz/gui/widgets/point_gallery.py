@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.pointsets import generate
 from gradviz.gui.widgets.geometry import pca_projection
-from gradviz.gui.widgets.point_drawing import PointDrawing
+from gradviz.gui.widgets.point_drawing import DRAWN_DIMS, PointDrawing
 
 #: Points generated for a thumbnail at most (rows x D).
 MAX_VALUES = 400_000
@@ -137,7 +137,8 @@ class PointSetGallery(QWidget):
         self.buttons[FILE].setToolTip("Points from a CSV or NPY file of shape (N, D)")
         self.buttons[DRAWN].setIcon(QIcon(draw_points(None, THUMB, "draw")))
         self.buttons[DRAWN].setToolTip(
-            "Points drawn by hand in 2-D: click to add, drag to move, Delete to remove"
+            "Points drawn by hand in 2-D, or in 3-D through a view: click to add, drag to "
+            "move, Delete to remove"
         )
         self.drawing = PointDrawing()
         self.drawing.setObjectName("points-drawing")
@@ -190,7 +191,7 @@ class PointSetGallery(QWidget):
         button = self.buttons.get(picked)
         if button is not None:
             button.setChecked(True)
-        drawn = picked == DRAWN and points is not None and points.shape[1] == 2
+        drawn = picked == DRAWN and points is not None and points.shape[1] in DRAWN_DIMS
         if drawn and not np.array_equal(points, self.drawing.points):
             self.drawing.set_points(points)  # put in from outside (not an edit on it)
         self.drawing.setVisible(drawn)

@@ -33,6 +33,8 @@ def snapshot_bytes(snapshot: Snapshot) -> int:
         value = getattr(snapshot, f.name)
         if isinstance(value, np.ndarray):
             total += value.nbytes
+    # The network's parameters and gradients (leading blocks) it keeps for the layer window.
+    total += sum(p.values.nbytes + p.grads.nbytes for p in snapshot.param_values)
     return total
 
 
