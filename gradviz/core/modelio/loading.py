@@ -117,6 +117,8 @@ def load_model(
         max_bytes=max_bytes,
     )
     info = opened.info
+    if info.needs_trust and not trust and opened.refusal is not None:
+        raise GradvizError(opened.refusal)  # installed classes a pickled module names
     if info.needs_trust and not trust:
         from gradviz.core.modelio.programs import refusal
 
@@ -181,7 +183,7 @@ def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
         from gradviz.core.modelio.readers import trained_note
 
         info = replace(info, assumptions=info.assumptions + (trained_note(trained),))
-    model = CheckedModel(inner, width, os.path.basename(info.path))
+    model = CheckedModel(inner, width, os.path.basename(info.path), ran=opened.ran)
     if width is not None:
         out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
         notes = info.assumptions
