@@ -154,6 +154,8 @@ def _not_plain(value: Any, depth: int) -> str | None:
         return next((p for p in items if p), None)
     if is_module(value):
         return f"the module {quoted(value.qualname)} outside its submodules"
+    if isinstance(value, type) and issubclass(value, InertObject):  # a name held as a value
+        return quoted(value.qualname)
     return quoted(_type_name(value))
 
 

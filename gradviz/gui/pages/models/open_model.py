@@ -308,7 +308,11 @@ class ModelOpener(QObject):
         """Ask before running code: the model file's (a program), or the Python file of the
         user's model class (``path``, ``kind`` MODEL_CLASS)."""
         self._set_state(OpenState.ASKING_TRUST)
-        dialog = TrustDialog(path or info.path, sha256, kind or info.format, self.window)
+        # A pickled module's installed classes run, not the file: say which.
+        runs_as = info.runs_as if kind is None and info.needs_trust else None
+        dialog = TrustDialog(
+            path or info.path, sha256, kind or info.format, self.window, runs_as=runs_as
+        )
         dialog.answered.connect(self._on_trust_answered)
         self.trust_dialog = dialog
         dialog.open()
