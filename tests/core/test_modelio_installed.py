@@ -6,6 +6,7 @@ module's Jacobian in float64."""
 
 import io
 import json
+import os
 import pickle
 import sys
 import textwrap
@@ -305,8 +306,6 @@ def test_a_hostile_name_beside_torch_nn_classes_is_refused_as_before(tmp_path):
 
     class RunsCommand:
         def __reduce__(self):
-            import os
-
             return (os.system, ("true",))
 
     net = torch.nn.Sequential(torch.nn.Linear(2, 2))
