@@ -148,25 +148,24 @@ def _open_module_tree(
         # nn.Sequential of Linear layers and activations: the file records every activation.
         return _chain_opened(tree.chain, replace(info, runs_as=CHAIN_RUNS_AS), notes)
     found = installed.plan(root)
-    # Where the layers could also run in their listed order, a class outside torch.nn is
-    # used only when trusted (its forward beats an assumed order); without trust the
-    # refusal below offers both.
+    # An installed class's own forward beats an assumed order: it is asked for (trust)
+    # unless the caller confirmed the order and did not trust; its refusal offers both.
     ordered = tree.chain is not None
-    if found.rebuildable and (not ordered or (found.installed and trust)):
-        return _installed_opened(root, found, info, notes, trust)
+    if found.rebuildable and (not ordered or (found.installed and (trust or not assume))):
+        either = _order_refusal(tree).removesuffix(".") + "; " + _installed_option(found)
+        return _installed_opened(
+            root, found, info, notes, trust, (either, tuple(tree.order)) if ordered else None
+        )
     if tree.chain is None:
         reason = found.refusal if found.refusal and not found.missing else tree.reason
         return Opened(replace(info, runnable=False, not_runnable_reason=bounded(reason or "")))
     items = tree.chain
     if tree.order_assumed and not assume:
-        refusal = _order_refusal(tree)
-        if found.rebuildable:  # the class is installed: its forward, with trust
-            refusal = refusal.removesuffix(".") + "; " + _installed_option(found)
         return Opened(
             replace(
                 info,
                 runnable=False,
-                not_runnable_reason=bounded(refusal),
+                not_runnable_reason=bounded(_order_refusal(tree)),
                 order_to_confirm=tuple(tree.order),
             )
         )
@@ -206,10 +205,17 @@ CHAIN_RUNS_AS = (
 
 
 def _installed_opened(
-    root: Any, found: Any, info: ModelInfo, notes: list[str], trust: bool
+    root: Any,
+    found: Any,
+    info: ModelInfo,
+    notes: list[str],
+    trust: bool,
+    ordered: tuple[str, tuple[str, ...]] | None = None,
 ) -> Opened:
     """A module tree rebuilt from installed classes (``installed.py``): at once where
-    every class is torch.nn's, after trust where one is another installed package's."""
+    every class is torch.nn's, after trust where one is another installed package's.
+    ``ordered``: (the refusal offering both, the listed order) where its layers could also
+    run in their listed order."""
     from gradviz.core.modelio import installed
 
     if found.installed:
@@ -226,7 +232,10 @@ def _installed_opened(
         assumptions=tuple(notes),
     )
     if found.installed and not trust:
-        return Opened(info, refusal=installed.trust_refusal(found))
+        if ordered is not None:
+            info = replace(info, order_to_confirm=ordered[1])
+        refusal = ordered[0] if ordered is not None else installed.trust_refusal(found)
+        return Opened(info, refusal=bounded(refusal))
 
     def build() -> Any:
         module = installed.rebuild(root, trusted=trust)
