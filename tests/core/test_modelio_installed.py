@@ -208,11 +208,27 @@ def test_a_top_level_module_list_is_not_run(tmp_path):
     assert not info.runnable and "ModuleList, which has no forward" in info.not_runnable_reason
 
 
-def test_a_module_of_two_inputs_is_refused_when_loaded(tmp_path):
+def test_a_module_of_two_inputs_is_refused(tmp_path):
     path = tmp_path / "bilinear.pt"
     torch.save(torch.nn.Bilinear(2, 3, 4), path)
+    assert not inspect_model(path).runnable
     with pytest.raises(GradvizError, match=r"forward takes 2 inputs \(input1, input2\)"):
         load_model(path)
+
+
+def test_modules_shared_through_the_memo_are_checked_once_and_rebuilt_once(tmp_path):
+    """A tree that uses one module twice at each of 40 levels has 2**40 paths: it is read
+    and rebuilt in a moment (not run: its forward would make 2**40 calls), sharing the
+    module as the saved one did."""
+    inner = torch.nn.Sequential(torch.nn.Tanh())
+    for _ in range(40):
+        inner = torch.nn.Sequential(inner, inner)
+    path = tmp_path / "shared.pt"
+    torch.save(torch.nn.Sequential(inner, torch.nn.Linear(2, 2)), path)
+    info = inspect_model(path)
+    assert info.runnable and info.in_dim is None
+    rebuilt = load_model(path).module.inner
+    assert rebuilt[0][0] is rebuilt[0][1] and rebuilt[0][0][0] is rebuilt[0][1][1]
 
 
 PACKAGE = textwrap.dedent(

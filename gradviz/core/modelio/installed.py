@@ -79,22 +79,33 @@ def plan(root: Any) -> Plan:
     import torch
 
     result = Plan()
-    _plan_visit(root, "", 0, set(), result)
+    _plan_visit(root, "", 0, (set(), set()), result)
     top = _torch_nn_class(root.qualname) if is_module(root) else None
     if top is not None and top.forward is torch.nn.Module.forward:  # ModuleList, ModuleDict
         _refuse(result, f"the top-level module is a {top.__name__}, which has no forward")
+    elif top is not None and result.refusal is None:
+        result.refusal = one_input_refusal(top)
     return result
 
 
-def _plan_visit(obj: Any, path: str, depth: int, active: set[int], result: Plan) -> None:
+def _plan_visit(
+    obj: Any, path: str, depth: int, marks: tuple[set[int], set[int]], result: Plan
+) -> None:
+    """``marks``: the modules on the path from the root (a cycle) and those already
+    checked (a module the file uses twice is checked once: a file that nests shared modules
+    64 deep would otherwise be walked 2**64 times)."""
     label = _label(path)
+    active, done = marks
     if id(obj) in active or depth > MAX_DEPTH:
         _refuse(result, f"the module tree at {label} is cyclic or deeper than {MAX_DEPTH} levels")
+        return
+    if id(obj) in done:
         return
     if not is_module(obj):
         _refuse(result, f"{label} is {_type_name(obj)}, not a module")
         return
     active.add(id(obj))
+    done.add(id(obj))
     name = obj.qualname
     if name not in result.classes:
         result.classes[name], origin = _where(name)
@@ -105,7 +116,7 @@ def _plan_visit(obj: Any, path: str, depth: int, active: set[int], result: Plan)
     _plan_state(obj.pickled_state, label, name, result)
     for key, child in obj.pickled_state["_modules"].items():
         if child is not None:
-            _plan_visit(child, f"{path}.{key}" if path else str(key), depth + 1, active, result)
+            _plan_visit(child, f"{path}.{key}" if path else str(key), depth + 1, marks, result)
     active.discard(id(obj))
 
 
@@ -127,15 +138,17 @@ def _plan_state(state: dict, label: str, name: str, result: Plan) -> None:
             if bad:
                 _refuse(result, f"{label}'s submodule {quoted(str(bad[0]))} is not a module")
             continue
-        problem = _not_plain(value, 0)
+        problem = _not_plain(value, 0, set())
         if problem is not None:
             _refuse(result, f"{label}'s {quoted(key)} holds {problem}, which is not a plain value")
         elif result.classes.get(name) == TORCH_NN and _replaces_method(_torch_nn_class(name), key):
             _refuse(result, f"{label}'s state replaces its method {quoted(key)}")
 
 
-def _not_plain(value: Any, depth: int) -> str | None:
-    """None for a plain value (recursively), else what the first other thing is."""
+def _not_plain(value: Any, depth: int, seen: set[int]) -> str | None:
+    """None for a plain value (recursively), else what the first other thing is. ``seen``:
+    the containers already checked (one the file names twice through its memo is checked
+    once)."""
     import torch
 
     if depth > MAX_DEPTH:
@@ -146,11 +159,15 @@ def _not_plain(value: Any, depth: int) -> str | None:
         return None
     if isinstance(value, (torch.dtype, torch.device, torch.Size)):
         return None
+    plain_containers = (tuple, list, set, frozenset, dict, OrderedDict)
+    if type(value) in plain_containers and id(value) in seen:
+        return None
+    seen.add(id(value))
     if type(value) in (tuple, list, set, frozenset):
-        return next((p for p in (_not_plain(v, depth + 1) for v in value) if p), None)
+        return next((p for p in (_not_plain(v, depth + 1, seen) for v in value) if p), None)
     if type(value) in (dict, OrderedDict):
-        items = (p for kv in value.items() for p in (_not_plain(kv[0], depth + 1),
-                 _not_plain(kv[1], depth + 1)))  # fmt: skip
+        items = (p for kv in value.items() for p in (_not_plain(kv[0], depth + 1, seen),
+                 _not_plain(kv[1], depth + 1, seen)))  # fmt: skip
         return next((p for p in items if p), None)
     if is_module(value):
         return f"the module {quoted(value.qualname)} outside its submodules"
@@ -261,6 +278,11 @@ def _made(obj: InertObject, classes: dict[str, type], made: dict[int, Any]) -> A
     if id(obj) in made:
         return made[id(obj)]
     cls = classes[obj.qualname]
+    replaced = [key for key in obj.pickled_state if _replaces_method(cls, str(key))]
+    if replaced:  # checked before for torch.nn's classes; an installed one is known now
+        raise GradvizError(
+            tree_refusal(f"a {cls.__name__}'s state replaces its method {quoted(replaced[0])}")
+        )
     state = dict(obj.pickled_state)
     state["_modules"] = OrderedDict(
         (key, None if child is None else _made(child, classes, made))
@@ -294,10 +316,10 @@ def first_input_width(root: Any) -> int | None:
     return None
 
 
-def one_input_refusal(module: Any) -> str | None:
-    """Why a rebuilt top-level module cannot be run on one input tensor, or None."""
+def one_input_refusal(cls: type) -> str | None:
+    """Why a module of class ``cls`` cannot be run on one input tensor, or None."""
     try:
-        parameters = inspect.signature(type(module).forward).parameters.values()
+        parameters = inspect.signature(cls.forward).parameters.values()
     except (TypeError, ValueError):
         return None
     required = [
@@ -307,7 +329,7 @@ def one_input_refusal(module: Any) -> str | None:
     ]
     if len(required) > 1:
         return (
-            f"{type(module).__name__}'s forward takes {len(required)} inputs "
+            f"{cls.__name__}'s forward takes {len(required)} inputs "
             f"({', '.join(required)}); gradviz runs models of one input tensor."
         )
     return None

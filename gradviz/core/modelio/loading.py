@@ -71,9 +71,10 @@ def inspect_model(
     TorchScript and .pt2 programs are loaded (to list their layers) only with ``trust``;
     untrusted, they are described with ``needs_trust=True``. ``activation`` is the one to
     assume where the file holds weights only (default ``identity``). A whole pickled module
-    of a class of its own is runnable only with ``assume_sequential`` (its layers then run in
-    the order they were declared). Raises GradvizError for anything that is not a readable
-    model file."""
+    made of torch.nn classes is runnable (rebuilt from them); one of another installed
+    package's class needs ``trust`` (``needs_trust``); one of a class of its own is runnable
+    only with ``assume_sequential`` (its layers then run in the order they were declared).
+    Raises GradvizError for anything that is not a readable model file."""
     return _open(
         path,
         trust=trust,

@@ -239,7 +239,7 @@ def _installed_opened(
 
     def build() -> Any:
         module = installed.rebuild(root, trusted=trust)
-        refusal = installed.one_input_refusal(module)
+        refusal = installed.one_input_refusal(type(module))
         if refusal is not None:
             raise GradvizError(refusal)
         return module
