@@ -248,6 +248,15 @@ PACKAGE = textwrap.dedent(
 
         def forward(self, x):
             return self.scale * torch.sin(self.body(x))
+
+    class Chain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(3, 4)
+            self.fc2 = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc2(torch.sin(self.fc1(x)))
     """
 )
 
@@ -269,15 +278,18 @@ def installed_package(tmp_path, monkeypatch):
     net.train()(torch.randn(8, 3, dtype=torch.float64))
     path = tmp_path / "scaled.pt"
     torch.save(net, path)
-    monkeypatch.delitem(sys.modules, "gv_installed_nets")
+    chain = gv_installed_nets.Chain().double().eval()
+    torch.save(chain, tmp_path / "chain.pt")
+    del sys.modules["gv_installed_nets"]  # not restored: each test imports its own
     mark.unlink()
-    return path, net.eval(), mark, root / "gv_installed_nets"
+    yield path, net.eval(), mark, root / "gv_installed_nets", chain
+    sys.modules.pop("gv_installed_nets", None)
 
 
 def test_an_installed_class_outside_torch_nn_is_named_and_used_only_with_trust(
     capsys, tmp_path, installed_package
 ):
-    path, net, mark, folder = installed_package
+    path, net, mark, folder, _ = installed_package
     code, out, err = run(capsys, "inspect", path, "--json")
     assert code == 0, err
     described = json.loads(out)
@@ -299,6 +311,31 @@ def test_an_installed_class_outside_torch_nn_is_named_and_used_only_with_trust(
     summary = json.loads(out.strip().splitlines()[-1])
     assert any("runs its own forward" in s for s in summary["assumptions"])
     assert any("saved in training mode" in s for s in summary["assumptions"])
+
+
+def test_a_chain_of_an_installed_class_runs_in_its_listed_order_or_its_own_forward(
+    capsys, tmp_path, installed_package
+):
+    """Layers that could run in their listed order: refused naming both ways; confirmed, the
+    order (tanh-free: the sin of its forward is not in the file, and said so); trusted, the
+    installed class's own forward."""
+    *_, mark, _, chain = installed_package
+    x = torch.randn(3, 3, dtype=torch.float64)
+    np.save(tmp_path / "x.npy", x.numpy())
+    argv = ["jacobian", "--model", tmp_path / "chain.pt", "--inputs", f"file:{tmp_path / 'x.npy'}",
+            "--json", "--dtype", "float64", "--out", tmp_path / "j.npy"]  # fmt: skip
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--assume-sequential" in err and "'gv_installed_nets.Chain' with --trust" in err
+    code, out, err = run(capsys, *argv, "--assume-sequential", "--activation", "identity")
+    assert code == 0 and not mark.exists(), err
+    fc1, fc2 = chain.fc1, chain.fc2
+    np.testing.assert_allclose(
+        np.load(tmp_path / "j.npy"), live_jacobian(lambda v: fc2(fc1(v)), x), atol=1e-9
+    )
+    code, out, err = run(capsys, *argv, "--trust")
+    assert code == 0 and mark.exists(), err
+    np.testing.assert_allclose(np.load(tmp_path / "j.npy"), live_jacobian(chain, x), atol=1e-9)
 
 
 def test_a_torchvision_resnet_names_its_installed_class_and_asks_for_trust(tmp_path):

@@ -485,26 +485,46 @@ INSTALLED_PACKAGE = textwrap.dedent(
         def __init__(self):
             super().__init__()
             self.fc = torch.nn.Linear(3, 2)
+            self.norm = torch.nn.LayerNorm(2)
 
         def forward(self, x):
-            return 2 * torch.tanh(self.fc(x))
+            return 2 * torch.tanh(self.norm(self.fc(x)))
+
+    class Chain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(3, 4)
+            self.fc2 = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc2(torch.sin(self.fc1(x)))
     """
 )
 
 
-def test_an_installed_class_outside_torch_nn_opens_after_the_trust_dialog_naming_it(
-    qtbot, app, tmp_path, monkeypatch
-):
-    import torch
-
+@pytest.fixture
+def installed_nets(tmp_path, monkeypatch):
+    """The package ``gv_gui_nets`` installed on sys.path, not yet imported."""
     site = tmp_path / "site"
     (site / "gv_gui_nets").mkdir(parents=True)
     (site / "gv_gui_nets" / "__init__.py").write_text(INSTALLED_PACKAGE)
     monkeypatch.syspath_prepend(str(site))
+    sys.modules.pop("gv_gui_nets", None)
     import gv_gui_nets
 
-    net = gv_gui_nets.Doubled().eval()
+    del sys.modules["gv_gui_nets"]  # not restored: each test imports its own
+    yield gv_gui_nets
+    sys.modules.pop("gv_gui_nets", None)
+
+
+def test_an_installed_class_outside_torch_nn_opens_after_the_trust_dialog_naming_it(
+    qtbot, app, tmp_path, monkeypatch, installed_nets
+):
+    import torch
+
+    net = installed_nets.Doubled().eval()
     path = tmp_path / "doubled.pt"
+    monkeypatch.setitem(sys.modules, "gv_gui_nets", installed_nets)
     torch.save(net, path)
     monkeypatch.delitem(sys.modules, "gv_gui_nets")
     opener = app.models.opener
@@ -518,8 +538,42 @@ def test_an_installed_class_outside_torch_nn_opens_after_the_trust_dialog_naming
     qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: opener.state in (OpenState.OPEN, OpenState.FAILED), timeout=WAIT_MS)
     assert opener.state is OpenState.OPEN and errors == [], errors
-    assert opener.panel.tree.text().splitlines() == ["(top): Doubled", "    fc: Linear"]
+    assert opener.panel.tree.text().splitlines() == [
+        "(top): Doubled",
+        "    fc: Linear",
+        "    norm: LayerNorm",
+    ]
     ((module, _label, _spec, in_dim, out_dim),) = app.sent
     assert (in_dim, out_dim) == (3, 2)
     x = torch.randn(4, 3)
     torch.testing.assert_close(module(x), net(x))
+
+
+def test_a_listed_chain_of_an_installed_class_runs_its_forward_after_the_trust_dialog(
+    qtbot, app, tmp_path, monkeypatch, installed_nets
+):
+    """Its layers could run in their listed order (the panel offers that, as for a class no
+    package provides) or in the installed class's own forward, after the trust question."""
+    import torch
+
+    torch.manual_seed(0)
+    net = installed_nets.Chain().eval()
+    path = tmp_path / "chain.pt"
+    monkeypatch.setitem(sys.modules, "gv_gui_nets", installed_nets)
+    torch.save(net, path)
+    monkeypatch.delitem(sys.modules, "gv_gui_nets")
+    opener = app.models.opener
+    opener.open_path(str(path))
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    order = opener.panel.order
+    assert order.button.isVisibleTo(opener.panel)
+    assert order.installed_button.isVisibleTo(opener.panel)
+    assert "'gv_gui_nets.Chain'" in order.intro.text()
+    qtbot.mouseClick(order.installed_button, Qt.MouseButton.LeftButton)
+    dialog = _wait_trust_dialog(qtbot, app)
+    assert "'gv_gui_nets.Chain'" in dialog.reason.text()
+    qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    ((module, _label, _spec, in_dim, out_dim),) = app.sent
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(module(x), net(x))  # sin between the layers: its own forward

@@ -231,11 +231,17 @@ def _installed_opened(
         runs_as=found.runs_as(),
         assumptions=tuple(notes),
     )
+    if found.installed and not trust and ordered is not None:
+        # Listed with its order to confirm, as a class no package provides; the trust
+        # question is the other way to run it.
+        either, order = ordered
+        reason = bounded(either)
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=reason, order_to_confirm=order),
+            refusal=reason,
+        )
     if found.installed and not trust:
-        if ordered is not None:
-            info = replace(info, order_to_confirm=ordered[1])
-        refusal = ordered[0] if ordered is not None else installed.trust_refusal(found)
-        return Opened(info, refusal=bounded(refusal))
+        return Opened(info, refusal=bounded(installed.trust_refusal(found)))
 
     def build() -> Any:
         module = installed.rebuild(root, trusted=trust)

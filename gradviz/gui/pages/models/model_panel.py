@@ -39,6 +39,7 @@ class ModelPanel(QWidget):
     activationChosen = Signal(str)
     orderConfirmed = Signal()
     modelClassWanted = Signal()
+    installedClassWanted = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -103,6 +104,7 @@ class ModelPanel(QWidget):
         self.order.setVisible(False)
         self.order.confirmed.connect(self.orderConfirmed)
         self.order.classWanted.connect(self.modelClassWanted)
+        self.order.installedWanted.connect(self.installedClassWanted)
         self.activation.activated.connect(self._on_activation_activated)
         self.setMinimumWidth(PANEL_MIN_WIDTH)
 
@@ -129,7 +131,8 @@ class ModelPanel(QWidget):
         self.reason.setVisible(not info.runnable)
         if info.order_to_confirm and not info.runnable:
             self.reason.setText("Cannot run until you confirm the order of its layers.")
-            self.order.show_order(info.order_to_confirm)
+            installed = info.runs_as if info.needs_trust else None
+            self.order.show_order(info.order_to_confirm, installed)
         self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
         # Offered where the activation is the caller's (not where the file had modules).
         rebuilt = info.format in BY_NAME and BY_NAME[info.format].rebuilt
