@@ -140,7 +140,8 @@ def _add_jacobian(sub) -> None:
     p.add_argument(
         "--trust",
         action="store_true",
-        help="allow formats that can run code from the file (TorchScript, .pt2)",
+        help="allow formats that can run code from the file (TorchScript, .pt2), and "
+        "installed classes outside torch.nn that a whole pickled module names",
     )
     p.add_argument("--in-dim", type=int, metavar="N", help="input width, where the file cannot say")
     _add_model_choices(p)
@@ -175,7 +176,8 @@ def _add_inspect(sub) -> None:
     p.add_argument(
         "--trust",
         action="store_true",
-        help="allow formats that can run code from the file (TorchScript, .pt2)",
+        help="allow formats that can run code from the file (TorchScript, .pt2), and "
+        "installed classes outside torch.nn that a whole pickled module names",
     )
     p.add_argument(
         "--activation",

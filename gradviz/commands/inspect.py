@@ -50,6 +50,13 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
         lines.append(f"  network: {info.spec}")
     if info.classes:
         lines.append(f"  classes named in the file: {escaped(', '.join(info.classes))}")
+    if info.runs_as:
+        lines.append(f"  runs as: {escaped(info.runs_as)}")
+    if info.modules:
+        lines.append("  module tree:")
+        for name, cls in info.modules:
+            depth = 0 if name == "(top)" else name.count(".") + 1
+            lines.append(f"    {'  ' * depth}{escaped(name)}: {escaped(cls)}")
     if info.layers:
         lines.append("  layers:")
         for layer in info.layers:
@@ -57,7 +64,9 @@ def summary_lines(info: ModelInfo, trusted: bool = False) -> list[str]:
             lines.append(f"    {escaped(layer.name)}: {escaped(layer.kind)} ({shapes})")
     if info.nonfinite_weights:
         lines.append(f"  NaN or Inf in: {escaped(', '.join(info.nonfinite_weights))}")
-    if info.needs_trust and not trusted:
+    if info.needs_trust and not trusted and info.modules:
+        lines.append("  it imports installed classes outside torch.nn; it opens only with --trust")
+    elif info.needs_trust and not trusted:
         lines.append(
             "  this format can run code from the file when loaded; it opens only with --trust"
         )

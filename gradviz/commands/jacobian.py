@@ -10,9 +10,11 @@ Prints a short summary; with ``--json`` stdout is one JSON object on one line in
 ``method`` (the one that ran), ``reason``, ``seconds`` (the computation alone, the first in
 this process), ``dtype``, ``device``, ``nonfinite_weights``, ``assumptions`` (sentences:
 what gradviz assumed to rebuild a model file, as ``gradviz inspect`` and the app's model
-panel state them); for (B, n) Jacobians also ``in_dim``, ``constant_across_batch`` and,
-with ``--full``, ``max_off_block``; otherwise ``in_shape`` and ``norms`` (per sample) and,
-for saliency, ``output`` (per sample) and ``output_explained``.
+panel state them), ``runs_as`` for a model file gradviz rebuilt (how it ran: "Rebuilt from
+torch.nn classes, no code from the file."); for (B, n) Jacobians also ``in_dim``,
+``constant_across_batch`` and, with ``--full``, ``max_off_block``; otherwise ``in_shape``
+and ``norms`` (per sample) and, for saliency, ``output`` (per sample) and
+``output_explained``.
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ def _run(args) -> int:
     summary["nonfinite_weights"] = list(nonfinite)
     # What the result rests on, in the sentences the app's model panel shows.
     summary["assumptions"] = list(assumptions)
+    if loaded is not None and loaded.info.runs_as:
+        summary["runs_as"] = loaded.info.runs_as
     for sentence in assumptions:
         say(args, f"assumed: {escaped(sentence)}")
     if args.json:

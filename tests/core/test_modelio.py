@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import types
 
 import pytest
 import torch
@@ -286,18 +287,27 @@ def test_format_is_decided_by_bytes_not_by_extension(tmp_path):
     assert inspect_model(path).format == "state_dict"
 
 
-def test_conv_state_dict_and_whole_pickle_are_described_but_not_runnable(tmp_path):
+def test_conv_state_dict_is_described_but_not_runnable_and_its_whole_pickle_is_rebuilt(
+    tmp_path,
+):
     net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten())
     for name, obj in (("conv_sd.pt", net.state_dict()), ("conv_whole.pt", net)):
         path = tmp_path / name
         torch.save(obj, path)
         info = inspect_model(path)
-        assert not info.runnable
         assert info.parameters == 4 * 9 + 4
         assert info.layers[0].shapes["weight"] == (4, 1, 3, 3)
-        assert "trusted TorchScript or .pt2" in info.not_runnable_reason
-        with pytest.raises(GradvizError, match="trusted TorchScript or .pt2"):
-            load_model(path)
+        if name == "conv_sd.pt":  # weights alone do not say what runs between them
+            assert not info.runnable
+            assert "trusted TorchScript or .pt2" in info.not_runnable_reason
+            with pytest.raises(GradvizError, match="trusted TorchScript or .pt2"):
+                load_model(path)
+            continue
+        # The whole module names torch.nn's classes: made from them and the saved state.
+        assert info.runnable and not info.needs_trust
+        assert info.runs_as == "Rebuilt from torch.nn classes, no code from the file."
+        x = torch.randn(2, 1, 5, 5)
+        torch.testing.assert_close(load_model(path).module(x), net(x), rtol=0, atol=0)
 
 
 def test_untrusted_programs_are_described_and_refused_naming_trust(tmp_path):
@@ -363,14 +373,35 @@ class Swish(torch.nn.Module):
         return x * torch.sigmoid(x)
 
 
-def test_whole_pickle_with_a_custom_layer_is_described_but_not_runnable(tmp_path):
-    net = torch.nn.Sequential(torch.nn.Linear(2, 4), Swish(), torch.nn.Linear(4, 1))
+def test_whole_pickle_with_a_custom_layer_is_described_but_not_runnable(tmp_path, monkeypatch):
+    # The saving script's own module is not installed where the file is read.
+    gone = types.ModuleType("saving_script_gone")
+    gone.Swish = type("Swish", (Swish,), {"__module__": "saving_script_gone"})
+    monkeypatch.setitem(sys.modules, "saving_script_gone", gone)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), gone.Swish(), torch.nn.Linear(4, 1))
+    path = tmp_path / "swish.pt"
+    torch.save(net, path)
+    monkeypatch.delitem(sys.modules, "saving_script_gone")
+    info = inspect_model(path)
+    assert not info.runnable and info.parameters == 2 * 4 + 4 + 4 + 1
+    assert "saving_script_gone.Swish" in info.classes
+    assert "forward code is not in the file" in info.not_runnable_reason
+
+
+def test_whole_pickle_with_an_installed_custom_layer_needs_trust_then_runs_it(tmp_path):
+    """This test module is importable here: its Swish is an installed class outside
+    torch.nn, used only with trust (importing a package runs its code)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), Swish(), torch.nn.Linear(4, 1)).double()
     path = tmp_path / "swish.pt"
     torch.save(net, path)
     info = inspect_model(path)
-    assert not info.runnable and info.parameters == 2 * 4 + 4 + 4 + 1
-    assert f"{__name__}.Swish" in info.classes
-    assert "forward code is not in the file" in info.not_runnable_reason
+    assert info.runnable and info.needs_trust
+    assert f"'{__name__}.Swish'" in info.runs_as
+    with pytest.raises(GradvizError, match=rf"installed class '{__name__}.Swish'.*--trust"):
+        load_model(path)
+    x = inputs()
+    torch.testing.assert_close(load_model(path, trust=True).module(x), net(x))
 
 
 def test_checkpoint_holding_a_whole_module_rebuilds_it(tmp_path):

@@ -44,9 +44,29 @@ ZOO_PY = textwrap.dedent(
         return nn.Sequential(
             nn.Linear(3, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Dropout(0.2), nn.Linear(6, 2)
         )
+
+    def tanh_sequential():
+        return nn.Sequential(nn.Linear(2, 5), nn.Tanh(), nn.Linear(5, 3))
+
+    def cnn_sequential():
+        return nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(2 * 4 * 4, 3))
+
+    def nested_sequential():
+        return nn.Sequential(nn.Sequential(nn.Linear(3, 4), nn.Tanh()),
+                             nn.Sequential(nn.Sequential(nn.Linear(4, 2))))
     """
 )
-SAMPLE_SHAPES = {"net_x": (2,), "small_cnn": (1, 4, 4), "batchnorm_sequential": (3,)}
+SAMPLE_SHAPES = {
+    "net_x": (2,),
+    "small_cnn": (1, 4, 4),
+    "batchnorm_sequential": (3,),
+    "tanh_sequential": (2,),
+    "cnn_sequential": (1, 4, 4),
+    "nested_sequential": (3,),
+}
+# Whole pickles made of torch.nn classes alone: rebuilt from them, without a question.
+TORCH_NN_ONLY = ("batchnorm_sequential", "tanh_sequential", "cnn_sequential", "nested_sequential")
 WAYS = (
     "whole",
     "state_dict",
@@ -59,7 +79,14 @@ WAYS = (
 )
 PROGRAMS = ("script", "trace", "pt2_fixed", "pt2_dynamic")
 # What a refusal must name: the option or the way of saving that would open the file.
-NEXT_STEPS = ("--assume-sequential", "--model-class", "--trust", "TorchScript or .pt2", "save")
+NEXT_STEPS = (
+    "--assume-sequential",
+    "--model-class",
+    "--trust",
+    "--activation",
+    "TorchScript or .pt2",
+    "save",
+)
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +163,10 @@ def test_every_way_of_saving_gives_the_live_jacobians_or_one_refusal_naming_a_ne
         return
     described = json.loads(out)
     assert described["parameters"] > 0 or not described["runnable"]
+    rebuilt = name in TORCH_NN_ONLY and way == "whole"
+    if rebuilt:
+        assert described["runnable"] and not described["needs_trust"]
+        assert "no code from the file" in described["runs_as"]
 
     x = torch.randn(5, *SAMPLE_SHAPES[name], dtype=torch.float64)
     np.save(tmp_path / "x.npy", x.numpy())
@@ -148,7 +179,9 @@ def test_every_way_of_saving_gives_the_live_jacobians_or_one_refusal_naming_a_ne
         np.testing.assert_allclose(np.load(tmp_path / "j.npy"), expected.numpy(), atol=1e-9)
         summary = json.loads(out.strip().splitlines()[-1])
         assert summary["assumptions"] == described["assumptions"] or way in PROGRAMS
+        assert summary.get("runs_as") == described.get("runs_as") or way in PROGRAMS
     else:
+        assert not rebuilt, err
         assert_one_refusal_naming_a_next_step(code, err)
 
 

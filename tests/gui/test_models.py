@@ -419,3 +419,161 @@ def test_the_model_panel_shows_its_buttons_counts_and_sentences_whole_at_both_si
     qtbot.waitUntil(lambda: window.width() == 1024, timeout=WAIT_MS)
     assert _panel_problems(app.explorer, opener.panel) == []
     shot(window, "panel_1024")
+
+
+def _sequential(kind):
+    """A whole nn.Sequential of torch.nn layers alone (no class of its own)."""
+    import torch
+
+    torch.manual_seed(0)
+    if kind == "batchnorm":
+        net = torch.nn.Sequential(
+            torch.nn.Linear(3, 6), torch.nn.BatchNorm1d(6), torch.nn.Tanh(),
+            torch.nn.Dropout(0.3), torch.nn.Linear(6, 2),
+        ).double()  # fmt: skip
+        net(torch.randn(16, 3, dtype=torch.float64) * 2 + 1)  # running statistics, train mode
+        return net, (3,)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(2 * 4 * 4, 3),
+    ).double()  # fmt: skip
+    return net, (1, 4, 4)
+
+
+@pytest.mark.parametrize("kind", ["batchnorm", "cnn"])
+def test_a_whole_torch_nn_sequential_opens_without_a_question_listing_its_tree(
+    qtbot, app, tmp_path, kind
+):
+    """Rebuilt from torch.nn's classes: no trust dialog, the panel lists the module tree
+    with the class names and says how it runs, and the explorer gets a module whose
+    Jacobian is the live one's."""
+    import torch
+
+    net, shape = _sequential(kind)
+    path = tmp_path / f"{kind}.pt"
+    torch.save(net, path)
+    net.eval()
+    opener = app.models.opener
+    asked = []
+    opener.ask_in_dim = lambda info, guess: asked.append(guess) or shape
+    opener.open_path(str(path))
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    assert opener.trust_dialog is None
+    panel = opener.panel
+    assert panel.runs_as.isVisibleTo(panel)
+    assert panel.runs_as.text() == "Runs as: Rebuilt from torch.nn classes, no code from the file."
+    classes = [type(m).__name__ for _, m in net.named_modules()]
+    tree = panel.tree.text().splitlines()
+    assert [line.split(": ")[1] for line in tree] == classes
+    assert tree[1] == "    0: Linear" if kind == "batchnorm" else tree[1] == "    0: Conv2d"
+    assert "saved in training mode" in panel.assumptions.text()
+    assert len(asked) == (kind == "cnn")  # a CNN's input shape is asked
+    ((module, label, _spec, in_dim, _out),) = app.sent
+    assert label == f"{kind}.pt" and in_dim == int(np.prod(shape))
+    x = torch.randn(3, *shape, dtype=torch.float64)
+    expected = torch.func.vmap(torch.func.jacrev(lambda v: net(v[None])[0]))(x)
+    module = module.double()
+    got = torch.func.vmap(torch.func.jacrev(lambda v: module(v[None])[0]))(x)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
+INSTALLED_PACKAGE = textwrap.dedent(
+    """
+    import torch
+
+    class Doubled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+            self.norm = torch.nn.LayerNorm(2)
+
+        def forward(self, x):
+            return 2 * torch.tanh(self.norm(self.fc(x)))
+
+    class Chain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(3, 4)
+            self.fc2 = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc2(torch.sin(self.fc1(x)))
+    """
+)
+
+
+@pytest.fixture
+def installed_nets(tmp_path, monkeypatch):
+    """The package ``gv_gui_nets`` installed on sys.path, not yet imported."""
+    site = tmp_path / "site"
+    (site / "gv_gui_nets").mkdir(parents=True)
+    (site / "gv_gui_nets" / "__init__.py").write_text(INSTALLED_PACKAGE)
+    monkeypatch.syspath_prepend(str(site))
+    sys.modules.pop("gv_gui_nets", None)
+    import gv_gui_nets
+
+    del sys.modules["gv_gui_nets"]  # not restored: each test imports its own
+    yield gv_gui_nets
+    sys.modules.pop("gv_gui_nets", None)
+
+
+def test_an_installed_class_outside_torch_nn_opens_after_the_trust_dialog_naming_it(
+    qtbot, app, tmp_path, monkeypatch, installed_nets
+):
+    import torch
+
+    net = installed_nets.Doubled().eval()
+    path = tmp_path / "doubled.pt"
+    monkeypatch.setitem(sys.modules, "gv_gui_nets", installed_nets)
+    torch.save(net, path)
+    monkeypatch.delitem(sys.modules, "gv_gui_nets")
+    opener = app.models.opener
+    errors = []
+    opener.show_error = lambda sentence, details: errors.append(sentence)
+    opener.open_path(str(path))
+    dialog = _wait_trust_dialog(qtbot, app)
+    assert "'gv_gui_nets.Doubled'" in dialog.reason.text()
+    assert "no code from the file runs" in dialog.reason.text()
+    assert "gv_gui_nets" not in sys.modules  # asked before importing it
+    qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state in (OpenState.OPEN, OpenState.FAILED), timeout=WAIT_MS)
+    assert opener.state is OpenState.OPEN and errors == [], errors
+    assert opener.panel.tree.text().splitlines() == [
+        "(top): Doubled",
+        "    fc: Linear",
+        "    norm: LayerNorm",
+    ]
+    ((module, _label, _spec, in_dim, out_dim),) = app.sent
+    assert (in_dim, out_dim) == (3, 2)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(module(x), net(x))
+
+
+def test_a_listed_chain_of_an_installed_class_runs_its_forward_after_the_trust_dialog(
+    qtbot, app, tmp_path, monkeypatch, installed_nets
+):
+    """Its layers could run in their listed order (the panel offers that, as for a class no
+    package provides) or in the installed class's own forward, after the trust question."""
+    import torch
+
+    torch.manual_seed(0)
+    net = installed_nets.Chain().eval()
+    path = tmp_path / "chain.pt"
+    monkeypatch.setitem(sys.modules, "gv_gui_nets", installed_nets)
+    torch.save(net, path)
+    monkeypatch.delitem(sys.modules, "gv_gui_nets")
+    opener = app.models.opener
+    opener.open_path(str(path))
+    qtbot.waitUntil(lambda: opener.state is OpenState.LISTED, timeout=WAIT_MS)
+    order = opener.panel.order
+    assert order.button.isVisibleTo(opener.panel)
+    assert order.installed_button.isVisibleTo(opener.panel)
+    assert "'gv_gui_nets.Chain'" in order.intro.text()
+    qtbot.mouseClick(order.installed_button, Qt.MouseButton.LeftButton)
+    dialog = _wait_trust_dialog(qtbot, app)
+    assert "'gv_gui_nets.Chain'" in dialog.reason.text()
+    qtbot.mouseClick(dialog.open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    ((module, _label, _spec, in_dim, out_dim),) = app.sent
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(module(x), net(x))  # sin between the layers: its own forward

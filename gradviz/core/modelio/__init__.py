@@ -15,6 +15,10 @@ gradviz model file  safetensors + ``gradviz.spec`` metadata    rebuilt NetworkSp
 safetensors         safetensors, Linear chain from the names   rebuilt NetworkSpec         no
 state_dict (.pt)    ``torch.load(weights_only=True)``          rebuilt NetworkSpec         no
 whole Sequential    weights-only unpickler, classes -> inert   rebuilt NetworkSpec         no
+whole module of     as above, then cls.__new__ + saved state   torch.nn's own layers       no
+  torch.nn classes    from the installed torch.nn classes
+whole module of an  as above, from the installed class         the installed class         yes
+  installed class
 whole module, own   as above; order is a guess                 only with assume_sequential no
   class (.pt)
 + model_class       weights read as above, strict load         the user's class            yes

@@ -53,6 +53,11 @@ class ModelInfo:
     ``not_runnable_reason``: one sentence when ``runnable`` is false, else None.
     ``order_to_confirm``: for a whole module of a class of its own, the layers in the order
     they would run with ``assume_sequential`` (``"fc1 (Linear)"``, ...); () otherwise.
+    ``modules``: for a whole pickled module, every module of its tree in submodule order as
+    ``(path, class)`` (``("(top)", "torch.nn.modules.container.Sequential")``, ``("0",
+    "torch.nn.modules.linear.Linear")``, ...); () for other formats.
+    ``runs_as``: one sentence saying what will run (``Rebuilt from torch.nn classes, no code
+    from the file.``), None where the format says it (a program runs itself).
     ``activation_from_caller``: the file records no activation that gradviz can place between
     its Linear layers, so the one used is the caller's ``activation`` (``identity`` where none
     was given); ``gradviz jacobian`` refuses such a file without ``--activation``.
@@ -74,6 +79,8 @@ class ModelInfo:
     spec: str | None = None  # the rebuilt NetworkSpec (text or JSON form), where there is one
     order_to_confirm: tuple[str, ...] = ()
     activation_from_caller: bool = False
+    modules: tuple[tuple[str, str], ...] = ()
+    runs_as: str | None = None
 
     @property
     def parameters(self) -> int:
@@ -139,6 +146,7 @@ class ModelInfo:
         data["nonfinite_weights"] = list(self.nonfinite_weights)
         data["assumptions"] = list(self.assumptions)
         data["order_to_confirm"] = list(self.order_to_confirm)
+        data["modules"] = [{"name": name, "class": cls} for name, cls in self.modules]
         data["parameters"] = self.parameters
         data["in_from_weights"], data["out_from_weights"] = self.widths_from_weights
         return data

@@ -71,9 +71,10 @@ def inspect_model(
     TorchScript and .pt2 programs are loaded (to list their layers) only with ``trust``;
     untrusted, they are described with ``needs_trust=True``. ``activation`` is the one to
     assume where the file holds weights only (default ``identity``). A whole pickled module
-    of a class of its own is runnable only with ``assume_sequential`` (its layers then run in
-    the order they were declared). Raises GradvizError for anything that is not a readable
-    model file."""
+    made of torch.nn classes is runnable (rebuilt from them); one of another installed
+    package's class needs ``trust`` (``needs_trust``); one of a class of its own is runnable
+    only with ``assume_sequential`` (its layers then run in the order they were declared).
+    Raises GradvizError for anything that is not a readable model file."""
     return _open(
         path,
         trust=trust,
@@ -117,6 +118,8 @@ def load_model(
         max_bytes=max_bytes,
     )
     info = opened.info
+    if info.needs_trust and not trust and opened.refusal is not None:
+        raise GradvizError(opened.refusal)  # installed classes a pickled module names
     if info.needs_trust and not trust:
         from gradviz.core.modelio.programs import refusal
 
@@ -181,7 +184,7 @@ def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
         from gradviz.core.modelio.readers import trained_note
 
         info = replace(info, assumptions=info.assumptions + (trained_note(trained),))
-    model = CheckedModel(inner, width, os.path.basename(info.path))
+    model = CheckedModel(inner, width, os.path.basename(info.path), ran=opened.ran)
     if width is not None:
         out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
         notes = info.assumptions

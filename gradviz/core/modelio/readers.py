@@ -47,6 +47,8 @@ class Opened:
     build: Callable[[], Any] | None = None
     spec: NetworkSpec | None = None
     probe_batch: int = 2  # batch size of the check run (a .pt2 may accept only one)
+    ran: str = "code from the file"  # what runs, for the message of a failure inside it
+    refusal: str | None = None  # why it is not opened without trust, where it needs it
 
 
 def open_state_dict(
@@ -96,6 +98,7 @@ def open_pickled_module(
         activation,
         held.nested_in,
         assume_sequential,
+        trust,
     )
 
 
@@ -119,22 +122,43 @@ def read_tensors(data: bytes, base: ModelInfo, *, zip_format: bool) -> dict[str,
 
 
 def _open_module_tree(
-    root: Any, base: ModelInfo, activation: str | None, nested_in: str | None, assume: bool
+    root: Any,
+    base: ModelInfo,
+    activation: str | None,
+    nested_in: str | None,
+    assume: bool,
+    trust: bool = False,
 ) -> Opened:
+    from gradviz.core.modelio import installed
+
     tree = read_tree(root)
     check_dense(tree.tensors, base.path)
     info = replace(
         base,
         layers=tuple(tree.layers),
         nonfinite_weights=nonfinite_names(tree.tensors),
+        modules=installed.module_rows(root),
     )
-    if tree.chain is None:
-        return Opened(replace(info, runnable=False, not_runnable_reason=bounded(tree.reason or "")))
     notes = (
         [f"The module was taken from the checkpoint's {nested_in!r} entry."] if nested_in else []
     )
     if tree.training:
         notes.append(trained_note(tree.training))
+    if tree.chain is not None and not tree.order_assumed:
+        # nn.Sequential of Linear layers and activations: the file records every activation.
+        return _chain_opened(tree.chain, replace(info, runs_as=CHAIN_RUNS_AS), notes)
+    found = installed.plan(root)
+    # An installed class's own forward beats an assumed order: it is asked for (trust)
+    # unless the caller confirmed the order and did not trust; its refusal offers both.
+    ordered = tree.chain is not None
+    if found.rebuildable and (not ordered or (found.installed and (trust or not assume))):
+        either = _order_refusal(tree).removesuffix(".") + "; " + _installed_option(found)
+        return _installed_opened(
+            root, found, info, notes, trust, (either, tuple(tree.order)) if ordered else None
+        )
+    if tree.chain is None:
+        reason = found.refusal if found.refusal and not found.missing else tree.reason
+        return Opened(replace(info, runnable=False, not_runnable_reason=bounded(reason or "")))
     items = tree.chain
     if tree.order_assumed and not assume:
         return Opened(
@@ -145,8 +169,6 @@ def _open_module_tree(
                 order_to_confirm=tuple(tree.order),
             )
         )
-    if not tree.order_assumed:  # nn.Sequential: the file records every activation
-        return _chain_opened(items, info, notes)
     linears = [item for item in items if not isinstance(item, str)]
     notes.append(ORDER_ASSUMED)
     notes.append(skips_dropped(linears))
@@ -174,6 +196,66 @@ def _open_module_tree(
     notes.append(_activation_sentence(act, lead))
     opened = _chain_opened(with_activation(linears, act), info, notes)
     return replace(opened, info=replace(opened.info, activation_from_caller=True))
+
+
+#: How a whole nn.Sequential of Linear layers and activations runs.
+CHAIN_RUNS_AS = (
+    "Rebuilt from torch.nn classes (Linear layers and activations), no code from the file."
+)
+
+
+def _installed_opened(
+    root: Any,
+    found: Any,
+    info: ModelInfo,
+    notes: list[str],
+    trust: bool,
+    ordered: tuple[str, tuple[str, ...]] | None = None,
+) -> Opened:
+    """A module tree rebuilt from installed classes (``installed.py``): at once where
+    every class is torch.nn's, after trust where one is another installed package's.
+    ``ordered``: (the refusal offering both, the listed order) where its layers could also
+    run in their listed order."""
+    from gradviz.core.modelio import installed
+
+    if found.installed:
+        notes.append(
+            f"The installed {', '.join(quoted(n) for n in found.installed[:3])} runs its own "
+            "forward, as installed now; the file records only the class's name and its state."
+        )
+    info = replace(
+        info,
+        runnable=True,
+        needs_trust=bool(found.installed),
+        in_dim=installed.first_input_width(root),
+        runs_as=found.runs_as(),
+        assumptions=tuple(notes),
+    )
+    if found.installed and not trust and ordered is not None:
+        # Listed with its order to confirm, as a class no package provides; the trust
+        # question is the other way to run it.
+        either, order = ordered
+        reason = bounded(either)
+        return Opened(
+            replace(info, runnable=False, not_runnable_reason=reason, order_to_confirm=order),
+            refusal=reason,
+        )
+    if found.installed and not trust:
+        return Opened(info, refusal=bounded(installed.trust_refusal(found)))
+
+    def build() -> Any:
+        module = installed.rebuild(root, trusted=trust)
+        refusal = installed.one_input_refusal(type(module))
+        if refusal is not None:
+            raise GradvizError(refusal)
+        return module
+
+    return Opened(info, build=build, ran="the rebuilt modules")
+
+
+def _installed_option(found: Any) -> str:
+    classes = ", ".join(quoted(n) for n in found.installed[:3])
+    return f"or run the installed {classes} with --trust (importing it runs its code)."
 
 
 def trained_note(paths: list[str]) -> str:

@@ -121,17 +121,24 @@ def _visit(obj: Any, path: str, depth: int, seen: set[int], tree: ModuleTree) ->
 def _check_hooks(state: dict, label: str, tree: ModuleTree) -> None:
     """Refuse a module that carries a hook: running it without the hook's code would give
     another function (and other gradients) than the saved model, silently."""
+    if tree.reason is None:
+        tree.reason = hook_reason(state, label)
+
+
+def hook_reason(state: dict, label: str) -> str | None:
+    """The sentence refusing the first hook a module's saved state carries, or None."""
     for key, what in HOOKS.items():
         hooks = state.get(key)
-        if isinstance(hooks, dict) and hooks and tree.reason is None:
+        if isinstance(hooks, dict) and hooks:
             hook = next(iter(hooks.values()))
             name = getattr(hook, "qualname", None) or type(hook).__name__
-            tree.reason = (
+            return (
                 f"{label} carries {what} ({quoted(name)}), code that changes what it computes "
                 "and that the file holds only by name; gradviz refuses rather than run the "
                 "model without it: remove the hook before saving, or save the model as "
                 "TorchScript or .pt2."
             )
+    return None
 
 
 def _add_linear(path: str, own: dict[str, Any], tree: ModuleTree) -> None:

@@ -39,6 +39,7 @@ class ModelPanel(QWidget):
     activationChosen = Signal(str)
     orderConfirmed = Signal()
     modelClassWanted = Signal()
+    installedClassWanted = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -47,6 +48,13 @@ class ModelPanel(QWidget):
         self.title.setWordWrap(True)
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
+        self.runs_as = QLabel("")
+        self.runs_as.setObjectName("model-runs-as")
+        self.runs_as.setWordWrap(True)
+        self.tree = QLabel("")
+        self.tree.setObjectName("model-tree")
+        self.tree.setTextFormat(Qt.TextFormat.PlainText)
+        self.tree.setToolTip("The module tree the file holds, with each module's class")
         self.assumptions = QLabel("")
         self.assumptions.setObjectName("model-assumptions")
         self.assumptions.setWordWrap(True)
@@ -72,7 +80,14 @@ class ModelPanel(QWidget):
         self.body = QWidget()
         layout = QVBoxLayout(self.body)
         layout.setContentsMargins(4, 4, 4, 4)
-        for widget in (self.title, self.summary, self.assumptions, self.reason):
+        for widget in (
+            self.title,
+            self.summary,
+            self.runs_as,
+            self.tree,
+            self.assumptions,
+            self.reason,
+        ):
             layout.addWidget(widget)
         layout.addWidget(self.order)
         layout.addWidget(self.activation_row)
@@ -89,6 +104,7 @@ class ModelPanel(QWidget):
         self.order.setVisible(False)
         self.order.confirmed.connect(self.orderConfirmed)
         self.order.classWanted.connect(self.modelClassWanted)
+        self.order.installedWanted.connect(self.installedClassWanted)
         self.activation.activated.connect(self._on_activation_activated)
         self.setMinimumWidth(PANEL_MIN_WIDTH)
 
@@ -100,6 +116,10 @@ class ModelPanel(QWidget):
             f"{len(info.layers)} layers, {info.parameters:,} parameters; {dims}"
             + (f"; network {info.spec}" if info.spec and not info.spec.startswith("{") else "")
         )
+        self.runs_as.setText(f"Runs as: {info.runs_as}" if info.runs_as else "")
+        self.runs_as.setVisible(bool(info.runs_as))
+        self.tree.setText(tree_text(info))
+        self.tree.setVisible(bool(info.modules))
         notes = [_in_app_words(note) for note in info.assumptions]
         if info.nonfinite_weights:
             notes.append("NaN or Inf in " + ", ".join(info.nonfinite_weights) + " (flagged below).")
@@ -111,7 +131,8 @@ class ModelPanel(QWidget):
         self.reason.setVisible(not info.runnable)
         if info.order_to_confirm and not info.runnable:
             self.reason.setText("Cannot run until you confirm the order of its layers.")
-            self.order.show_order(info.order_to_confirm)
+            installed = info.runs_as if info.needs_trust else None
+            self.order.show_order(info.order_to_confirm, installed)
         self.order.setVisible(bool(info.order_to_confirm) and not info.runnable)
         # Offered where the activation is the caller's (not where the file had modules).
         rebuilt = info.format in BY_NAME and BY_NAME[info.format].rebuilt
@@ -145,6 +166,18 @@ class ModelPanel(QWidget):
     @Slot(int)
     def _on_activation_activated(self, _index: int) -> None:
         self.activationChosen.emit(self.activation.currentText())
+
+
+def tree_text(info: ModelInfo, most: int = 200) -> str:
+    """A pickled module's tree, one module a line, indented by depth: ``0: Linear``
+    (the class's own name; the full name is in ``gradviz inspect``)."""
+    lines = []
+    for name, cls in info.modules[:most]:
+        depth = 0 if name == "(top)" else name.count(".") + 1
+        lines.append(f"{'    ' * depth}{name}: {cls.rpartition('.')[2]}")
+    if len(info.modules) > most:
+        lines.append(f"… and {len(info.modules) - most:,} more modules")
+    return "\n".join(lines)
 
 
 #: The core's notes name the CLI's options; in the app the choice is made on this panel.

@@ -159,13 +159,14 @@ class ModelOpener(QObject):
         self.wait_dialog: QProgressDialog | None = None
         self.trust_dialog: TrustDialog | None = None
         self.model_class_dialog: ModelClassDialog | None = None
-        self._pending_info: ModelInfo | None = None
         self.tasks = BackgroundTasks(self)
         self.tasks.succeeded.connect(self._on_task_finished)
         self.tasks.failed.connect(self._on_task_failed)
         self.panel.activationChosen.connect(self._on_activation_chosen)
         self.panel.orderConfirmed.connect(self.run_in_listed_order)
         self.panel.modelClassWanted.connect(self.choose_model_class)
+        self.panel.installedClassWanted.connect(self.use_installed_class)
+        self._listed: tuple[ModelInfo, str] | None = None  # (info, SHA-256) on the panel
 
     # ---- commands ----------------------------------------------------------------------
     def choose_and_open(self) -> None:
@@ -256,6 +257,7 @@ class ModelOpener(QObject):
             return
         if not info.runnable:
             self._close_dialogs()
+            self._listed = (info, sha256 or "")
             self._show(info, loaded=None)
             return
         if info.needs_trust:
@@ -308,7 +310,8 @@ class ModelOpener(QObject):
         """Ask before running code: the model file's (a program), or the Python file of the
         user's model class (``path``, ``kind`` MODEL_CLASS)."""
         self._set_state(OpenState.ASKING_TRUST)
-        dialog = TrustDialog(path or info.path, sha256, kind or info.format, self.window)
+        runs_as = info.runs_as if kind is None else None  # installed classes that would run
+        dialog = TrustDialog(path or info.path, sha256, kind or info.format, self.window, runs_as)
         dialog.answered.connect(self._on_trust_answered)
         self.trust_dialog = dialog
         dialog.open()
@@ -359,6 +362,11 @@ class ModelOpener(QObject):
         request = self.request
         if request is not None and self.state is OpenState.LISTED:
             self.open_path(request.path, request.activation, assume_sequential=True)
+
+    def use_installed_class(self) -> None:
+        """Run the listed module in the installed class it names, after the trust question."""
+        if self._listed is not None and self.state is OpenState.LISTED:
+            self._ask_trust(*self._listed)
 
     # ---- dialogs -------------------------------------------------------------------------
     def _show_wait(self, text: str) -> None:

@@ -25,6 +25,7 @@ class OrderConfirmation(QWidget):
 
     confirmed = Signal()
     classWanted = Signal()
+    installedWanted = Signal()  # run it in the installed class the file names (trust)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -42,11 +43,17 @@ class OrderConfirmation(QWidget):
         )
         self.class_button = QPushButton("Open with model class…")
         self.class_button.setToolTip("Run the file's weights in your own class (runs your code)")
+        self.installed_button = QPushButton("Use the installed class…")
+        self.installed_button.setToolTip(
+            "Rebuild the module from the installed class the file names and run its forward "
+            "(asks first: importing it runs that package's code)"
+        )
         # One above the other: side by side, a narrow panel cut both labels
         # ("hese layers in this", "en with model clas").
         buttons = QVBoxLayout()
         buttons.addWidget(self.button)
         buttons.addWidget(self.class_button)
+        buttons.addWidget(self.installed_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.intro)
@@ -54,12 +61,16 @@ class OrderConfirmation(QWidget):
         layout.addLayout(buttons)
         self.button.clicked.connect(self.confirmed)
         self.class_button.clicked.connect(self.classWanted)
+        self.installed_button.clicked.connect(self.installedWanted)
 
-    def show_order(self, order: tuple[str, ...]) -> None:
+    def show_order(self, order: tuple[str, ...], installed: str | None = None) -> None:
+        """``installed``: the sentence naming the installed class the file's module could
+        be rebuilt from (its button shows only then)."""
         self.intro.setText(
             "The module is of a class of its own and its forward is not in the file. If its "
             "forward runs these layers one after another, run them so; otherwise open the "
             "weights with your model class (your code), or save the model as TorchScript or "
-            ".pt2."
+            ".pt2." + (f" {installed}" if installed else "")
         )
         self.order.setText(order_text(order))
+        self.installed_button.setVisible(bool(installed))

@@ -23,8 +23,14 @@ from gradviz.core.modelio.formats import BY_NAME
 MODEL_CLASS = "model_class"
 
 
-def trust_reason(format_name: str) -> str:
-    """Why this format needs trust, in one sentence."""
+def trust_reason(format_name: str, runs_as: str | None = None) -> str:
+    """Why this format needs trust, in one sentence; ``runs_as``: what will run, where the
+    file's own code does not (a whole pickled module rebuilt from installed classes)."""
+    if runs_as:
+        return (
+            f"{runs_as} Importing an installed package runs its code with your permissions. "
+            "Go on only if you trust that package."
+        )
     if format_name == MODEL_CLASS:
         return (
             "Opening the weights with this model class imports this Python code, which runs "
@@ -42,7 +48,14 @@ class TrustDialog(QDialog):
 
     answered = Signal(bool)
 
-    def __init__(self, path: str, sha256: str, format_name: str, parent: QWidget | None = None):
+    def __init__(
+        self,
+        path: str,
+        sha256: str,
+        format_name: str,
+        parent: QWidget | None = None,
+        runs_as: str | None = None,
+    ):
         super().__init__(parent)
         code = format_name == MODEL_CLASS
         self.setWindowTitle("Trust this Python code?" if code else "Trust this model file?")
@@ -52,7 +65,7 @@ class TrustDialog(QDialog):
         name = QLabel(f"<b>{os.path.basename(path)}</b>")
         where = QLabel(path)
         digest = QLabel(f"SHA-256: <code>{sha256}</code>")
-        self.reason = QLabel(trust_reason(format_name))
+        self.reason = QLabel(trust_reason(format_name, runs_as))
         self.reason.setWordWrap(True)
         for label in (where, digest):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
