@@ -16,6 +16,7 @@ from typing import Any
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.common.torch_notices import torch_deprecations_logged, torch_logs_kept
+from gradviz.core.modelio.batch_range import batch_range_note, dynamic_batch_range, in_batch_range
 from gradviz.core.modelio.content import Content
 from gradviz.core.modelio.declared import read_entry
 from gradviz.core.modelio.formats import BY_NAME
@@ -143,6 +144,9 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
             f"any batch through it {batch} samples at a time (the last chunk filled up with "
             "copies of its last sample, whose outputs are dropped).",
         )
+    elif (batches := dynamic_batch_range(program, inputs)) is not None:
+        build = in_batch_range(program, *batches)
+        notes += tuple(note for note in [batch_range_note(*batches)] if note)
     info = replace(
         base,
         layers=_typed_layers(program, layers_from_tensors(tensors)),
