@@ -151,6 +151,7 @@ class ModelPanel(QWidget):
 _APP_WORDS = {
     "(choose another with --activation)": "(choose another below)",
     "given by you (--in-dim)": "given by you",
+    "given by you (--input-shape)": "given by you",
     "(from --model-class)": "(your model class)",
 }
 
