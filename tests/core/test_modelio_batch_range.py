@@ -57,6 +57,28 @@ def test_inspect_says_the_range_and_an_open_ended_range_says_its_lower_end(tmp_p
     assert inspect_model(path, trust=True).assumptions == ()
 
 
+@pytest.mark.parametrize(("lowest", "highest"), [(2, 64), (3, None), (None, None), (3, 3)])
+def test_an_untrusted_description_says_the_batches_the_trusted_program_says(
+    tmp_path, capsys, lowest, highest
+):
+    """Read from the archive's JSON before trust (nothing runs): the same sentence as the
+    loaded program's, for a range, an open end, any batch (nothing) and a fixed batch."""
+    if (lowest, highest) == (3, 3):  # exported without dynamic_shapes: exactly its example's
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(2, 3)).double().eval()
+        path = tmp_path / "fixed.pt2"
+        example = (torch.randn(3, 2, dtype=torch.float64),)
+        torch.export.save(torch.export.export(net, example), path)
+    else:
+        path, _ = exported(tmp_path, lowest, highest)
+    untrusted = inspect_model(path).assumptions
+    assert untrusted == inspect_model(path, trust=True).assumptions
+    assert len(untrusted) == (0 if lowest is None else 1)
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"assumed: {note}" in out for note in untrusted)
+
+
 class Recorder(torch.nn.Module):
     """Doubles its input and records the batch size of each call."""
 

@@ -4,11 +4,23 @@
 input's shape and its range in ``program.range_constraints``. gradviz keeps whatever batch
 the user picked: a batch inside the range runs as it is, any other in chunks within the
 range (as a fixed batch runs in chunks of its size), and the model's assumptions say so.
+Before the program is trusted, the same is read from the archive's ``models/model.json``
+(plain JSON, never run), so an untrusted description says it too.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import re
+import zipfile
 from typing import Any
+
+from gradviz.core.modelio.declared import read_entry
+from gradviz.core.modelio.json_depth import json_depth
+from gradviz.core.modelio.limits import MAX_DESCRIPTION_ENTRY_BYTES, MAX_JSON_DEPTH
+
+_SYMBOL = re.compile(r"^Symbol\('(\w+)'")
 
 
 def dynamic_batch_range(program: Any, inputs: list) -> tuple[int, int | None] | None:
@@ -25,10 +37,56 @@ def dynamic_batch_range(program: Any, inputs: list) -> tuple[int, int | None] | 
     bounds = getattr(program, "range_constraints", {}).get(expr)
     if bounds is None:
         return None
-    lowest, highest = _finite(bounds.lower), _finite(bounds.upper)
+    return _kept(_finite(bounds.lower), _finite(bounds.upper))
+
+
+def _kept(lowest: int | None, highest: int | None) -> tuple[int, int | None] | None:
+    """(lowest, highest) with a lowest of at least 1; None for a range that is not one."""
     if lowest is None or (highest is not None and highest < max(lowest, 1)):
         return None
     return max(lowest, 1), highest
+
+
+def fixed_batch_note(batch: int) -> str:
+    """The assumption of a program exported for batches of exactly ``batch``."""
+    return (
+        f"The program was exported for batches of exactly {batch} inputs; gradviz runs "
+        f"any batch through it {batch} samples at a time (the last chunk filled up with "
+        "copies of its last sample, whose outputs are dropped)."
+    )
+
+
+def described_batch_notes(data: bytes) -> tuple[str, ...]:
+    """The batch note of an untrusted .pt2 (``data``: the archive), read from its
+    ``models/model.json``: its single user input's first size, a number or a symbol whose
+    range ``range_constraints`` gives. Empty where the entry is absent, over
+    MAX_DESCRIPTION_ENTRY_BYTES, nested deeper than MAX_JSON_DEPTH or not as expected (a
+    description is optional; the trusted load reads the program itself)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            info = next(i for i in archive.infolist() if i.filename.endswith("models/model.json"))
+            raw = read_entry(archive, info, MAX_DESCRIPTION_ENTRY_BYTES, "the file")
+        if json_depth(raw) > MAX_JSON_DEPTH:
+            return ()
+        program = json.loads(raw)
+        graph = program["graph_module"]
+        specs = graph["signature"]["input_specs"]
+        users = [s["user_input"]["arg"]["as_tensor"]["name"] for s in specs if "user_input" in s]
+        sizes = graph["graph"]["tensor_values"][users[0]]["sizes"] if len(users) == 1 else []
+        first = sizes[0] if len(sizes) >= 2 else {}
+        if isinstance(first.get("as_int"), int):
+            return (fixed_batch_note(first["as_int"]),)
+        symbol = _SYMBOL.match(first["as_expr"]["expr_str"])
+        bounds = program["range_constraints"][symbol.group(1)]
+        batches = _kept(_json_int(bounds["min_val"]), _json_int(bounds["max_val"]))
+    except Exception:  # not as expected: no description of the batch
+        return ()
+    note = batch_range_note(*batches) if batches else None
+    return (note,) if note else ()
+
+
+def _json_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def batch_range_note(lowest: int, highest: int | None) -> str | None:
