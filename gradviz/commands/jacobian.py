@@ -94,6 +94,8 @@ def _run(args) -> int:
         label = _short_label(escaped(label))
         parameters = loaded.info.parameters
         nonfinite = loaded.info.nonfinite_weights
+        if loaded.info.in_shape is None and loaded.info.in_dim is None:
+            assumptions += _shape_source(in_shape, points)
         in_shape = in_shape or loaded.info.in_shape
     model = _moved(model, device=device)
     out_dim = loaded.info.out_dim if loaded is not None and loaded.spec is not None else None
@@ -117,6 +119,17 @@ def _run(args) -> int:
     if args.json:
         print_json(summary)
     return 0
+
+
+def _shape_source(in_shape, points) -> tuple[str, ...]:
+    """Where the input shape of a model whose file declares none came from, in the words
+    the app's model panel uses for the shape the user types there."""
+    if in_shape is not None:
+        return (f"The input shape {tuple(in_shape)} was given by you (--input-shape).",)
+    if points is not None:
+        shape = tuple(int(size) for size in points.shape[1:])
+        return (f"The input shape {shape} was taken from the inputs (--inputs).",)
+    return ()
 
 
 def _short_label(label: str, chars: int = 200) -> str:

@@ -5,6 +5,11 @@ include a tensor named by 5,000 keys through the pickle's memo, JSON nested 200,
 1,000 MiB file and, runnable, 10,000 Linear(1, 1) layers (exit 0 within the same limits).
 
     PYTHONPATH=$PWD python -m pytest -m bench tests/bench/test_bench_modelio_limits.py -s
+
+The figure on docs/security.md (the worst file of the corpus in time and in peak memory
+above the process's baseline after `import torch`, fresh process per file, no limit set):
+
+    PYTHONPATH=$PWD python -m pytest -m bench tests/bench/test_bench_modelio_limits.py -s -k worst
 """
 
 import json
@@ -93,3 +98,81 @@ def test_ten_thousand_linear_layers_run_within_the_limits(tmp_path):
     )
     # CPU time: on a shared machine the wall time also counts waiting for a core.
     assert code == 0 and measure.cpu < SECONDS_LIMIT
+
+
+# The docs' figure: each file's wall time and peak resident memory above the process's own
+# baseline after `import torch` (what a file costs beyond torch itself), in a fresh process
+# per file and command, without an address-space limit (a figure, not a refusal test).
+ABOVE_TORCH = """
+import json, sys, time
+import torch
+
+def high_water():  # VmHWM: this process's peak resident memory, in bytes
+    status = open("/proc/self/status").read()
+    return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+baseline = high_water()
+from gradviz.cli import main
+start = time.perf_counter()
+code = main(json.loads(sys.argv[1]))
+wall = time.perf_counter() - start
+print(f"RESULT {code} {high_water() - baseline} {wall:.3f}", file=sys.stderr)
+"""
+
+
+def above_torch(argv):
+    """(exit code, peak bytes above the post-``import torch`` baseline, wall seconds of the
+    command after that baseline) of ``gradviz argv`` in a fresh process."""
+    result = subprocess.run(
+        [sys.executable, "-c", ABOVE_TORCH, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    code, above, wall = result.stderr.strip().splitlines()[-1].split()[1:]
+    return int(code), int(above), float(wall)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """(files by name, the measured rows): every hostile file of the corpus (the refused
+    ones, the 768 MiB deflated state_dict that opens, 10,000 Linear(1, 1) layers). After
+    both commands ran, the table and the worst file by peak memory are printed."""
+    folder = tmp_path_factory.mktemp("corpus")
+    marker = folder / "marker"
+    files = hostile.all_hostile(folder, marker)
+    files["768 MiB deflated into < 1 MB"] = hostile.deflated_under_limit(folder)
+    files["10,000 Linear(1, 1) layers"] = hostile.linear_chain(folder, 10_000)
+    rows: list = []
+    yield files, rows
+    print(f"\n{'file':32} {'command':8} {'exit':>4} {'seconds':>8} {'MiB above torch':>16}")
+    for above, wall, name, command, code in sorted(rows, key=lambda row: row[2:4]):
+        print(f"{name:32} {command:8} {code:>4} {wall:>8.2f} {above / 2**20:>16.0f}")
+    for command in ("inspect", "jacobian"):
+        above, wall, name, _, code = max(row for row in rows if row[3] == command)
+        print(
+            f"worst by peak memory, {command}: {name} (exit {code}): {wall:.2f} s, "
+            f"{above / 2**20:,.0f} MiB above the baseline after import torch"
+        )
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", ["inspect", "jacobian"])
+def test_the_worst_hostile_file_in_time_and_peak_memory_above_torch(corpus, command):
+    """Each file through `inspect` or `jacobian --batch 2` in a fresh process: wall time and
+    peak memory above the post-`import torch` baseline (the table is printed by the
+    fixture). Refused files exit 2; opening any file stays under the 1 GiB promise
+    (running a model it opens takes what the model needs: not bounded here)."""
+    files, rows = corpus
+    for name, path in files.items():
+        argv = ["inspect", str(path)]
+        if command == "jacobian":
+            argv = ["jacobian", "--model", str(path), "--batch", "2", "--activation", "identity"]
+        code, above, wall = above_torch(argv)
+        rows.append((above, wall, name, command, code))
+        assert code == (0 if name in OPENS else 2), (name, command, code)
+        assert command != "inspect" or above < 1 << 30, (name, above)
+
+
+#: The files of the corpus that open (under every limit).
+OPENS = ("768 MiB deflated into < 1 MB", "10,000 Linear(1, 1) layers")

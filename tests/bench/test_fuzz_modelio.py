@@ -37,6 +37,14 @@ def _saved(obj, **kwargs):
     return buffer.getvalue()
 
 
+class Seeds(dict):
+    """The seed files' bytes by format, shown by their names: a failing example's report
+    prints its arguments, and the bytes (some 50 kB) would bury the mutation that failed."""
+
+    def __repr__(self) -> str:
+        return f"Seeds({', '.join(sorted(self))})"
+
+
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory):
     net = _net()
@@ -51,16 +59,18 @@ def seeds(tmp_path_factory):
     buffer = io.BytesIO()
     torch.export.save(torch.export.export(net, (torch.zeros(2, 2),)), buffer)
     programs["pt2"] = buffer.getvalue()
-    return {
-        "state_dict": _saved(net.state_dict()),
-        "checkpoint": _saved({"model_state_dict": net.state_dict(), "epoch": 1}),
-        "whole_module": _saved(net),
-        "legacy_pickle": _saved(net.state_dict(), _use_new_zipfile_serialization=False),
-        "plain_pickle": pickle.dumps({"0.weight": [[1.0, 2.0]]}, protocol=2),
-        "safetensors": save({k: v.contiguous() for k, v in net.state_dict().items()}),
-        "gradviz": model_file.read_bytes(),
-        **programs,
-    }
+    return Seeds(
+        {
+            "state_dict": _saved(net.state_dict()),
+            "checkpoint": _saved({"model_state_dict": net.state_dict(), "epoch": 1}),
+            "whole_module": _saved(net),
+            "legacy_pickle": _saved(net.state_dict(), _use_new_zipfile_serialization=False),
+            "plain_pickle": pickle.dumps({"0.weight": [[1.0, 2.0]]}, protocol=2),
+            "safetensors": save({k: v.contiguous() for k, v in net.state_dict().items()}),
+            "gradviz": model_file.read_bytes(),
+            **programs,
+        }
+    )
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ def test_a_state_dict_reads_as_torch_load_reads_it():
     state["flag"] = torch.tensor([True, False])
     state["empty"] = torch.empty(0, 3)
     data = saved(state)
-    assert_same_tensors(read_plain_state_dict(data), torch_loaded(data))
+    assert_same_tensors(read_plain_state_dict(data, "m.pt"), torch_loaded(data))
 
 
 def test_views_and_shared_storages_stay_views_of_one_storage():
@@ -62,7 +62,7 @@ def test_views_and_shared_storages_stay_views_of_one_storage():
         "expanded": torch.tensor([1.5]).expand(3, 4),  # stride 0
     }
     data = saved(state)
-    ours, theirs = read_plain_state_dict(data), torch_loaded(data)
+    ours, theirs = read_plain_state_dict(data, "m.pt"), torch_loaded(data)
     assert_same_tensors(ours, theirs)
     assert ours["again"] is ours["base"]
     assert ours["transposed"].untyped_storage().data_ptr() == ours["base"].data_ptr()
@@ -82,7 +82,7 @@ def test_views_and_shared_storages_stay_views_of_one_storage():
     ids=["checkpoint", "mixed", "list", "module", "parameter"],
 )
 def test_anything_but_a_plain_state_dict_is_left_to_torchs_reader(obj):
-    assert read_plain_state_dict(saved(obj)) is None
+    assert read_plain_state_dict(saved(obj), "m.pt") is None
 
 
 def test_a_storage_entry_that_does_not_match_its_declaration_is_left_to_torch():
@@ -90,8 +90,10 @@ def test_a_storage_entry_that_does_not_match_its_declaration_is_left_to_torch():
     stored = torch.arange(4.0).numpy().tobytes()
     start = bytes(data).index(stored)
     data[start : start + 4] = b"\x00\x00\xc0\x7f"  # NaN: same size, still read as stored
-    assert torch.isnan(read_plain_state_dict(bytes(data))["w"][0])
-    assert read_plain_state_dict(bytes(data[: start + 8])) is None  # cut: not a zip any more
+    assert torch.isnan(read_plain_state_dict(bytes(data), "m.pt")["w"][0])
+    assert (
+        read_plain_state_dict(bytes(data[: start + 8]), "m.pt") is None
+    )  # cut: not a zip any more
 
 
 def test_a_long_chain_read_this_way_computes_what_the_saved_network_computes(tmp_path):

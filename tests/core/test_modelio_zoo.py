@@ -1,7 +1,10 @@
 """A zoo of small models, each saved every way people save one: `inspect --json` describes
 every file, and `jacobian --json` either gives the live module's Jacobians (compared with
 torch.func.jacrev on the live module) or exits 2 with one sentence naming the next step.
-Never a wrong answer with exit 0."""
+Never a wrong answer with exit 0. gradviz's own file (safetensors with its network spec)
+holds the networks a spec describes: here net_x, a 2-20-20-4 tanh chain.
+
+The zoo is built by ``build_zoo`` (also used by the app's zoo test, tests/gui)."""
 
 import importlib.util
 import json
@@ -15,6 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from gradviz.cli import main
+from gradviz.core.nets.networks import NetworkSpec, save_network
 
 ZOO_PY = textwrap.dedent(
     """
@@ -78,6 +82,13 @@ WAYS = (
     "safetensors",
 )
 PROGRAMS = ("script", "trace", "pt2_fixed", "pt2_dynamic")
+#: gradviz's own file holds a network its spec describes: {model: spec}.
+GRADVIZ_SPECS = {"net_x": "2-20-20-4:tanh"}
+#: Every (model, way) of the zoo.
+CASES = [(name, way) for name in sorted(SAMPLE_SHAPES) for way in WAYS] + [
+    (name, "gradviz") for name in sorted(GRADVIZ_SPECS)
+]
+SUFFIXES = {"pt2_fixed": "pt2", "pt2_dynamic": "pt2", "gradviz": "safetensors"}
 # What a refusal must name: the option or the way of saving that would open the file.
 NEXT_STEPS = (
     "--assume-sequential",
@@ -92,7 +103,11 @@ NEXT_STEPS = (
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
     """{(model, way): (path, live module)} for every model saved every way."""
-    folder = tmp_path_factory.mktemp("zoo")
+    return build_zoo(tmp_path_factory.mktemp("zoo"))
+
+
+def build_zoo(folder):
+    """{(model, way): (path, live module)} for every case of CASES, written in ``folder``."""
     source = folder / "zoo_models.py"
     source.write_text(ZOO_PY)
     spec = importlib.util.spec_from_file_location("zoo_models_private", source)
@@ -109,18 +124,24 @@ def zoo(tmp_path_factory):
                 if name == "batchnorm_sequential":  # running statistics that are not (0, 1)
                     net.train()(torch.randn(16, 3, dtype=torch.float64) * 3 + 1)
                 net.eval()
-                for way in WAYS:
-                    path = folder / f"{name}_{way}.{'pt2' if way.startswith('pt2') else 'pt'}"
-                    _save(net, way, path, shape)
+                for way in (w for n, w in CASES if n == name):
+                    path = folder / f"{name}_{way}.{SUFFIXES.get(way, 'pt')}"
+                    _save(net, way, path, shape, GRADVIZ_SPECS.get(name))
                     files[name, way] = (path, net)
     finally:
         del sys.modules[spec.name]
     return files
 
 
-def _save(net, way, path, shape):
+def _save(net, way, path, shape, spec_text=None):
     example = torch.randn(3, *shape, dtype=torch.float64)
-    if way == "whole":
+    if way == "gradviz":  # the spec's network, given the live module's weights in order
+        spec = NetworkSpec.parse(spec_text)
+        network = spec.build(dtype=torch.float64)
+        weights = [t.detach() for t in net.state_dict().values()]
+        network.load_state_dict(dict(zip(network.state_dict(), weights, strict=True)))
+        save_network(path, spec, network)
+    elif way == "whole":
         torch.save(net, path)
     elif way == "state_dict":
         torch.save(net.state_dict(), path)
@@ -147,8 +168,7 @@ def run(capsys, *argv):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
-@pytest.mark.parametrize("way", WAYS)
-@pytest.mark.parametrize("name", sorted(SAMPLE_SHAPES))
+@pytest.mark.parametrize(("name", "way"), CASES)
 def test_every_way_of_saving_gives_the_live_jacobians_or_one_refusal_naming_a_next_step(
     capsys, tmp_path, zoo, name, way
 ):

@@ -191,3 +191,27 @@ def test_the_panel_scrolls_rather_than_squeeze_its_text_or_its_table(qtbot, tmp_
     for label in (panel.title, panel.summary, panel.reason):
         assert label.height() >= label.heightForWidth(label.width()) - 1
     assert panel.layers.height() >= 160
+
+
+@export_notice
+def test_a_pt2_exported_for_a_batch_range_runs_in_the_explorer_within_its_range(
+    qtbot,
+    opener,  # noqa: F811
+    tmp_path,
+):
+    """A .pt2 exported for batches of 2 to 4 runs in the explorer at the explorer's B (over
+    4: in chunks of at most 4) with the live module's Jacobians, and the panel says the
+    range (every computation failed with torch's guard before)."""
+    torch.manual_seed(0)
+    live = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh()).eval()
+    batch = torch.export.Dim("batch", min=2, max=4)
+    program = torch.export.export(live, (torch.randn(3, 3),), dynamic_shapes=[{0: batch}])
+    torch.export.save(program, tmp_path / "range.pt2")
+    open_trusted(qtbot, opener, tmp_path / "range.pt2")
+    assert "exported for batches of 2 to 4 inputs" in opener.panel.assumptions.text()
+    explorer = opener.explorer
+    result = wait_result(qtbot, explorer, "range.pt2")
+    assert result.batch == explorer.settings.batch_box.value() > 4
+    np.testing.assert_allclose(
+        result.jacobians, live_jacobians(live, result.inputs), rtol=1e-4, atol=1e-6
+    )

@@ -153,16 +153,32 @@ def read_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, name: 
                     break
                 chunks.append(chunk)
                 size += len(chunk)
-    except Exception:
-        raise GradvizError(
-            f"{name} has a damaged zip entry {quoted(info.filename)}; save it again."
-        ) from None
+    except Exception as exc:
+        raise damaged_entry(name, info, exc) from None
     if size != info.file_size:
         raise GradvizError(
             f"{name} has a zip entry {quoted(info.filename)} whose content does not match "
             "its declared size; the file is damaged."
         )
     return b"".join(chunks)
+
+
+def damaged_entry(name: str, info: zipfile.ZipInfo, exc: BaseException) -> GradvizError:
+    """The error for a zip entry that Python's zipfile fails to read, naming what is wrong
+    with it: a damaged archive raises BadZipFile (a CRC or a local header that does not
+    match the directory), zlib.error, NotImplementedError (a compression method it does not
+    know), RuntimeError (an entry marked encrypted) or UnicodeDecodeError (a name flagged
+    UTF-8 that is not)."""
+    if isinstance(exc, UnicodeDecodeError):
+        cause = "its name in the local header is not valid UTF-8"
+    elif isinstance(exc, RuntimeError) and "encrypted" in str(exc):
+        cause = "it is marked as encrypted"
+    else:
+        text = str(exc).strip().splitlines()
+        cause = (text[0] if text else type(exc).__name__).rstrip(".")[:200]
+    return GradvizError(
+        f"{name} has a damaged zip entry {quoted(info.filename)} ({cause}); save it again."
+    )
 
 
 def _check_legacy(stream: BinaryIO, name: str) -> None:

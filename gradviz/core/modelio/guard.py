@@ -45,28 +45,41 @@ class CheckedModel(torch.nn.Module):
         return y
 
 
-class InFixedBatches(torch.nn.Module):
-    """Runs ``inner``, a program that takes batches of exactly ``size`` samples (a .pt2
-    exported with a fixed batch), on a batch of any size: in chunks of ``size``, the last
-    one filled up with copies of its last sample, whose outputs are dropped. Exact for a
-    program that computes each sample on its own (gradviz's cross-sample check tells)."""
+class InBatchRange(torch.nn.Module):
+    """Runs ``inner``, a program that takes batches of ``lowest`` to ``highest`` samples (a
+    .pt2 exported with a batch range; ``highest`` None: no upper bound), on a batch of any
+    size: a batch inside the range as it is, any other in chunks of at most ``highest``, a
+    chunk under ``lowest`` filled up with copies of its last sample, whose outputs are
+    dropped. Exact for a program that computes each sample on its own (gradviz's
+    cross-sample check tells)."""
 
-    def __init__(self, inner: torch.nn.Module, size: int) -> None:
+    def __init__(self, inner: torch.nn.Module, lowest: int, highest: int | None) -> None:
         super().__init__()
         self.inner = inner
-        self.size = size
+        self.lowest = lowest
+        self.highest = highest
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 0 or x.shape[0] == self.size:
+        if x.dim() == 0 or self.lowest <= x.shape[0] <= (self.highest or x.shape[0]):
             return self.inner(x)
         outputs = []
-        for start in range(0, x.shape[0], self.size):
-            chunk = x[start : start + self.size]
-            missing = self.size - chunk.shape[0]
+        step = self.highest or x.shape[0]
+        for start in range(0, x.shape[0], step):
+            chunk = x[start : start + step]
+            missing = max(self.lowest - chunk.shape[0], 0)
             if missing:
                 chunk = torch.cat([chunk, chunk[-1:].expand(missing, *chunk.shape[1:])])
-            outputs.append(self.inner(chunk)[: self.size - missing])
+            outputs.append(self.inner(chunk)[: chunk.shape[0] - missing])
         return torch.cat(outputs)
+
+
+class InFixedBatches(InBatchRange):
+    """Runs ``inner``, a program that takes batches of exactly ``size`` samples (a .pt2
+    exported with a fixed batch), on a batch of any size: in chunks of ``size``, the last
+    one filled up with copies of its last sample, whose outputs are dropped."""
+
+    def __init__(self, inner: torch.nn.Module, size: int) -> None:
+        super().__init__(inner, size, size)
 
 
 def probe_output_width(model: CheckedModel, in_dim: int, dtype: torch.dtype, batch: int = 2) -> int:

@@ -21,17 +21,18 @@ import zipfile
 from collections import OrderedDict
 from typing import Any
 
-from gradviz.core.modelio import declared
+from gradviz.core.modelio import declared, limits
 
 _REBUILDER = "torch._utils._rebuild_tensor_v2"
 
 
-def read_plain_state_dict(data: bytes) -> dict | None:
+def read_plain_state_dict(data: bytes, name: str) -> dict | None:
     """The tensors of a plain state_dict in ``data`` (a torch.save zip already checked by
     ``declared.check_torch_bytes``; an OrderedDict or a dict of names to tensors), by name in
     file order, on the CPU, as torch.load would give them (tensors sharing a storage share it
     here too); None where the file holds anything else. ``_metadata`` (layer versions, for
-    load_state_dict) is not kept."""
+    load_state_dict) is not kept. GradvizError naming the entry where one of the entries
+    read here is damaged (``name``: the file, for the sentence)."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         names = archive.namelist()
@@ -41,10 +42,11 @@ def read_plain_state_dict(data: bytes) -> dict | None:
     if len(pickles) != 1 or not pickles[0].endswith("/data.pkl") or sys.byteorder != "little":
         return None
     prefix = pickles[0][: -len("data.pkl")]
-    if prefix + "byteorder" in names and archive.read(prefix + "byteorder") != b"little":
+    if prefix + "byteorder" in names and _small(archive, prefix + "byteorder", name) != b"little":
         return None
+    pickled = _small(archive, pickles[0], name)
     try:
-        root = declared._DeclarationReader(archive.read(pickles[0])).load()
+        root = declared._DeclarationReader(pickled).load()
     except Exception:  # torch's reader gives the message for a damaged pickle
         return None
     if type(root) not in (dict, declared._Dict) or not _only_metadata(getattr(root, "state", None)):
@@ -53,7 +55,7 @@ def read_plain_state_dict(data: bytes) -> dict | None:
     if not all(isinstance(key, str) and _plain_record(value) for key, value in records):
         return None
     try:
-        tensors = _built(records, archive, data, prefix)
+        tensors = _built(records, archive, data, prefix, name)
     except (KeyError, ValueError, RuntimeError):  # bytes that do not match: torch says why
         return None
     return tensors if type(root) is declared._Dict else dict(tensors)
@@ -93,7 +95,16 @@ def _dtype_name(storage: declared._Storage) -> str | None:
     return declared._TYPED_STORAGES.get(short)
 
 
-def _built(records: list, archive: zipfile.ZipFile, data: bytes, prefix: str) -> OrderedDict:
+def _small(archive: zipfile.ZipFile, entry: str, name: str) -> bytes:
+    """A small entry (the byte order, the pickle, both already bounded by
+    ``declared.check_torch_bytes``), or GradvizError naming what is damaged in it."""
+    info = archive.getinfo(entry)
+    return declared.read_entry(archive, info, limits.MAX_PICKLE_BYTES, name)
+
+
+def _built(
+    records: list, archive: zipfile.ZipFile, data: bytes, prefix: str, name: str
+) -> OrderedDict:
     import torch
 
     entries = {info.filename: info for info in archive.infolist()}
@@ -108,7 +119,7 @@ def _built(records: list, archive: zipfile.ZipFile, data: bytes, prefix: str) ->
             base = storages.get(storage.key)
             if base is None:
                 entry = entries[f"{prefix}data/{storage.key}"]
-                raw = _entry_bytes(archive, data, entry)
+                raw = _entry_bytes(archive, data, entry, name)
                 base = storages[storage.key] = _flat(raw, storage, dtype_name)
             if base.dtype != getattr(torch, dtype_name):  # one storage as two dtypes
                 raise ValueError("storage shared across dtypes")
@@ -120,12 +131,17 @@ def _built(records: list, archive: zipfile.ZipFile, data: bytes, prefix: str) ->
     return result
 
 
-def _entry_bytes(archive: zipfile.ZipFile, data: bytes, entry: zipfile.ZipInfo) -> bytearray:
+def _entry_bytes(
+    archive: zipfile.ZipFile, data: bytes, entry: zipfile.ZipInfo, name: str
+) -> bytearray:
     """A private copy of a zip entry's bytes. torch.save stores storages uncompressed: their
     bytes are sliced straight from ``data`` after the entry's local header (zipfile's own
     open and read cost 40 µs an entry); a compressed entry goes through zipfile."""
     if entry.compress_type != zipfile.ZIP_STORED:
-        return _inflated(archive, entry)
+        try:
+            return _inflated(archive, entry)
+        except Exception as exc:  # whatever zipfile raises on a damaged entry
+            raise declared.damaged_entry(name, entry, exc) from None
     header = entry.header_offset
     if data[header : header + 4] != b"PK\x03\x04":
         raise ValueError("bad local header")
@@ -147,10 +163,10 @@ def _inflated(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> bytearray:
         while position < len(raw):
             count = handle.readinto(view[position : position + (16 << 20)])
             if not count:
-                raise ValueError("entry shorter than declared")
+                raise zipfile.BadZipFile("it inflates to fewer bytes than declared")
             position += count
         if handle.read(1):
-            raise ValueError("entry longer than declared")
+            raise zipfile.BadZipFile("it inflates to more bytes than declared")
     return raw
 
 

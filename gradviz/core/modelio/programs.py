@@ -16,6 +16,13 @@ from typing import Any
 
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.common.torch_notices import torch_deprecations_logged, torch_logs_kept
+from gradviz.core.modelio.batch_range import (
+    batch_range_note,
+    described_batch_notes,
+    dynamic_batch_range,
+    fixed_batch_note,
+    in_batch_range,
+)
 from gradviz.core.modelio.content import Content
 from gradviz.core.modelio.declared import read_entry
 from gradviz.core.modelio.formats import BY_NAME
@@ -69,7 +76,9 @@ def open_exported(
     needed. Trusted: the loaded program."""
     base = replace(base, runnable=True, needs_trust=True)
     if not trust:
-        return Opened(replace(base, layers=_exported_layers_from_config(content.data)))
+        layers = _exported_layers_from_config(content.data)
+        notes = base.assumptions + described_batch_notes(content.data)
+        return Opened(replace(base, layers=layers, assumptions=notes))
     return _open_exported(content.data, base)
 
 
@@ -138,11 +147,10 @@ def _open_exported(data: bytes, base: ModelInfo) -> Opened:
     build = program.module
     if batch is not None:
         build = _in_fixed_batches(program, batch)
-        notes += (
-            f"The program was exported for batches of exactly {batch} inputs; gradviz runs "
-            f"any batch through it {batch} samples at a time (the last chunk filled up with "
-            "copies of its last sample, whose outputs are dropped).",
-        )
+        notes += (fixed_batch_note(batch),)
+    elif (batches := dynamic_batch_range(program, inputs)) is not None:
+        build = in_batch_range(program, *batches)
+        notes += tuple(note for note in [batch_range_note(*batches)] if note)
     info = replace(
         base,
         layers=_typed_layers(program, layers_from_tensors(tensors)),

@@ -91,7 +91,7 @@ def read_torch_pickle(data: bytes, name: str, *, zip_format: bool) -> tuple[Any,
 
         # A plain state_dict is built from its declarations directly (torch's reader costs
         # 60 µs a tensor); anything else is read by torch's weights-only reader.
-        plain = read_plain_state_dict(data)
+        plain = read_plain_state_dict(data, name)
         if plain is not None:
             return plain, names
     with _SAFE_GLOBALS_LOCK:  # the listing too: what torch allows is process-wide

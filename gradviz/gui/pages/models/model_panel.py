@@ -184,6 +184,7 @@ def tree_text(info: ModelInfo, most: int = 200) -> str:
 _APP_WORDS = {
     "(choose another with --activation)": "(choose another below)",
     "given by you (--in-dim)": "given by you",
+    "given by you (--input-shape)": "given by you",
     "(from --model-class)": "(your model class)",
 }
 
