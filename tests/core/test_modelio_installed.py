@@ -105,7 +105,10 @@ def test_a_whole_torch_nn_module_runs_without_a_question_with_the_live_jacobian(
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     np.testing.assert_allclose(np.load(tmp_path / "j.npy"), live_jacobian(net, x), atol=1e-6)
-    assert summary["assumptions"] == described["assumptions"]
+    # Where the file does not say the input's shape, the run adds where it took it from.
+    shape_from_inputs = [f"The input shape {tuple(shape)} was taken from the inputs (--inputs)."]
+    undeclared = described["in_dim"] is None and described["in_shape"] is None
+    assert summary["assumptions"] == described["assumptions"] + (shape_from_inputs * undeclared)
     assert summary["runs_as"] == described["runs_as"]
     # Built in training mode, as modules are: run in eval mode, saying so.
     assert sum("saved in training mode" in s for s in summary["assumptions"]) == 1

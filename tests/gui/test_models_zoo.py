@@ -113,10 +113,13 @@ def test_the_model_panel_agrees_with_inspect_and_jacobian_on_every_zoo_entry(
     answer = (
         ("--in-dim", shape[0]) if len(shape) == 1 else ("--input-shape", ",".join(map(str, shape)))
     )
+    # The activation the panel assumed and shows in its combo, given to the CLI, which asks
+    # for it rather than assume one.
+    activation = ("--activation", opener.panel.activation.currentText())
     code, out, err = cli(
         capsys, "jacobian", "--model", path, "--inputs", f"file:{tmp_path / 'x.npy'}",
         "--dtype", "float64", "--out", tmp_path / "j.npy", "--json", *trust,
-        *(answer if asked else ()),
+        *(answer if asked else ()), *(activation if described["activation_from_caller"] else ()),
     )  # fmt: skip
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
