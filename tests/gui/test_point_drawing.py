@@ -136,6 +136,23 @@ def test_two_points_are_the_fewest_a_drawing_keeps(qtbot, form):
     assert "at least 2 points" in canvas.hint.text() and len(parse_drawn(form.config().target)) == 2
 
 
+def test_clear_starts_an_empty_canvas_and_the_second_point_drawn_is_the_new_set(qtbot, form):
+    canvas = start_drawing(qtbot, form)
+    kept = form.config().target
+    qtbot.mouseClick(canvas.clear_button, LEFT)
+    assert len(canvas.points) == 0 and "0 points in 2-D" in canvas.hint.text()
+    assert form.config().target == kept  # nothing to run yet: the run keeps its points
+    (x0, x1), (y0, y1) = canvas.box.viewRange()
+    first = pixel_of(canvas, x0 + 0.3 * (x1 - x0), y0 + 0.3 * (y1 - y0))
+    click(canvas, first)
+    assert form.config().target == kept and "1 point in 2-D" in canvas.hint.text()
+    second = pixel_of(canvas, x0 + 0.7 * (x1 - x0), y0 + 0.6 * (y1 - y0))
+    click(canvas, second)
+    drawn = np.array(parse_drawn(form.config().target))
+    expected = np.round([view_of(canvas, first), view_of(canvas, second)], 4)
+    assert np.allclose(drawn, expected, atol=1e-4) and form.config().n == 2
+
+
 def test_dragging_a_point_restarts_the_run_and_its_target_matrix_follows(
     qtbot,
     make_lab,  # noqa: F811 - fixture

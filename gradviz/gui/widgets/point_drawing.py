@@ -22,7 +22,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from gradviz.gui.widgets import geometry
 from gradviz.gui.widgets.points import projection_choices
@@ -32,7 +32,10 @@ DECIMALS = 4
 #: How near (px) a press must be to a point to take it rather than add one.
 PICK_PX = 8.0
 #: Height of the canvas and its hint (px); in 3-D with the view's box and a longer hint.
-HEIGHT, HEIGHT_3D = 240, 310
+HEIGHT, HEIGHT_3D = 270, 310
+#: A distance matrix needs two points: a drawing with fewer changes nothing of the run.
+MIN_POINTS = 2
+HINT_EMPTY = "Click to add points: the run takes them from the second one on."
 _DOT, _SELECTED = "#E69F00", "#F0E442"  # the target's colour, the selection's
 #: The dimensions a set is drawn in (a set of other D is drawn as its 2-D projection).
 DRAWN_DIMS = (2, 3)
@@ -113,10 +116,21 @@ class PointDrawing(QWidget):
         )
         self.hint.setWordWrap(True)
         self.hint.setObjectName("drawing-hint")
+        self.clear_button = QPushButton("Clear")
+        self.clear_button.setObjectName("drawing-clear")
+        self.clear_button.setToolTip(
+            "Start from an empty canvas (the run keeps its points until you have drawn two)"
+        )
+        self.clear_button.clicked.connect(self.clear)
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.projection_box, stretch=1)
+        top.addStretch()
+        top.addWidget(self.clear_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addWidget(self.projection_box)
+        layout.addLayout(top)
         layout.addWidget(self.view, stretch=1)
         layout.addWidget(self.hint)
         # A fixed height: the setup panel keeps its layout while points are drawn, and the
@@ -157,8 +171,9 @@ class PointDrawing(QWidget):
         choice = self.projection_box.currentText()
         if self.dim == 2 or not choice:
             return geometry.axis_projection(self.dim, 0, min(1, self.dim - 1))
-        if choice == "PCA":
-            return geometry.pca_projection(self._points)
+        if choice == "PCA":  # a cleared canvas keeps the axes it had
+            enough = len(self._points) >= MIN_POINTS
+            return geometry.pca_projection(self._points) if enough else self.projection
         a, b = (int(part.strip()[1:]) for part in choice.split("vs"))
         return geometry.axis_projection(self.dim, a, b)
 
@@ -217,6 +232,12 @@ class PointDrawing(QWidget):
         else:
             self._draw()
 
+    def clear(self) -> None:
+        """An empty canvas in the same D and view; ``edited`` waits for MIN_POINTS points."""
+        self._points = np.zeros((0, self.dim))
+        self.selected = None
+        self._draw()
+
     def select(self, index: int | None) -> None:
         self.selected = index
         self._draw()
@@ -225,7 +246,7 @@ class PointDrawing(QWidget):
         """Remove the selected point; False (and the hint says why) where it cannot go."""
         if self.selected is None:
             return False
-        if len(self._points) <= 2:
+        if len(self._points) <= MIN_POINTS:
             self.hint.setText("A distance matrix needs at least 2 points: add one first.")
             return False
         self._points = np.delete(self._points, self.selected, axis=0)
@@ -242,7 +263,8 @@ class PointDrawing(QWidget):
 
     def _finish(self) -> None:
         self._draw()
-        self.edited.emit(self.points)
+        if len(self._points) >= MIN_POINTS:
+            self.edited.emit(self.points)
 
     def _draw(self) -> None:
         brushes = [_SELECTED if k == self.selected else _DOT for k in range(len(self._points))]
@@ -250,7 +272,10 @@ class PointDrawing(QWidget):
             pos=self.shown(), brush=[pg.mkBrush(b) for b in brushes], data=np.arange(len(brushes))
         )
         hint = HINT_3D if self.dim > 2 else HINT_2D
-        self.hint.setText(f"{len(self._points)} points in {self.dim}-D. {hint}")
+        if len(self._points) < MIN_POINTS:
+            hint = HINT_EMPTY
+        count = len(self._points)
+        self.hint.setText(f"{count} point{'' if count == 1 else 's'} in {self.dim}-D. {hint}")
 
     def readouts(self) -> dict:
         """The points drawn, as data, the selected one and the view they are drawn in."""
