@@ -48,6 +48,7 @@ from gradviz.gui.widgets.network_diagram import (
     health_colour,
     thickness,
 )
+from gradviz.gui.widgets.wheel import wheel_scrolls_past
 
 _COLUMN_WIDTH = 68  # room for a width box and the longest activation name
 NO_GRADIENTS = "Gradients appear here while a run of this network is on screen."
@@ -168,6 +169,7 @@ class NetworkEditor(QWidget):
         width.setAlignment(Qt.AlignmentFlag.AlignCenter)
         width.setMinimumWidth(28)
         width.valueChanged.connect(lambda value, i=i: self._on_width(i, value))
+        wheel_scrolls_past(width)
         less = _tool("−", "One unit fewer", f"fewer-{i}")
         more = _tool("+", "One unit more", f"more-{i}")
         less.clicked.connect(width.stepDown)
@@ -190,6 +192,7 @@ class NetworkEditor(QWidget):
             activation.addItems(list(ACTIVATIONS))
             activation.setToolTip(f"The activation after hidden layer {i}")
             activation.activated.connect(lambda _index, i=i: self._on_activation(i))
+            wheel_scrolls_past(activation)
             remove = _tool("✕", f"Remove hidden layer {i}", f"remove-{i}")
             remove.clicked.connect(lambda _checked=False, i=i: self._on_remove(i))
             self.grid.addWidget(activation, 2, i)

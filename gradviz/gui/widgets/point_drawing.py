@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 
 from gradviz.gui.widgets import geometry
 from gradviz.gui.widgets.points import projection_choices
+from gradviz.gui.widgets.wheel import wheel_scrolls_past
 
 #: Decimal places kept of a drawn coordinate.
 DECIMALS = 4
@@ -102,6 +103,7 @@ class PointDrawing(QWidget):
         self.projection_box.setToolTip("The view 3-D points are drawn in (as in the points view)")
         self.projection_box.hide()
         self.projection_box.currentTextChanged.connect(self._on_projection_chosen)
+        wheel_scrolls_past(self.projection_box)
         self.box = _DrawingBox(self)
         self.view = pg.GraphicsView()
         self.view.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # keys go to the canvas

@@ -22,7 +22,9 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QApplication,
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -45,6 +47,7 @@ from gradviz.gui.pages.explorer.explorer_jobs import (
 from gradviz.gui.pages.explorer.explorer_worker import ExplorerThread
 from gradviz.gui.pages.explorer.result_views import ResultViews, summary
 from gradviz.gui.pages.explorer.settings import ExplorerSettings, show_message
+from gradviz.gui.widgets.wheel import wheel_scrolls_past
 
 #: Quiet time after an edit before recomputing (ms): typing a spec computes once at the end.
 DEBOUNCE_MS = 300
@@ -335,6 +338,9 @@ def _build_layout(tab: ExplorerTab) -> None:
     scroll = QScrollArea()
     scroll.setWidgetResizable(True)
     scroll.setWidget(tab.settings)
+    wheel_scrolls_past(
+        *tab.settings.findChildren(QComboBox), *tab.settings.findChildren(QAbstractSpinBox)
+    )
     scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     scroll.setFixedWidth(SETTINGS_WIDTH)
     tab.compute_button = QPushButton("Compute")
