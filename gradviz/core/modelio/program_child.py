@@ -67,6 +67,12 @@ class _Server:
         dtype = str(_float_dtype(self.model)).removeprefix("torch.")
         return opened.info, opened.probe_batch, trained, dtype
 
+    def _graph(self, format_name: str, name: str, data: bytes) -> Any:
+        """The program's graph (gradviz.core.graph.sources), the program then dropped."""
+        from gradviz.core.graph.sources import graph_of_program_here
+
+        return graph_of_program_here(format_name, name, data)
+
     def _check(self, width: int | None, name: str) -> None:
         """From now on, run the program checked (wrong widths, failures, non-tensor
         outputs become sentences)."""
