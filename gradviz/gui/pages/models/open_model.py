@@ -2,8 +2,9 @@
 load (off-thread), then show it in the model panel and hand it to the Jacobian explorer.
 
 Every open is a new generation. Cancel (or a newer open) bumps the generation, so a load
-that cannot be interrupted finishes in the background and its result is dropped. Trust is
-asked for every open of a TorchScript or .pt2 file and never remembered.
+that cannot be interrupted finishes in the background and its result is dropped; a trusted
+program's process is stopped (program_run). Trust is asked for every open of a TorchScript
+or .pt2 file and never remembered.
 """
 
 from __future__ import annotations
@@ -248,7 +249,6 @@ class ModelOpener(QObject):
         if generation != self.generation or self.request is None:
             log.info("dropping a %s result of an open that was cancelled", kind)
             return
-        self.program_run.finish()
         if kind == "inspect":
             info, sha256 = value  # type: ignore[misc]
             self._on_inspected(info, sha256)
@@ -259,7 +259,6 @@ class ModelOpener(QObject):
     def _on_task_failed(self, generation: int, kind: str, sentence: str, details: str) -> None:
         if generation != self.generation:
             return
-        self.program_run.finish()
         self._close_dialogs()
         self._set_state(OpenState.FAILED)
         dialog = self.show_error(sentence, details)
@@ -396,6 +395,7 @@ class ModelOpener(QObject):
         self.wait_dialog.show()
 
     def _close_dialogs(self) -> None:
+        self.program_run.finish()  # the load ended, or its process was stopped before
         dialog, self.wait_dialog = self.wait_dialog, None
         if dialog is not None:
             dialog.canceled.disconnect(self.cancel)
