@@ -29,10 +29,10 @@ class Forever(torch.nn.Module):
         self.fc = torch.nn.Linear(2, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        steps = 0
-        while steps >= 0:
-            steps = steps + 1 - 1
-        return self.fc(x)
+        steps = 1
+        while steps > 0:  # 2**63 steps: never ends (a loop whose result is unused is dropped)
+            steps = steps + 1
+        return self.fc(x) * steps
 
 
 class Greedy(torch.nn.Module):

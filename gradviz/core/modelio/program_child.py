@@ -40,6 +40,7 @@ class _Server:
 
     def __init__(self) -> None:
         self.model: Any = None
+        self.in_dtype: dict[Any, Any] = {}  # the model moved to each dtype asked for
 
     def answer(self, op: str, args: tuple) -> tuple[str, Any]:
         from gradviz.core.common.errors import GradvizError
@@ -79,6 +80,7 @@ class _Server:
         from gradviz.core.modelio.guard import CheckedModel
 
         self.model = CheckedModel(self.model, width, name)
+        self.in_dtype.clear()
 
     def _forward(self, x) -> Any:
         import torch
@@ -112,29 +114,34 @@ class _Server:
         return full_batch_jacobian(self._model_for(x, in_shape), self._tensor(x)).numpy()
 
     def _model_for(self, x, in_shape: tuple[int, ...] | None) -> Any:
-        self._in_dtype(self._tensor(x).dtype)
+        model = self._in_dtype(self._tensor(x).dtype)
         if in_shape is None:
-            return self.model
+            return model
         from gradviz.core.explorer.input_gradients import flattened
 
-        return flattened(self.model, in_shape)
+        return flattened(model, in_shape)
 
     def _run(self, x) -> Any:
-        self._in_dtype(x.dtype)
-        return self.model(x)
+        return self._in_dtype(x.dtype)(x)
 
     def _tensor(self, x) -> Any:
         import torch
 
         return torch.from_numpy(x)
 
-    def _in_dtype(self, dtype: Any) -> None:
+    def _in_dtype(self, dtype: Any) -> Any:
         """The program in the inputs' floating dtype (the parent moved its stand-in there,
-        as ``module.to(dtype)`` moves a program run in-process)."""
+        as ``module.to(dtype)`` moves a program run in-process), each dtype a copy of the
+        program as loaded (a float64 program run in float32 keeps its float64 weights)."""
+        import copy
+
         from gradviz.core.modelio.loading import _float_dtype
 
-        if _float_dtype(self.model) != dtype:
-            self.model = self.model.to(dtype)
+        if _float_dtype(self.model) == dtype:
+            return self.model
+        if dtype not in self.in_dtype:
+            self.in_dtype[dtype] = copy.deepcopy(self.model).to(dtype)
+        return self.in_dtype[dtype]
 
 
 def _out_of_memory(exc: BaseException | None) -> bool:

@@ -31,6 +31,13 @@ class RemoteProgram(torch.nn.Module):
         )
         self.eval()
 
+    def __deepcopy__(self, memo: dict) -> RemoteProgram:
+        """Another module for the same program and process (the program is run in eval
+        mode and never changed; each copy keeps its own dtype)."""
+        copy = RemoteProgram(self.process, self.trained, str(self.dtype_carrier.dtype)[6:])
+        copy.name = self.name
+        return copy
+
     def checked(self, width: int | None, name: str) -> RemoteProgram:
         """The program, from now on run so that a wrong input width, a failure or an
         output that is not a tensor is a sentence (guard.CheckedModel, in its process)."""
