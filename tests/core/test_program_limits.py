@@ -134,6 +134,22 @@ def test_the_cli_says_the_time_limit_in_one_sentence_and_exits_2(programs):
     )
 
 
+def test_a_failed_allocation_within_the_limit_is_not_blamed_on_the_limit():
+    from gradviz.core.modelio.program_process import memory_sentence
+
+    limits = ProgramLimits(memory_limit=8.0)
+    gib = 1 << 30
+    assert memory_sentence("a.pt", limits, 64 * gib, gib) == (
+        "The program in a.pt asked for more than 8 GiB and was stopped (--memory-limit)."
+    )
+    assert memory_sentence("a.pt", limits, None, gib).startswith("The program in a.pt asked")
+    assert memory_sentence("a.pt", limits, 2 * gib, gib) == (
+        "The program in a.pt ran out of memory asking for 2 GiB with 1 GiB held, below the "
+        "8 GiB limit (--memory-limit): this machine had no more to give, and the process was "
+        "stopped."
+    )
+
+
 def test_limits_out_of_range_are_refused_in_one_sentence():
     from gradviz.core.settings.table import check_settings
 

@@ -4,18 +4,22 @@ READ_FD WRITE_FD MEMORY_BYTES`` (started by program_process, never by hand).
 Its data limit (``RLIMIT_DATA``) is set before torch is imported, so every allocation of the
 program (a tensor, a Python list) counts against it and one past it fails with ENOMEM,
 which is reported as the memory limit. Requests come as ``(op, args)`` on READ_FD; each
-reply is ``("ok", value)``, ``("error", sentence)`` or ``("memory", detail)`` on WRITE_FD.
+reply is ``("ok", value)``, ``("error", sentence)`` or ``("memory", (asked, held))`` on
+WRITE_FD: the bytes the failed allocation asked for (None where the error does not say) and
+the bytes the process held then.
 Arrays travel as numpy arrays. The program's own prints go to stderr, never into the
 replies."""
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+_ASKED = re.compile(r"tried to allocate (\d+) bytes")
 #: Words of an allocation that failed, in torch's message or Python's.
 _OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "std::bad_alloc")
 
@@ -49,7 +53,7 @@ class _Server:
             return "ok", getattr(self, "_" + op)(*args)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a reply
             if _out_of_memory(exc):
-                return "memory", _first_line(exc)
+                return "memory", (_asked_bytes(exc), _held_bytes())
             if isinstance(exc, GradvizError):
                 return "error", str(exc)
             return "error", f"The program failed ({type(exc).__name__}: {_first_line(exc)})."
@@ -153,6 +157,29 @@ def _out_of_memory(exc: BaseException | None) -> bool:
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
+
+
+def _asked_bytes(exc: BaseException | None) -> int | None:
+    """The size of torch's failed allocation ("you tried to allocate N bytes"), else None."""
+    seen = 0
+    while exc is not None and seen < 20:
+        found = _ASKED.search(str(exc))
+        if found:
+            return int(found.group(1))
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _held_bytes() -> int:
+    """The process's data size (VmData, what RLIMIT_DATA bounds), in bytes; 0 if unknown."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _first_line(exc: BaseException) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import gradviz
 from gradviz.core.common.errors import GradvizError
-from gradviz.core.settings.program_limits import ProgramLimits, gib_words, seconds_words
+from gradviz.core.settings.program_limits import GIB, ProgramLimits, gib_words, seconds_words
 
 #: Seconds the child may take to start (Python and torch imported, nothing of the file).
 STARTUP_SECONDS = 300.0
@@ -52,7 +52,7 @@ class ProgramProcess:
             pass_fds=fds,
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=sys.__stderr__.fileno() if sys.__stderr__ else subprocess.DEVNULL,
+            stdout=_stderr_fd(),
         )
         requests_r.close()
         replies_w.close()
@@ -103,10 +103,7 @@ class ProgramProcess:
             return self._ended()
         if status == "memory":
             self._stop("it ran out of memory")
-            raise GradvizError(
-                f"The program in {self.name} asked for more than "
-                f"{gib_words(self.limits.memory_limit)} and was stopped (--memory-limit)."
-            )
+            raise GradvizError(memory_sentence(self.name, self.limits, *value))
         if status == "error":
             raise GradvizError(value)
         return value
@@ -125,6 +122,29 @@ class ProgramProcess:
         self._finalizer()
         self._requests.close()
         self._replies.close()
+
+
+def memory_sentence(name: str, limits: ProgramLimits, asked: int | None, held: int) -> str:
+    """Why the program's process was stopped for memory: past the limit or, where the failed
+    allocation (``asked`` bytes, with ``held`` bytes held) stayed within it, because this
+    machine had no more to give."""
+    limit = gib_words(limits.memory_limit)
+    if asked is not None and held and asked + held <= limits.memory_bytes:
+        return (
+            f"The program in {name} ran out of memory asking for "
+            f"{gib_words(round(asked / GIB, 2))} with {gib_words(round(held / GIB, 2))} held, "
+            f"below the {limit} limit (--memory-limit): this machine had no more to give, and "
+            "the process was stopped."
+        )
+    return f"The program in {name} asked for more than {limit} and was stopped (--memory-limit)."
+
+
+def _stderr_fd() -> Any:
+    """Where the program's prints go: this process's standard error, where it has one."""
+    try:
+        return sys.__stderr__.fileno()  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
 
 
 def _kill(process: subprocess.Popen) -> None:
