@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from gradviz.core.common.errors import GradvizError
+from gradviz.core.explorer.histograms import parameter_gradient_histograms
 from gradviz.core.explorer.input_gradients import input_gradients
 from gradviz.core.modelio import inspect_model, load_model
 from gradviz.core.nets.jacobians import compute_jacobians, full_batch_jacobian
@@ -91,8 +92,9 @@ def test_a_program_that_asks_for_too_much_memory_is_stopped_at_the_memory_limit(
 
 @pytest.mark.filterwarnings(r"ignore:`torch\.jit\.load` is deprecated:DeprecationWarning")
 def test_a_program_in_its_process_gives_the_jacobians_of_the_program_run_here(programs):
-    """Per-sample Jacobians (the blocks fallback included), the full batch Jacobian and the
-    saliency's backward pass, against the same program loaded here, in float64."""
+    """Per-sample Jacobians (the blocks fallback included), the full batch Jacobian, the
+    saliency's backward pass and the parameter-gradient histograms, against the same program
+    loaded here, in float64."""
     path = programs / "mixer.pt"
     loaded = load_model(path, trust=True, in_dim=3)
     assert (loaded.info.in_dim, loaded.info.out_dim) == (3, 2)
@@ -110,6 +112,12 @@ def test_a_program_in_its_process_gives_the_jacobians_of_the_program_run_here(pr
     saliency = input_gradients(remote, x, output=1)
     reference = input_gradients(here, x, output=1)
     torch.testing.assert_close(saliency.values, reference.values, rtol=1e-12, atol=1e-12)
+    # The explorer's parameter-gradient histograms: the parameters live in that process.
+    got_hists = parameter_gradient_histograms(remote, x, "sum")
+    want_hists = parameter_gradient_histograms(here, x, "sum")
+    assert [h.name for h in got_hists] == ["inner." + h.name for h in want_hists]
+    for got_hist, want_hist in zip(got_hists, want_hists, strict=True):
+        assert (got_hist.counts == want_hist.counts).all()
 
 
 def test_describing_a_trusted_program_also_runs_it_within_the_limits(programs):

@@ -117,6 +117,12 @@ class _Server:
 
         return full_batch_jacobian(self._model_for(x, in_shape), self._tensor(x)).numpy()
 
+    def _histograms(self, x, loss: str, target, bins: int, in_shape) -> Any:
+        from gradviz.core.explorer.histograms import parameter_gradient_histograms
+
+        model = self._model_for(x, in_shape)
+        return parameter_gradient_histograms(model, self._tensor(x), loss, target, bins)
+
     def _model_for(self, x, in_shape: tuple[int, ...] | None) -> Any:
         model = self._in_dtype(self._tensor(x).dtype)
         if in_shape is None:
@@ -137,14 +143,13 @@ class _Server:
         """The program in the inputs' floating dtype (the parent moved its stand-in there,
         as ``module.to(dtype)`` moves a program run in-process), each dtype a copy of the
         program as loaded (a float64 program run in float32 keeps its float64 weights)."""
-        import copy
-
         from gradviz.core.modelio.loading import _float_dtype
+        from gradviz.core.nets.networks import module_copy
 
         if _float_dtype(self.model) == dtype:
             return self.model
         if dtype not in self.in_dtype:
-            self.in_dtype[dtype] = copy.deepcopy(self.model).to(dtype)
+            self.in_dtype[dtype] = module_copy(self.model, dtype)
         return self.in_dtype[dtype]
 
 

@@ -52,11 +52,15 @@ class RemoteProgram(torch.nn.Module):
         self, name: str, inputs: torch.Tensor, *args, in_shape: tuple[int, ...] | None = None
     ):
         """``jacobians.compute_jacobians(model, inputs, method)`` (name ``jacobians``, args
-        ``(method,)``) or ``full_batch_jacobian`` (name ``full``) computed in the program's
-        process; ``in_shape`` reshapes the (B, n) inputs to (B, *in_shape) for the program."""
+        ``(method,)``), ``full_batch_jacobian`` (name ``full``) or
+        ``histograms.parameter_gradient_histograms`` (name ``histograms``, args ``(loss,
+        target, bins)``) computed in the program's process; ``in_shape`` reshapes the (B, n)
+        inputs to (B, *in_shape) for the program."""
         x = _array(inputs.to(self.dtype_carrier.dtype))
         if name == "full":
             return torch.from_numpy(self.process.request("full", x, in_shape))
+        if name == "histograms":
+            return self.process.request("histograms", x, *args, in_shape)
         from gradviz.core.nets.jacobians import JacobianResult
 
         jac, out, method, reason = self.process.request("jacobians", x, *args, in_shape)
