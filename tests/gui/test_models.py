@@ -220,9 +220,9 @@ def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, mo
     release = threading.Event()
     real_load = open_model._load
 
-    def slow_load(request):
+    def slow_load(request, limits=None):
         release.wait(60)
-        return real_load(request)
+        return real_load(request, limits)
 
     monkeypatch.setattr(open_model, "_load", slow_load)
     opener = app.models.opener
