@@ -36,7 +36,11 @@ def main(argv: list[str]) -> int:
             op, args = requests.recv()
         except EOFError:  # the parent closed the pipe or is gone
             return 0
-        replies.send(server.answer(op, args))
+        reply = server.answer(op, args)
+        try:
+            replies.send(reply)
+        except Exception as exc:  # noqa: BLE001 - a value that cannot travel is one sentence
+            replies.send(("error", f"The program's answer could not be sent back ({exc})."))
 
 
 class _Server:
