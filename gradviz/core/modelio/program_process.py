@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from multiprocessing import Pipe
@@ -40,6 +41,7 @@ class ProgramProcess:
         self.limits = limits
         self.name = name
         self.stopped: str | None = None  # why the process was stopped, once it was
+        self._one_at_a_time = threading.Lock()  # copies of a program share its process
         requests_r, self._requests = Pipe(duplex=False)
         self._replies, replies_w = Pipe(duplex=False)
         fds = (requests_r.fileno(), replies_w.fileno())
@@ -60,7 +62,12 @@ class ProgramProcess:
         self._wait("start", STARTUP_SECONDS)
 
     def request(self, op: str, *args: Any) -> Any:
-        """The child's answer to ``op`` (see program_child), within the time limit."""
+        """The child's answer to ``op`` (see program_child), within the time limit (threads
+        take turns: the wait for a turn is not counted)."""
+        with self._one_at_a_time:
+            return self._request(op, args)
+
+    def _request(self, op: str, args: tuple) -> Any:
         if self.stopped is not None:
             raise GradvizError(
                 f"The program in {self.name} was stopped earlier ({self.stopped}); open the "
