@@ -16,6 +16,7 @@ import sys
 from gradviz import __version__
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.settings.config import ACTIVATIONS, DTYPES, JACOBIAN_METHODS, FitConfig
+from gradviz.core.settings.program_limits import ProgramLimits
 from gradviz.core.settings.table import add_arguments
 
 EXIT_USAGE = 2
@@ -143,6 +144,7 @@ def _add_jacobian(sub) -> None:
         help="allow formats that can run code from the file (TorchScript, .pt2), and "
         "installed classes outside torch.nn that a whole pickled module names",
     )
+    add_arguments(p, ProgramLimits)  # --time-limit, --memory-limit of a trusted program
     p.add_argument("--in-dim", type=int, metavar="N", help="input width, where the file cannot say")
     _add_model_choices(p)
     p.add_argument(
@@ -179,6 +181,7 @@ def _add_inspect(sub) -> None:
         help="allow formats that can run code from the file (TorchScript, .pt2), and "
         "installed classes outside torch.nn that a whole pickled module names",
     )
+    add_arguments(p, ProgramLimits)  # --time-limit, --memory-limit of a trusted program
     p.add_argument(
         "--activation",
         choices=list(ACTIVATIONS),

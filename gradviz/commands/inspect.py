@@ -13,6 +13,8 @@ from gradviz.commands.output import print_json
 from gradviz.core.common.health import LOST
 from gradviz.core.modelio import ModelInfo, inspect_model
 from gradviz.core.modelio.limits import escaped
+from gradviz.core.settings.program_limits import ProgramLimits
+from gradviz.core.settings.table import from_arguments
 
 
 def run(args) -> int:
@@ -27,6 +29,7 @@ def run(args) -> int:
         trust=args.trust,
         activation=args.activation,
         assume_sequential=args.assume_sequential,
+        limits=from_arguments(ProgramLimits, args),
     )
     if args.json:
         print_json(info.to_dict())

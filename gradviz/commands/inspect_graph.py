@@ -63,6 +63,8 @@ def run(args) -> int:
         raise GradvizError("--model-args gives the arguments of --model-class; give both.")
     from gradviz.commands.jacobian import _input_shape  # the same parsing and message
     from gradviz.core.graph.sources import graph_of_file
+    from gradviz.core.settings.program_limits import ProgramLimits
+    from gradviz.core.settings.table import from_arguments
 
     graph = graph_of_file(
         args.path,
@@ -70,6 +72,7 @@ def run(args) -> int:
         model_class=args.model_class,
         model_args=args.model_args,
         input_shape=_input_shape(args.input_shape),
+        limits=from_arguments(ProgramLimits, args),
     )
     return _print(args, graph)
 

@@ -33,6 +33,8 @@ from gradviz.core.lab.pointsets import FILE_PREFIX, load_points
 from gradviz.core.modelio.limits import escaped
 from gradviz.core.nets.networks import NetworkSpec
 from gradviz.core.settings.config import MAX_FULL_BATCH
+from gradviz.core.settings.program_limits import ProgramLimits
+from gradviz.core.settings.table import from_arguments
 
 
 def run(args) -> int:
@@ -67,6 +69,7 @@ def _run(args) -> int:
             assume_sequential=args.assume_sequential,
             model_class=args.model_class,
             model_args=args.model_args,
+            limits=from_arguments(ProgramLimits, args),
         )
         if loaded.info.activation_from_caller and args.activation is None:
             from gradviz.core.modelio.readers import activation_refusal

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import subprocess
@@ -219,9 +220,9 @@ def test_cancel_during_load_discards_the_late_result(qtbot, app, model_files, mo
     release = threading.Event()
     real_load = open_model._load
 
-    def slow_load(request):
+    def slow_load(request, limits=None):
         release.wait(60)
-        return real_load(request)
+        return real_load(request, limits)
 
     monkeypatch.setattr(open_model, "_load", slow_load)
     opener = app.models.opener
@@ -577,3 +578,75 @@ def test_a_listed_chain_of_an_installed_class_runs_its_forward_after_the_trust_d
     ((module, _label, _spec, in_dim, out_dim),) = app.sent
     x = torch.randn(4, 3)
     torch.testing.assert_close(module(x), net(x))  # sin between the layers: its own forward
+
+
+def _program_processes() -> list[int]:
+    """Process ids of this process's children that run a trusted program."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                command = cmd.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and b"program_child" in command:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning")
+def test_cancel_stops_a_trusted_program_that_never_returns(qtbot, app, model_files, tmp_path):
+    """A program that loops forever: the wait counts its seconds, Cancel stops its process
+    long before the 60 s limit, the panel says so, and the next file opens."""
+    import torch
+
+    class Forever(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            steps = 1
+            while steps > 0:  # 2**63 steps: never ends (the result is used: not dropped)
+                steps = steps + 1
+            return self.fc(x) * steps
+
+    path = tmp_path / "forever.pt"
+    torch.jit.script(Forever()).save(str(path))
+    earlier = set(_program_processes())  # programs other tests opened
+    opener = app.models.opener
+    opener.open_path(str(path))
+    qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
+    # The first load learns no width (TorchScript declares none); the second runs it.
+    qtbot.waitUntil(
+        lambda: (
+            opener.request.in_dim == 2
+            and opener.wait_dialog is not None
+            and "forever.pt's program in a process of its own" in opener.wait_dialog.labelText()
+            and opener.wait_dialog.labelText().endswith(": 1 s.")
+        ),
+        timeout=WAIT_MS,
+    )
+    assert set(_program_processes()) - earlier
+    shot(opener.wait_dialog, "program_wait")
+    qtbot.mouseClick(opener.wait_dialog.findChild(QPushButton), Qt.MouseButton.LeftButton)
+    assert opener.state is OpenState.CANCELLED and opener.wait_dialog is None
+    assert (
+        opener.panel.reason.text() == "Opening forever.pt was cancelled: its program was stopped."
+    )
+    # The load's thread ends once the process is gone: well before the 60 s time limit.
+    # (The first load's process, never used, ends when it is collected.)
+    qtbot.waitUntil(
+        lambda: (
+            opener.tasks.running() == 0
+            and gc.collect() >= 0
+            and not set(_program_processes()) - earlier
+        ),
+        timeout=20_000,
+    )
+    assert app.sent == []
+    opener.open_path(str(model_files / "net_x_script.pt"))  # the panel is still usable
+    qtbot.mouseClick(_wait_trust_dialog(qtbot, app).open_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: opener.state is OpenState.OPEN, timeout=WAIT_MS)
+    assert [sent[1] for sent in app.sent] == ["net_x_script.pt"]

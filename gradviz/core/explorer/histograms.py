@@ -65,6 +65,9 @@ def parameter_gradient_histograms(
     refused by the others. The parameters' ``.grad`` are left untouched.
     """
     _check_bins(bins)
+    elsewhere = getattr(model, "run_elsewhere", None)
+    if elsewhere is not None:  # a trusted program: its parameters are in its own process
+        return elsewhere("histograms", torch.as_tensor(inputs), loss, target, bins)
     gradients = parameter_gradients(model, inputs, loss, target)
     shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
     return [gradient_histogram(name, g, bins, shapes[name]) for name, g in gradients.items()]

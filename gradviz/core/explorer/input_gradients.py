@@ -12,6 +12,7 @@ so it is exact either way.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -53,6 +54,13 @@ class _Flattened(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x.reshape(len(x), *self.in_shape)).reshape(len(x), -1)
+
+    @property
+    def run_elsewhere(self):
+        """The inner model's ``run_elsewhere`` (a program in its own process, see
+        nets.jacobians), told to reshape the inputs; None where it runs here."""
+        inner = getattr(self.model, "run_elsewhere", None)
+        return None if inner is None else functools.partial(inner, in_shape=self.in_shape)
 
 
 def flattened(model: nn.Module, in_shape: tuple[int, ...]) -> nn.Module:

@@ -35,10 +35,13 @@ def graph_of_file(
     model_args: Any = None,
     input_shape: tuple[int, ...] | None = None,
     node_limit: int = NODE_LIMIT,
+    limits: Any = None,
 ) -> ModelGraph:
     """The graph of the model file at ``path``, collapsed past ``node_limit`` nodes.
     ``input_shape`` is one sample's shape (3, 32, 32) for tracing ``model_class``, where the
-    file does not say. Raises GradvizError with one sentence for anything it cannot read."""
+    file does not say. A trusted program is read in a process of its own within ``limits``
+    (a ProgramLimits; None: the defaults). Raises GradvizError with one sentence for
+    anything it cannot read."""
     name = os.fspath(path)
     try:
         if model_class is not None:
@@ -48,7 +51,7 @@ def graph_of_file(
             kind = sniff.detect_format(data, name)
             program = _program_format(kind)
             if program is not None:
-                graph = _graph_of_program(name, data, program, trust)
+                graph = _graph_of_program(name, data, program, trust, limits)
             else:
                 graph = _graph_of_weights(name, trust)
         return limit_nodes(graph, node_limit)
@@ -81,7 +84,7 @@ def _program_format(kind: str) -> formats.ModelFormat | None:
 
 
 def _graph_of_program(
-    name: str, data: bytes, program: formats.ModelFormat, trust: bool
+    name: str, data: bytes, program: formats.ModelFormat, trust: bool, limits: Any
 ) -> ModelGraph:
     from gradviz.core.modelio.declared import check_torch_bytes
     from gradviz.core.modelio.info import ModelInfo
@@ -91,7 +94,20 @@ def _graph_of_program(
         base = ModelInfo(name, program.name, len(data), runnable=True, needs_trust=True)
         raise GradvizError(refusal(base))
     check_torch_bytes(data, name, is_zip=True)
-    return _PROGRAM_GRAPHS[program.name](name, data)
+    from gradviz.core.modelio.program_process import ProgramProcess
+    from gradviz.core.settings.program_limits import ProgramLimits
+
+    # Loading the program runs code from the file: in its own process, within the limits.
+    process = ProgramProcess(limits or ProgramLimits(), os.path.basename(name))
+    try:
+        return process.request("graph", program.name, name, data)
+    finally:
+        process.close()
+
+
+def graph_of_program_here(format_name: str, name: str, data: bytes) -> ModelGraph:
+    """The graph of a trusted program, loaded in this process (program_child's)."""
+    return _PROGRAM_GRAPHS[format_name](name, data)
 
 
 def _graph_of_exported(name: str, data: bytes) -> ModelGraph:

@@ -2,9 +2,10 @@
 
 Public API (the CLI and the desktop app use exactly this)::
 
-    inspect_model(path, *, trust=False, activation=None, assume_sequential=False) -> ModelInfo
+    inspect_model(path, *, trust=False, activation=None, assume_sequential=False,
+                  limits=None) -> ModelInfo
     load_model(path, *, trust=False, activation=None, in_dim=None, assume_sequential=False,
-               model_class=None, model_args=None) -> LoadedModel
+               model_class=None, model_args=None, limits=None) -> LoadedModel
 
 Loading policy (each format is one entry of ``formats.FORMATS``):
 
@@ -27,8 +28,10 @@ TorchScript         ``torch.jit.load``                         the program itsel
 ==================  =========================================  ==========================  =====
 
 Every file is judged on what it declares before anything of that size is read, allocated or
-inflated (``declared.py``, ``pickle_scan.py``; the limits are in ``limits.py``). Importing
-this package does not import torch.
+inflated (``declared.py``, ``pickle_scan.py``; the limits are in ``limits.py``). A trusted
+TorchScript or .pt2 program is loaded and run in a process of its own, within ``limits``
+(a ProgramLimits: seconds per step, GiB; ``program_process.py``). Importing this package
+does not import torch.
 """
 
 from gradviz.core.modelio.formats import FORMATS, ModelFormat

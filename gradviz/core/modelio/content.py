@@ -32,11 +32,13 @@ class TorchObject:
 
 @dataclass
 class Content:
-    """One model file: its container kind (a ``sniff`` kind), its bytes and its path."""
+    """One model file: its container kind (a ``sniff`` kind), its bytes and its path;
+    ``limits`` (a ProgramLimits, None for the defaults) bound a trusted program's run."""
 
     kind: str
     data: bytes
     path: str
+    limits: Any = None
     _parts: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property

@@ -176,7 +176,8 @@ class LoadedModel:
     Where gradviz rebuilt the network from weights, ``module`` is the ``nn.Sequential`` of
     ``spec.build()`` with the file's weights (no code from the file). Trusted TorchScript and
     .pt2 programs run as they are, wrapped so that a wrong input width, an error inside the
-    program or an output that is not a tensor becomes GradvizError; ``spec`` is None."""
+    program or an output that is not a tensor becomes GradvizError; ``spec`` is None. Such a
+    program runs in a process of its own (``module`` is a remote_program.RemoteProgram)."""
 
     module: torch.nn.Module
     info: ModelInfo

@@ -17,6 +17,7 @@ from gradviz.core.modelio.info import LoadedModel, ModelInfo
 from gradviz.core.modelio.limits import bounded, escaped
 from gradviz.core.modelio.readers import Opened
 from gradviz.core.settings.config import ACTIVATIONS
+from gradviz.core.settings.program_limits import ProgramLimits
 
 
 def _bounded_errors(function):
@@ -65,6 +66,7 @@ def inspect_model(
     activation: str | None = None,
     assume_sequential: bool = False,
     max_bytes: int = sniff.MAX_MODEL_BYTES,
+    limits: ProgramLimits | None = None,
 ) -> ModelInfo:
     """Describe the model file at ``path`` without running anything from it.
 
@@ -74,14 +76,18 @@ def inspect_model(
     made of torch.nn classes is runnable (rebuilt from them); one of another installed
     package's class needs ``trust`` (``needs_trust``); one of a class of its own is runnable
     only with ``assume_sequential`` (its layers then run in the order they were declared).
+    A trusted program is loaded in a process of its own within ``limits`` (default
+    ProgramLimits()), which is stopped once it is described.
     Raises GradvizError for anything that is not a readable model file."""
-    return _open(
+    opened = _open(
         path,
         trust=trust,
         activation=activation,
         assume_sequential=assume_sequential,
         max_bytes=max_bytes,
-    ).info
+        limits=limits,
+    )
+    return opened.info
 
 
 @_bounded_errors
@@ -95,6 +101,7 @@ def load_model(
     model_class: str | None = None,
     model_args: str | dict | list | None = None,
     max_bytes: int = sniff.MAX_MODEL_BYTES,
+    limits: ProgramLimits | None = None,
 ) -> LoadedModel:
     """The model at ``path`` as a module on the CPU in eval mode, mapping (B, n) inputs to
     (B, m) outputs (see LoadedModel for what ``module`` is for each format).
@@ -106,8 +113,12 @@ def load_model(
 
     ``model_class`` (``path/to/file.py:Net`` or ``package.module:Net``, built with
     ``model_args``, JSON) runs the file's weights in the user's own class; importing it runs
-    the user's code, so it needs ``trust``. Raises GradvizError for anything that cannot be
-    loaded, with one sentence saying why."""
+    the user's code, so it needs ``trust``.
+
+    A trusted TorchScript or .pt2 program is loaded and run in a process of its own, within
+    ``limits`` (default ProgramLimits(): 60 s per step, 8 GiB): past either, or once
+    ``limits.cancel`` is set, that process is stopped and the step fails with one sentence.
+    Raises GradvizError for anything that cannot be loaded, with one sentence saying why."""
     if model_class is not None:
         return _in_user_class(path, model_class, model_args, trust=trust, max_bytes=max_bytes)
     opened = _open(
@@ -116,6 +127,7 @@ def load_model(
         activation=activation,
         assume_sequential=assume_sequential,
         max_bytes=max_bytes,
+        limits=limits,
     )
     info = opened.info
     if info.needs_trust and not trust and opened.refusal is not None:
@@ -175,16 +187,19 @@ def _ready_program(opened: Opened, in_dim: int | None) -> LoadedModel:
     """A trusted program, wrapped so that its failures become GradvizError, and run once
     on zeros where its input width is known."""
     from gradviz.core.modelio.guard import CheckedModel, probe_output_width
+    from gradviz.core.modelio.remote_program import RemoteProgram
 
     info = opened.info
     width = info.in_dim if info.in_dim is not None else in_dim
     inner = opened.build()
-    trained = _eval_mode(inner)
+    remote = isinstance(inner, RemoteProgram)  # a trusted program, in its own process
+    trained = inner.trained if remote else _eval_mode(inner)
     if trained:
         from gradviz.core.modelio.readers import trained_note
 
         info = replace(info, assumptions=info.assumptions + (trained_note(trained),))
-    model = CheckedModel(inner, width, os.path.basename(info.path), ran=opened.ran)
+    name = os.path.basename(info.path)
+    model = inner.checked(width, name) if remote else CheckedModel(inner, width, name, opened.ran)
     if width is not None:
         out_dim = probe_output_width(model, width, _float_dtype(inner), opened.probe_batch)
         notes = info.assumptions
@@ -228,6 +243,7 @@ def _open(
     activation: str | None,
     max_bytes: int,
     assume_sequential: bool = False,
+    limits: ProgramLimits | None = None,
 ) -> Opened:
     if activation is not None and activation not in ACTIVATIONS:
         raise GradvizError(
@@ -238,7 +254,8 @@ def _open(
     base = ModelInfo(
         path=name, format=kind, size_bytes=len(data), runnable=False, needs_trust=False
     )
-    return _read(kind, data, base, trust=trust, activation=activation, assume=assume_sequential)
+    content = Content(kind, data, name, limits)
+    return _read(content, base, trust=trust, activation=activation, assume=assume_sequential)
 
 
 def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
@@ -254,10 +271,9 @@ def _checked_bytes(name: str, max_bytes: int) -> tuple[bytes, str]:
 
 
 def _read(
-    kind: str, data: bytes, base: ModelInfo, *, trust: bool, activation: str | None, assume: bool
+    content: Content, base: ModelInfo, *, trust: bool, activation: str | None, assume: bool
 ) -> Opened:
     """The file opened by the first format in ``formats.FORMATS`` that supports it."""
-    content = Content(kind, data, base.path)
     entry = format_of(content)
     if entry is None:
         raise content.not_a_model()

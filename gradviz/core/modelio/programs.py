@@ -2,13 +2,15 @@
 
 Loading either can run code stored in the file (torch's documentation says so for both; a
 ``.pt2`` may carry pickled weights), so gradviz opens them only with explicit trust. Once
-trusted they run as they are, whatever their architecture.
+trusted they run as they are, whatever their architecture, in a process of their own within
+a time and a memory limit (program_process): the ``_open_*`` functions here run there.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import zipfile
 from dataclasses import replace
@@ -61,7 +63,7 @@ def open_torchscript(
     base = replace(base, runnable=True, needs_trust=True)
     if not trust:
         return Opened(replace(base, classes=_torchscript_classes_from_code(content.data)))
-    return _open_torchscript(content.data, base)
+    return _in_own_process("torchscript", content, base)
 
 
 def open_exported(
@@ -79,7 +81,22 @@ def open_exported(
         layers = _exported_layers_from_config(content.data)
         notes = base.assumptions + described_batch_notes(content.data)
         return Opened(replace(base, layers=layers, assumptions=notes))
-    return _open_exported(content.data, base)
+    return _in_own_process("exported", content, base)
+
+
+def _in_own_process(kind: str, content: Content, base: ModelInfo) -> Opened:
+    """The program loaded in a process of its own, within ``content.limits``; the module
+    built is a RemoteProgram that runs it there."""
+    from gradviz.core.modelio.program_process import ProgramProcess
+    from gradviz.core.modelio.remote_program import RemoteProgram
+    from gradviz.core.settings.program_limits import ProgramLimits
+
+    name = os.path.basename(base.path)
+    process = ProgramProcess(content.limits or ProgramLimits(), name)
+    info, probe_batch, trained, dtype = process.request("open", kind, content.data, base)
+    return Opened(
+        info, build=lambda: RemoteProgram(process, trained, dtype), probe_batch=probe_batch
+    )
 
 
 def _open_torchscript(data: bytes, base: ModelInfo) -> Opened:

@@ -91,6 +91,9 @@ def compute_jacobians(
             f"Unknown Jacobian method {method!r}; choose one of: {', '.join(METHODS)}."
         )
     x = _prepare_inputs(model, inputs)
+    elsewhere = _elsewhere(model)
+    if elsewhere is not None:  # a program in its own process: computed there at once
+        return elsewhere("jacobians", x, method)
     with _model_untouched(model), torch.enable_grad():
         if method == "auto":
             return _auto(model, x)
@@ -325,6 +328,9 @@ def full_batch_jacobian(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
             f"The full batch Jacobian is limited to {MAX_FULL_BATCH} samples (it grows as B^2); "
             f"this batch has {batch}: use a smaller batch."
         )
+    elsewhere = _elsewhere(model)
+    if elsewhere is not None:
+        return elsewhere("full", x)
     with _model_untouched(model), torch.enable_grad():
         x = x.detach().requires_grad_(True)
         y = _forward(model, x)
@@ -474,6 +480,13 @@ def gradient_field(
 
 
 # ---- plumbing -----------------------------------------------------------------------------
+def _elsewhere(model: nn.Module):
+    """``run_elsewhere(name, inputs, *args)`` of a model that runs in another process (a
+    trusted program, gradviz.core.modelio.remote_program), else None: batched backward
+    passes (vmap) cannot reach it, so whole computations are asked of that process."""
+    return getattr(model, "run_elsewhere", None)
+
+
 def _model_dtype_device(model: nn.Module) -> tuple[torch.dtype | None, torch.device | None]:
     for tensor in model.parameters():
         return tensor.dtype, tensor.device

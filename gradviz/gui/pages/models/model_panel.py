@@ -153,6 +153,12 @@ class ModelPanel(QWidget):
         self.activation_row.setVisible(False)
         self.order.setVisible(False)
 
+    def show_cancelled(self, name: str) -> None:
+        """Opening ``name`` was cancelled and its program's process stopped: say so (the
+        panel and the explorer keep what they showed before)."""
+        self.reason.setText(f"Opening {name} was cancelled: its program was stopped.")
+        self.reason.setVisible(True)
+
     def _keep_wide_enough(self) -> None:
         """At least as wide as the buttons' whole labels and the layer table's counts need:
         the body does not scroll sideways, so anything wider than the panel was cut

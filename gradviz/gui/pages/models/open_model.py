@@ -2,8 +2,9 @@
 load (off-thread), then show it in the model panel and hand it to the Jacobian explorer.
 
 Every open is a new generation. Cancel (or a newer open) bumps the generation, so a load
-that cannot be interrupted finishes in the background and its result is dropped. Trust is
-asked for every open of a TorchScript or .pt2 file and never remembered.
+that cannot be interrupted finishes in the background and its result is dropped; a trusted
+program's process is stopped (program_run). Trust is asked for every open of a TorchScript
+or .pt2 file and never remembered.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from gradviz.core.explorer.batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
 from gradviz.core.modelio.formats import file_filter
 from gradviz.core.modelio.input_shape import first_input_width
+from gradviz.core.settings.program_limits import ProgramLimits
 from gradviz.gui.common.background import BackgroundTasks
 from gradviz.gui.common.settings import RecentFiles
 from gradviz.gui.pages.models.model_class_dialog import ModelClassChoice, ModelClassDialog
 from gradviz.gui.pages.models.model_panel import ModelPanel
 from gradviz.gui.pages.models.model_worker import describe_model_failure, file_sha256
+from gradviz.gui.pages.models.program_run import ProgramRun
 from gradviz.gui.pages.models.trust_dialog import MODEL_CLASS, TrustDialog
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,9 @@ def _inspect(request: OpenRequest) -> tuple[ModelInfo, str | None]:
     return info, (file_sha256(request.path) if info.needs_trust else None)
 
 
-def _load(request: OpenRequest) -> LoadedModel:
+def _load(request: OpenRequest, limits: ProgramLimits | None = None) -> LoadedModel:
+    """The model ``request`` asks for; a trusted program runs within ``limits``, whose
+    ``cancel`` flag stops it."""
     from gradviz.core.modelio import load_model
 
     code = request.with_class
@@ -81,13 +86,15 @@ def _load(request: OpenRequest) -> LoadedModel:
 
         loaded = load_model(
             request.path, trust=request.trust, model_class=code.model_class,
-            model_args=code.model_args,
+            model_args=code.model_args, limits=limits,
         )  # fmt: skip
         return with_input_shape(loaded, code.in_shape)
     if request.in_shape is not None:
         from gradviz.core.modelio.input_shape import with_input_shape
 
-        loaded = load_model(request.path, trust=request.trust, activation=request.activation)
+        loaded = load_model(
+            request.path, trust=request.trust, activation=request.activation, limits=limits
+        )
         return with_input_shape(loaded, request.in_shape)
     loaded = load_model(
         request.path,
@@ -95,6 +102,7 @@ def _load(request: OpenRequest) -> LoadedModel:
         activation=request.activation,
         in_dim=request.in_dim,
         assume_sequential=request.assume_sequential,  # the user confirmed the listed order
+        limits=limits,
     )
     if loaded.info.in_dim is None and loaded.info.in_shape is not None:
         # A .pt2 program declares its sample shape (a CNN's (3, 8, 8)): nothing to ask.
@@ -106,6 +114,11 @@ def _load(request: OpenRequest) -> LoadedModel:
             return replace(loaded, info=replace(info, in_dim=size))
         return with_input_shape(loaded, info.in_shape, "taken from the program's example input")
     return loaded
+
+
+def _runs_a_program(request: OpenRequest | None) -> bool:
+    """Whether loading ``request`` runs a trusted program (in a process of its own)."""
+    return request is not None and request.trust and request.with_class is None
 
 
 class OpenState(enum.Enum):
@@ -160,6 +173,7 @@ class ModelOpener(QObject):
         self.trust_dialog: TrustDialog | None = None
         self.model_class_dialog: ModelClassDialog | None = None
         self.tasks = BackgroundTasks(self)
+        self.program_run = ProgramRun(self)  # a trusted program's seconds and its Cancel
         self.tasks.succeeded.connect(self._on_task_finished)
         self.tasks.failed.connect(self._on_task_failed)
         self.panel.activationChosen.connect(self._on_activation_chosen)
@@ -179,6 +193,7 @@ class ModelOpener(QObject):
     ) -> None:
         """Start opening ``path`` (drops whatever open was going). ``assume_sequential``:
         the user confirmed that a module of a class of its own runs its layers in order."""
+        self.program_run.stop()  # a program still loading for the open this one replaces
         self._close_dialogs()
         self.generation += 1
         self.request = OpenRequest(
@@ -204,6 +219,7 @@ class ModelOpener(QObject):
     def open_with_class(self, choice: ModelClassChoice) -> None:
         """Open ``choice.weights`` in the user's class: described first, then trust is asked
         (importing the class runs its code), then loaded strictly."""
+        self.program_run.stop()  # a program still loading for the open this one replaces
         self._close_dialogs()
         self.generation += 1
         self.request = OpenRequest(choice.weights, with_class=choice)
@@ -214,8 +230,10 @@ class ModelOpener(QObject):
 
     @Slot()
     def cancel(self) -> None:
-        """Close the wait; the running load finishes in the background and is dropped."""
+        """Close the wait and stop a trusted program's process (other loads end unseen)."""
         self.generation += 1
+        if self.program_run.stop() and _runs_a_program(self.request):
+            self.panel.show_cancelled(os.path.basename(self.request.path))
         self._close_dialogs()
         self._set_state(OpenState.CANCELLED)
         self.window.statusBar().showMessage("Opening the model was cancelled.", 5000)
@@ -302,7 +320,8 @@ class ModelOpener(QObject):
         self._set_state(OpenState.LOADING)
         if self.wait_dialog is not None:
             self.wait_dialog.setLabelText(f"Loading {os.path.basename(request.path)}…")
-        self._submit("load", request, _load)
+        limits = self.program_run.start(self.wait_dialog, request.path, _runs_a_program(request))
+        self._submit("load", request, lambda asked: _load(asked, limits))
 
     def _ask_trust(
         self, info: ModelInfo, sha256: str, path: str | None = None, kind: str | None = None
@@ -384,6 +403,7 @@ class ModelOpener(QObject):
         self.wait_dialog.show()
 
     def _close_dialogs(self) -> None:
+        self.program_run.finish()  # the load ended, or its process was stopped before
         dialog, self.wait_dialog = self.wait_dialog, None
         if dialog is not None:
             dialog.canceled.disconnect(self.cancel)
@@ -418,5 +438,6 @@ class ModelOpener(QObject):
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Drop any open in progress and wait for the task threads."""
         self.generation += 1
+        self.program_run.stop()
         self._close_dialogs()
         self.tasks.shutdown(timeout_s)

@@ -1,0 +1,160 @@
+"""Trusted programs (TorchScript, ``.pt2``) run in a process of their own, within limits.
+
+``ProgramProcess`` starts ``python -m gradviz.core.modelio.program_child`` (a fresh
+interpreter: nothing of this process, Qt included, is forked into it), sends it requests
+through a pipe and waits for each reply at most the time limit; past it, or when the
+caller's ``cancel`` is set, the process is killed and the step fails with one sentence. The
+child's data limit bounds its memory (see program_child). ``RemoteProgram`` is the module
+the rest of gradviz runs: its forward and backward passes and its Jacobians are computed in
+the child and come back as arrays.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from multiprocessing import Pipe
+from typing import Any
+
+import gradviz
+from gradviz.core.common.errors import GradvizError
+from gradviz.core.settings.program_limits import GIB, ProgramLimits, gib_words, seconds_words
+
+#: Seconds the child may take to start (Python and torch imported, nothing of the file).
+STARTUP_SECONDS = 300.0
+#: How often a wait looks at the caller's cancel flag.
+_POLL_SECONDS = 0.05
+
+
+class ProgramCancelled(GradvizError):
+    """The caller cancelled the step under way; the program's process was stopped."""
+
+
+class ProgramProcess:
+    """One child process that holds one trusted program (``name``: the file, for messages)."""
+
+    def __init__(self, limits: ProgramLimits, name: str) -> None:
+        self.limits = limits
+        self.name = name
+        self.stopped: str | None = None  # why the process was stopped, once it was
+        self._one_at_a_time = threading.Lock()  # copies of a program share its process
+        requests_r, self._requests = Pipe(duplex=False)
+        self._replies, replies_w = Pipe(duplex=False)
+        fds = (requests_r.fileno(), replies_w.fileno())
+        root = os.path.dirname(os.path.dirname(os.path.abspath(gradviz.__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        command = [sys.executable, "-m", "gradviz.core.modelio.program_child"]
+        self._process = subprocess.Popen(
+            [*command, *map(str, fds), str(limits.memory_bytes)],
+            pass_fds=fds,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=_stderr_fd(),
+        )
+        requests_r.close()
+        replies_w.close()
+        self._finalizer = weakref.finalize(self, _kill, self._process)
+        self._wait("start", STARTUP_SECONDS)
+
+    def request(self, op: str, *args: Any) -> Any:
+        """The child's answer to ``op`` (see program_child), within the time limit (threads
+        take turns: the wait for a turn is not counted)."""
+        with self._one_at_a_time:
+            return self._request(op, args)
+
+    def _request(self, op: str, args: tuple) -> Any:
+        if self.stopped is not None:
+            raise GradvizError(
+                f"The program in {self.name} was stopped earlier ({self.stopped}); open the "
+                "model again to run it."
+            )
+        try:
+            self._requests.send((op, args))
+        except OSError:
+            self._stop("its process had ended")
+            raise GradvizError(f"The process running the program in {self.name} ended.") from None
+        return self._wait(op, self.limits.time_limit)
+
+    def close(self) -> None:
+        """Stop the process (the program is dropped)."""
+        self._stop("it was closed")
+
+    def _wait(self, op: str, seconds: float) -> Any:
+        deadline = time.monotonic() + seconds
+        cancel = self.limits.cancel
+        while not self._replies.poll(_POLL_SECONDS):
+            if cancel is not None and cancel.is_set():
+                self._stop("it was cancelled")
+                raise ProgramCancelled(
+                    f"Running the program in {self.name} was cancelled; its process was stopped."
+                )
+            if time.monotonic() > deadline:
+                self._stop(f"it ran past the {seconds_words(seconds)} limit")
+                if op == "start":
+                    raise GradvizError(
+                        f"The process to run the program in {self.name} did not start within "
+                        f"{seconds_words(seconds)}."
+                    )
+                raise GradvizError(
+                    f"The program in {self.name} ran past the {seconds_words(seconds)} limit "
+                    "and was stopped (--time-limit)."
+                )
+        try:
+            status, value = self._replies.recv()
+        except (EOFError, OSError):
+            return self._ended()
+        if status == "memory":
+            self._stop("it ran out of memory")
+            raise GradvizError(memory_sentence(self.name, self.limits, *value))
+        if status == "error":
+            raise GradvizError(value)
+        return value
+
+    def _ended(self) -> Any:
+        code = self._process.wait()
+        self._stop("its process had ended")
+        how = f"by signal {-code}" if code < 0 else f"with exit status {code}"
+        raise GradvizError(
+            f"The process running the program in {self.name} ended {how} before it answered."
+        )
+
+    def _stop(self, why: str) -> None:
+        if self.stopped is None:
+            self.stopped = why
+        self._finalizer()
+        self._requests.close()
+        self._replies.close()
+
+
+def memory_sentence(name: str, limits: ProgramLimits, asked: int | None, held: int) -> str:
+    """Why the program's process was stopped for memory: past the limit or, where the failed
+    allocation (``asked`` bytes, with ``held`` bytes held) stayed within it, because this
+    machine had no more to give."""
+    limit = gib_words(limits.memory_limit)
+    if asked is not None and held and asked + held <= limits.memory_bytes:
+        return (
+            f"The program in {name} ran out of memory asking for "
+            f"{gib_words(round(asked / GIB, 2))} with {gib_words(round(held / GIB, 2))} held, "
+            f"below the {limit} limit (--memory-limit): this machine had no more to give, and "
+            "the process was stopped."
+        )
+    return f"The program in {name} asked for more than {limit} and was stopped (--memory-limit)."
+
+
+def _stderr_fd() -> Any:
+    """Where the program's prints go: this process's standard error, where it has one."""
+    try:
+        return sys.__stderr__.fileno()  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
+
+
+def _kill(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait()
