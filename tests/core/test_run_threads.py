@@ -143,7 +143,9 @@ def test_a_load_after_the_choice_makes_auto_time_again_and_switch_to_one_thread(
     # last three steps turns at the second.
     assert _until_timing(plan, BUSY, limit=10) == pytest.approx(2 * BUSY[2])
     assert plan.choice.threads == 2 and "again: its steps ran 15x slower" in plan.choice.why
+    assert plan.choice.timing
     ran = _settle(plan, BUSY)
+    assert not plan.choice.timing
     assert ran == [1, 2] * RETIMED_STEPS  # in turn, as the first time
     assert plan.choice.threads == 1 and torch.get_num_threads() == 1
     assert plan.choice.timings == 2 and dict(plan.choice.measured)[1] == pytest.approx(62.5)

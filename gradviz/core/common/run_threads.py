@@ -95,7 +95,8 @@ class ThreadChoice:
     times again, the count it had chosen); ``auto``: chosen by the rule, not set by the run's
     settings; ``why``: the reason in words; ``measured``: the steps/s of the latest timing on
     each count, (threads, steps/s) pairs, where auto timed them; ``timings``: how many times
-    auto has timed (more than 1: it timed again when the machine's speed changed).
+    auto has timed (more than 1: it timed again when the machine's speed changed);
+    ``timing``: the next steps are being timed, on each count in turn.
     """
 
     threads: int | None
@@ -103,6 +104,7 @@ class ThreadChoice:
     why: str
     measured: tuple[tuple[int, float], ...] = ()
     timings: int = 0
+    timing: bool = False
 
     def text(self) -> str:
         """One line, e.g. "1 thread (auto: 200 points, a step too small to share)"."""
@@ -167,7 +169,8 @@ class ThreadPlan:
             )
         if self.cores == 1:
             return ThreadChoice(1, True, "auto: one core for this run")
-        return ThreadChoice(None, True, f"auto: timing steps on 1 and {self.cores} threads in turn")
+        why = f"auto: timing steps on 1 and {self.cores} threads in turn"
+        return ThreadChoice(None, True, why, timing=True)
 
     def before_step(self) -> None:
         """Set the count for the next step on this thread (the next one to time, while
@@ -203,7 +206,7 @@ class ThreadPlan:
         if reason is not None:
             old = self._choice
             why = f"auto: timing 1 and {self.cores} threads again: {reason}"
-            self._choice = ThreadChoice(old.threads, True, why, old.measured, old.timings)
+            self._choice = ThreadChoice(old.threads, True, why, old.measured, old.timings, True)
 
     def _settle(self) -> None:
         # The first timing's first sample of each count started its workers: left out.
