@@ -24,7 +24,9 @@ numbers a step, and times both counts again (``RETIMED_STEPS`` each, in turn) wh
 
 A timing costs what the slower count's steps lost; each is followed by at least
 ``DRIFT_SPACING`` (after a change of speed) or ``RECHECK_SPACING`` (periodic) times that
-many seconds of steps, so re-timing takes at most about 10% or 2% of a run's time.
+many seconds of steps, so timing again takes about 10% of a run's time at most where its
+speed keeps changing and about 2% where it holds (a timing's cost is known only after it:
+the first one after a load came may cost more).
 
 The count changes a run's speed, not its course: its coordinates and gradients came out
 bit-identical on 1 and on 2 threads (N = 1000 to 3000, free coordinates and a network,
