@@ -69,7 +69,7 @@ def test_a_thread_count_given_is_the_one_reported(capsys):
     threads = _fit_json(capsys, "--steps", "5", "--threads", "2")["threads"]
     assert threads == {
         "count": 2, "auto": False, "why": "set by the run's settings",
-        "measured_steps_per_second": {},
+        "measured_steps_per_second": {}, "timings": 0,
     }  # fmt: skip
 
 

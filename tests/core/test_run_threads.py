@@ -1,16 +1,27 @@
 """The torch CPU threads of a run's steps: auto picks one thread for small steps, times 1
-and every core for big ones, and a number in the settings is honoured as given.
+and every core for big ones (and again when the machine's speed changes), and a number in
+the settings is honoured as given.
 
 The choice is tested, never its speed: times fed to the plan stand for measured ones."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
+import numpy as np
 import pytest
 import torch
 
-from gradviz.core.common.run_threads import MEASURE_FROM_POINTS, TIMED_STEPS, ThreadPlan
+from gradviz.core.common import run_threads
+from gradviz.core.common.run_threads import (
+    DRIFT_SPACING,
+    MEASURE_FROM_POINTS,
+    RECHECK_S,
+    RETIMED_STEPS,
+    TIMED_STEPS,
+    ThreadPlan,
+)
 from gradviz.core.lab.fit import DistanceFitRun
 from gradviz.core.settings.config import FitConfig
 
@@ -97,3 +108,131 @@ def test_a_run_stepped_on_another_thread_leaves_the_calling_threads_count_alone(
     worker.start()
     worker.join()
     assert seen == [1] and torch.get_num_threads() == 2
+
+
+def _step(plan: ThreadPlan, seconds: dict[int, float]) -> int:
+    """One step of the plan taking ``seconds[count]`` on the count it set; that count."""
+    plan.before_step()
+    count = torch.get_num_threads()
+    plan.after_step(seconds[count])
+    return count
+
+
+def _until_timing(plan: ThreadPlan, seconds: dict[int, float], limit: int) -> float:
+    """Step until the plan starts timing again (at most ``limit`` steps); the seconds of
+    steps it ran before it did."""
+    spent = 0.0
+    for _ in range(limit):
+        spent += seconds[_step(plan, seconds)]
+        if plan.measuring:
+            return spent
+    raise AssertionError(f"no timing in {limit} steps: {plan.choice.text()}")
+
+
+IDLE = {1: 0.010, 2: 0.004}  # 2 threads 2.5x faster
+BUSY = {1: 0.016, 2: 0.060}  # beside two busy processes: 1 thread ~4x faster
+
+
+def test_a_load_after_the_choice_makes_auto_time_again_and_switch_to_one_thread():
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, IDLE)
+    assert plan.choice.threads == 2 and plan.choice.timings == 1
+    for _ in range(500):  # the speed it timed holds: it keeps its choice
+        assert _step(plan, IDLE) == 2 and not plan.measuring
+    # Two busy processes start: the steps on 2 threads run 15x slower; the median of the
+    # last three steps turns at the second.
+    assert _until_timing(plan, BUSY, limit=10) == pytest.approx(2 * BUSY[2])
+    assert plan.choice.threads == 2 and "again: its steps ran 15x slower" in plan.choice.why
+    assert plan.choice.timing
+    ran = _settle(plan, BUSY)
+    assert not plan.choice.timing
+    assert ran == [1, 2] * RETIMED_STEPS  # in turn, as the first time
+    assert plan.choice.threads == 1 and torch.get_num_threads() == 1
+    assert plan.choice.timings == 2 and dict(plan.choice.measured)[1] == pytest.approx(62.5)
+    assert "62.5 steps/s on 1, 16.7 steps/s on 2 (again: its steps ran 15x slower)" in (
+        plan.choice.text()
+    )
+    for _ in range(20):
+        assert _step(plan, BUSY) == 1 and not plan.measuring
+
+
+def test_a_costly_timing_is_followed_by_ten_times_its_cost_in_steps_before_the_next():
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, IDLE)  # one thread lost 4 x 6 ms against two
+    # The load comes at once: the first steps after choosing are already 15x slower.
+    spent = _until_timing(plan, BUSY, limit=10)
+    assert spent == pytest.approx(DRIFT_SPACING * 4 * (IDLE[1] - IDLE[2]))  # 4 steps
+
+
+def test_when_the_load_leaves_auto_times_again_and_may_switch_back():
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, BUSY)
+    assert plan.choice.threads == 1
+    for _ in range(10):
+        _step(plan, BUSY)
+    # The busy processes end: one thread's step is 1.6x faster, beyond the 1.5x it watches.
+    _until_timing(plan, IDLE, limit=1000)
+    assert "its steps ran 1.6x faster" in plan.choice.why
+    _settle(plan, IDLE)
+    assert plan.choice.threads == 2 and torch.get_num_threads() == 2 and plan.choice.timings == 2
+
+
+def test_a_load_that_only_changes_the_other_count_is_seen_by_a_periodic_check():
+    """One thread 1.2x faster without the load (under the factor auto watches for), two
+    threads now 2x faster than one: the periodic check finds it, after RECHECK_S s of steps."""
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, {1: 0.012, 2: 0.030})
+    assert plan.choice.threads == 1
+    spent = _until_timing(plan, {1: 0.010, 2: 0.005}, limit=2000)
+    assert spent == pytest.approx(RECHECK_S, abs=0.011)
+    assert "a periodic check after 10 s of steps" in plan.choice.why
+    _settle(plan, {1: 0.010, 2: 0.005})
+    assert plan.choice.threads == 2
+
+
+def test_on_a_steady_machine_auto_times_again_only_periodically_and_one_slow_step_is_noise():
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, IDLE)
+    rng = np.random.default_rng(0)
+    counts = []
+    for k in range(30_000):  # 2 minutes of 4 ms steps, +-20%, one in 50 taking 5x as long
+        slow = 5.0 if k % 50 == 0 else 1.0
+        jitter = slow * rng.uniform(0.8, 1.2)
+        counts.append(_step(plan, {1: IDLE[1] * jitter, 2: IDLE[2] * jitter}))
+    assert plan.choice.threads == 2 and plan.choice.timings == 1 + 12  # every 10 s of steps
+    assert counts.count(1) == 12 * RETIMED_STEPS  # 0.08% of the steps on the slower count
+
+
+@pytest.mark.parametrize(
+    ("plan", "count"),
+    [
+        (ThreadPlan(None, 200, "cpu", cores=2), 1),
+        (ThreadPlan(None, 5000, "cuda", cores=2), 1),
+        (ThreadPlan(None, 5000, "cpu", cores=1), 1),
+        (ThreadPlan(2, 5000, "cpu", cores=2), 2),
+    ],
+)
+def test_a_choice_made_without_timing_is_never_timed(plan, count):
+    for k in range(100):  # step times swinging 1000x
+        assert _step(plan, {count: 1.0 if k % 2 else 0.001}) == count
+    assert not plan.measuring and plan.choice.timings == 0
+
+
+def test_timing_again_changes_only_the_speed_of_a_run_not_its_numbers(monkeypatch):
+    """A run that times both counts again after every few steps against runs held on 1 and on
+    2 threads: the coordinates and every gradient norm are bit-identical; the loss (a mean
+    over N x N entries, whose sum torch splits between the threads) only to float32 rounding."""
+    monkeypatch.setattr(run_threads, "MEASURE_FROM_POINTS", 400)  # a quicker test
+    monkeypatch.setattr(run_threads, "DRIFT_WINDOW", 1)
+    monkeypatch.setattr(run_threads, "RECHECK_S", 0.0)  # time again after every step
+    monkeypatch.setattr(run_threads, "RECHECK_SPACING", 0.0)
+    config = FitConfig(steps=16, n=400)
+    runs = {}
+    for name, threads in (("auto", None), ("1", 1), ("2", 2)):
+        runs[name] = DistanceFitRun(dataclasses.replace(config, threads=threads), cores=2)
+        runs[name].run()
+    assert runs["auto"].thread_choice.timings == 2  # it switched counts at every step
+    for held in ("1", "2"):
+        assert np.array_equal(runs["auto"].current_coords(), runs[held].current_coords())
+        assert np.array_equal(runs["auto"].grad_norm_history, runs[held].grad_norm_history)
+        assert runs["auto"].loss_history == pytest.approx(runs[held].loss_history, rel=1e-6)

@@ -289,6 +289,31 @@ def test_the_status_bars_speed_tooltip_names_the_runs_torch_threads(make_lab, th
     assert lab.window.status_labels["device"].toolTip() == status["threads_tooltip"]
 
 
+def test_the_speed_tooltip_follows_auto_when_it_times_the_threads_again(
+    qtbot, make_lab, monkeypatch
+):
+    """The lab's worker steps its run with the same chooser as gradviz fit: made to time
+    again after every few steps, the tooltip names its latest timing and what set it off."""
+    from gradviz.core.common import run_threads
+
+    monkeypatch.setattr(run_threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(run_threads, "MEASURE_FROM_POINTS", 24)
+    monkeypatch.setattr(run_threads, "RECHECK_S", 0.0)
+    monkeypatch.setattr(run_threads, "RECHECK_SPACING", 0.0)
+    lab = make_lab(small("safe"))
+    lab.start()
+    again = re.compile(
+        r"^torch CPU threads: [12] threads? \(auto: timed [\d.,]+ steps/s on 1, [\d.,]+ "
+        r"steps/s on 2 \(again: a periodic check after [\d.e-]+ s of steps\)\)$"
+    )
+
+    def tooltip() -> str:
+        return lab.window.status_labels["device"].toolTip()
+
+    qtbot.waitUntil(lambda: again.match(tooltip()) is not None, timeout=RUN_TIMEOUT_MS)
+    assert tooltip() == lab.lab.run_status.readouts()["threads_tooltip"]
+
+
 def test_the_run_menu_names_space_beside_start_and_resume_without_a_check_mark(qtbot, make_lab):
     from PySide6.QtWidgets import QToolButton
 

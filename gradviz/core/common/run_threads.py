@@ -9,7 +9,30 @@ than ``MEASURE_FROM_POINTS`` points, or one that runs on a GPU, on one thread. F
 size a step takes milliseconds and more threads may pay: auto times a few steps on 1 thread
 and on every core this process may use, taken in turn, and keeps the faster; more threads
 are kept only when clearly faster (``MORE_THREADS_MARGIN``), since they also take cores from
-everything else on the machine. The choice is made once per run.
+everything else on the machine.
+
+Which is faster changes with the machine's load (beside two busy processes a step at
+N = 1000 ran 4.6 times slower on 2 threads than on 1, idle 1.7 times faster), and a load may
+come or go after auto timed. So auto keeps watching its own steps, at no cost but a few
+numbers a step, and times both counts again (``RETIMED_STEPS`` each, in turn) when
+
+- the median of its last ``DRIFT_WINDOW`` steps is more than ``DRIFT_FACTOR`` times slower
+  than the steps it timed on its count, or, once that holds, more than ``DRIFT_FACTOR``
+  times slower or faster than its first steps after choosing; or
+- its steps have run ``RECHECK_S`` seconds since it last timed (a load that leaves may speed
+  one thread less than that factor while more threads would now win).
+
+A timing costs what the slower count's steps lost; each is followed by at least
+``DRIFT_SPACING`` (after a change of speed) or ``RECHECK_SPACING`` (periodic) times that
+many seconds of steps, so timing again takes about 10% of a run's time at most where its
+speed keeps changing and about 2% where it holds (a timing's cost is known only after it:
+the first one after a load came may cost more).
+
+The count changes a run's speed, not its course: its coordinates and gradients came out
+bit-identical on 1 and on 2 threads (N = 1000 to 3000, free coordinates and a network,
+float32 and float64), also when auto switches between them. Its loss, a mean over N x N
+entries whose sum torch splits between the threads, may differ in the last bits (relative
+2e-7 in float32, 4e-16 in float64), and no step uses it (tests/core/test_run_threads.py).
 
 ``torch.set_num_threads`` sets the count of the calling thread (OpenMP's and MKL's settings
 are per thread) and the count that threads which have not yet run torch start with. The
@@ -26,6 +49,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections import deque
 from dataclasses import dataclass
 
 #: From this many points auto times steps before choosing (below it: one thread).
@@ -33,15 +57,28 @@ MEASURE_FROM_POINTS = 1000
 #: Steps timed per thread count, after one untimed step each (the first use of a count
 #: starts OpenMP's workers and warms caches).
 TIMED_STEPS = 3
+#: Steps timed per count when auto times again (the workers exist by then: none untimed).
+RETIMED_STEPS = 2
 #: More threads are kept only if their median step takes at most this fraction of one
 #: thread's.
 MORE_THREADS_MARGIN = 0.85
+#: Auto times again when the median of its last ``DRIFT_WINDOW`` steps differs from what it
+#: expects by more than this factor (see the module).
+DRIFT_FACTOR = 1.5
+DRIFT_WINDOW = 3
+#: ... and in any case after this many seconds of steps since it last timed.
+RECHECK_S = 10.0
+#: Seconds of steps after a timing, as a multiple of the seconds that timing lost on its
+#: slower count, before auto times again for a change of speed and periodically.
+DRIFT_SPACING = 10.0
+RECHECK_SPACING = 50.0
 
 #: What "auto" does, in the words of ``--help`` and the form's tooltip.
 AUTO_RULE = (
     f"auto: 1 thread for a step of under {MEASURE_FROM_POINTS:,} points or on a GPU; from "
     f"{MEASURE_FROM_POINTS:,} points a few steps are timed on 1 thread and on every core, "
-    "and the faster is kept"
+    "and the faster is kept, timed again when the steps' speed changes and every "
+    f"{RECHECK_S:g} s or so"
 )
 
 
@@ -56,15 +93,20 @@ def available_cores() -> int:
 class ThreadChoice:
     """The torch CPU threads a run's steps use, and why.
 
-    ``threads``: the count (None while auto is still timing); ``auto``: chosen by the rule,
-    not set by the run's settings; ``why``: the reason in words; ``measured``: the steps/s
-    timed on each count, (threads, steps/s) pairs, where auto timed them.
+    ``threads``: the count (None while auto is still timing for the first time; while it
+    times again, the count it had chosen); ``auto``: chosen by the rule, not set by the run's
+    settings; ``why``: the reason in words; ``measured``: the steps/s of the latest timing on
+    each count, (threads, steps/s) pairs, where auto timed them; ``timings``: how many times
+    auto has timed (more than 1: it timed again when the machine's speed changed);
+    ``timing``: the next steps are being timed, on each count in turn.
     """
 
     threads: int | None
     auto: bool
     why: str
     measured: tuple[tuple[int, float], ...] = ()
+    timings: int = 0
+    timing: bool = False
 
     def text(self) -> str:
         """One line, e.g. "1 thread (auto: 200 points, a step too small to share)"."""
@@ -74,12 +116,14 @@ class ThreadChoice:
         return f"{self.threads} thread{plural} ({self.why})"
 
     def to_dict(self) -> dict:
-        """JSON-ready: count, auto, why and the steps/s timed per count."""
+        """JSON-ready: count, auto, why, the steps/s of the latest timing per count and how
+        many times auto timed."""
         return {
             "count": self.threads,
             "auto": self.auto,
             "why": self.why,
             "measured_steps_per_second": {str(k): rate for k, rate in self.measured},
+            "timings": self.timings,
         }
 
 
@@ -89,7 +133,8 @@ class ThreadPlan:
     ``setting``: the run's ``threads`` (None: auto); ``n_points``: its N; ``device_type``:
     "cpu", "cuda" or "mps"; ``cores``: the cores auto may use (default: this process's; the
     comparison window gives each of its two runs half). Call ``before_step`` before each
-    step and ``after_step`` with its compute time after it.
+    step and ``after_step`` with its compute time after it: those times are all auto goes by
+    (no clock of its own), so a paused run's wait counts for nothing.
     """
 
     def __init__(
@@ -99,8 +144,12 @@ class ThreadPlan:
         self._samples: dict[int, list[float]] = {}
         self._current = 1
         self._choice = self._first_choice(setting, n_points, device_type)
-        if self._choice.threads is None:
-            self._samples = {1: [], self.cores: []}
+        self._watch = _Watch()
+        self._wanted, self._reason = 0, None
+        # Auto times only where it has a choice to make; every other plan stays as it is.
+        self._times = self._choice.threads is None
+        if self._times:
+            self._start_timing(TIMED_STEPS + 1, None)
 
     @property
     def choice(self) -> ThreadChoice:
@@ -108,7 +157,8 @@ class ThreadPlan:
 
     @property
     def measuring(self) -> bool:
-        return self._choice.threads is None
+        """Whether the next steps are being timed (first or again)."""
+        return bool(self._samples)
 
     def _first_choice(self, setting: int | None, n_points: int, device_type: str) -> ThreadChoice:
         if setting is not None:
@@ -121,7 +171,8 @@ class ThreadPlan:
             )
         if self.cores == 1:
             return ThreadChoice(1, True, "auto: one core for this run")
-        return ThreadChoice(None, True, f"auto: timing steps on 1 and {self.cores} threads in turn")
+        why = f"auto: timing steps on 1 and {self.cores} threads in turn"
+        return ThreadChoice(None, True, why, timing=True)
 
     def before_step(self) -> None:
         """Set the count for the next step on this thread (the next one to time, while
@@ -136,21 +187,88 @@ class ThreadPlan:
     def after_step(self, seconds: float, timed: bool = True) -> None:
         """The step just run took ``seconds`` of compute; ``timed``: it may count (not a
         first step, which carries one-off costs)."""
-        if not self.measuring or not timed:
+        if not self._times or not timed:
             return
-        self._samples[self._current].append(seconds)
-        if all(len(v) > TIMED_STEPS for v in self._samples.values()):
-            self._settle()
+        if self.measuring:
+            self._samples[self._current].append(seconds)
+            if all(len(v) >= self._wanted for v in self._samples.values()):
+                self._settle()
+            return
+        if self._watch.active:
+            reason = self._watch.after_step(seconds)
+            if reason is not None:
+                self._start_timing(RETIMED_STEPS, reason)
+
+    def _start_timing(self, wanted: int, reason: str | None) -> None:
+        """Time ``wanted`` steps on each count from the next step; ``reason``: why again
+        (None: the first timing)."""
+        self._samples = {1: [], self.cores: []}
+        self._wanted = wanted
+        self._reason = reason
+        if reason is not None:
+            old = self._choice
+            why = f"auto: timing 1 and {self.cores} threads again: {reason}"
+            self._choice = ThreadChoice(old.threads, True, why, old.measured, old.timings, True)
 
     def _settle(self) -> None:
-        # Each count's first sample started its workers: left out.
-        median = {k: statistics.median(v[1:]) for k, v in self._samples.items()}
+        # The first timing's first sample of each count started its workers: left out.
+        skip = 1 if self._reason is None else 0
+        used = {k: v[skip:] for k, v in self._samples.items()}
+        median = {k: statistics.median(v) for k, v in used.items()}
         rates = tuple((k, 1.0 / s if s > 0 else float("inf")) for k, s in median.items())
         more = median[self.cores] <= MORE_THREADS_MARGIN * median[1]
         threads = self.cores if more else 1
+        other = 1 if more else self.cores
+        # What the slower count's steps cost beyond the chosen count's.
+        lost = max(0.0, sum(self._samples[other]) - len(self._samples[other]) * median[threads])
         shown = ", ".join(f"{rate:,.3g} steps/s on {k}" for k, rate in rates)
-        self._choice = ThreadChoice(threads, True, f"auto: timed {shown}", rates)
+        why = f"auto: timed {shown}"
+        if self._reason is not None:
+            why += f" (again: {self._reason})"
+        timings = self._choice.timings + 1
+        self._choice = ThreadChoice(threads, True, why, rates, timings)
+        self._samples = {}
+        self._watch.restart(median[threads], lost)
         _set_threads(threads)
+
+
+class _Watch:
+    """Auto's watch over its own steps between timings: when to time again (see the
+    module). Fed each step's seconds; knows nothing of threads."""
+
+    def __init__(self) -> None:
+        self.active = False
+
+    def restart(self, timed_s: float, lost_s: float) -> None:
+        """A timing chose a count whose steps took ``timed_s`` each; the slower count's
+        steps lost ``lost_s`` seconds."""
+        self.active = True
+        self._timed = timed_s
+        self._steady: float | None = None  # the median of the first steps after choosing
+        self._recent: deque[float] = deque(maxlen=DRIFT_WINDOW)
+        self._since = 0.0
+        self._drift_after = DRIFT_SPACING * lost_s
+        self._recheck_after = max(RECHECK_S, RECHECK_SPACING * lost_s)
+
+    def after_step(self, seconds: float) -> str | None:
+        """Why to time again after this step, in words, or None."""
+        self._since += seconds
+        self._recent.append(seconds)
+        if len(self._recent) < DRIFT_WINDOW:
+            return None
+        now = statistics.median(self._recent)
+        if self._steady is None and now <= DRIFT_FACTOR * self._timed:
+            self._steady = now  # the speed the choice runs at, switching no more
+        expected = self._timed if self._steady is None else self._steady
+        ratio = now / expected if expected > 0 else 1.0
+        drifted = ratio > DRIFT_FACTOR or ratio < 1.0 / DRIFT_FACTOR
+        if drifted and self._since >= self._drift_after:
+            change = "slower" if ratio > 1 else "faster"
+            factor = ratio if ratio > 1 else 1.0 / ratio
+            return f"its steps ran {factor:.2g}x {change}"
+        if self._since >= self._recheck_after:
+            return f"a periodic check after {self._since:.3g} s of steps"
+        return None
 
 
 def _set_threads(count: int) -> None:
