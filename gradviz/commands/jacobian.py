@@ -100,6 +100,12 @@ def _run(args) -> int:
         if loaded.info.in_shape is None and loaded.info.in_dim is None:
             assumptions += _shape_source(in_shape, points)
         in_shape = in_shape or loaded.info.in_shape
+    if loaded is not None and device.type != "cpu" and _runs_in_own_process(loaded.module):
+        device = torch.device("cpu")
+        assumptions += (
+            f"The trusted program ran on the CPU, in the process of its own that bounds its "
+            f"time and memory (--device {args.device} applies to gradviz's own networks).",
+        )
     model = _moved(model, device=device)
     out_dim = loaded.info.out_dim if loaded is not None and loaded.spec is not None else None
 
@@ -133,6 +139,12 @@ def _shape_source(in_shape, points) -> tuple[str, ...]:
         shape = tuple(int(size) for size in points.shape[1:])
         return (f"The input shape {shape} was taken from the inputs (--inputs).",)
     return ()
+
+
+def _runs_in_own_process(module) -> bool:
+    from gradviz.core.modelio.remote_program import RemoteProgram
+
+    return isinstance(module, RemoteProgram)
 
 
 def _short_label(label: str, chars: int = 200) -> str:

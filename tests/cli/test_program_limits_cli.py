@@ -3,15 +3,20 @@ stderr and exit 2 (the program itself is stopped in its own process)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from cli_runner import run_cli
+
+import gradviz.core.common.devices as devices
+from gradviz.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +86,26 @@ def test_the_real_command_stops_the_program_without_a_traceback(programs):
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.strip().endswith("was stopped (--time-limit).")
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_trusted_program_asked_onto_another_device_runs_on_the_cpu_and_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    """The program's process runs on the CPU: the summary names the CPU, never the device
+    asked for, and says why."""
+    path = tmp_path / "linear.pt"
+    torch.manual_seed(0)
+    net = torch.nn.Linear(2, 3).double()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(net).save(str(path))
+    # A machine with an accelerator, as the device resolver sees it.
+    monkeypatch.setattr(devices, "resolve_device", lambda name: torch.device("meta"))
+    out = tmp_path / "j.npy"
+    code = main(["jacobian", "--model", str(path), *RUN, "--device", "cuda", "--dtype",
+                 "float64", "--out", str(out), "--json"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and summary["device"] == "cpu"
+    assert any("ran on the CPU" in s and "--device cuda" in s for s in summary["assumptions"])
+    expected = net.weight.detach().numpy()
+    assert np.allclose(np.load(out), np.broadcast_to(expected, (2, 3, 2)), atol=1e-12)
