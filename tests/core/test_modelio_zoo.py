@@ -88,6 +88,20 @@ GRADVIZ_SPECS = {"net_x": "2-20-20-4:tanh"}
 CASES = [(name, way) for name in sorted(SAMPLE_SHAPES) for way in WAYS] + [
     (name, "gradviz") for name in sorted(GRADVIZ_SPECS)
 ]
+#: The models the zoo must cover every way in the default run; the others' programs (each
+#: opened in a process of its own, about 2 s apiece) run with the cases marked slow.
+CORE_MODELS = ("net_x", "small_cnn", "batchnorm_sequential")
+
+
+def zoo_params(everyway: tuple[str, ...] = CORE_MODELS) -> list:
+    """CASES as pytest parameters: a program of a model outside ``everyway`` is ``slow``."""
+    slow = pytest.mark.slow
+    return [
+        pytest.param(name, way, marks=[slow] if way in PROGRAMS and name not in everyway else [])
+        for name, way in CASES
+    ]
+
+
 SUFFIXES = {"pt2_fixed": "pt2", "pt2_dynamic": "pt2", "gradviz": "safetensors"}
 # What a refusal must name: the option or the way of saving that would open the file.
 NEXT_STEPS = (
@@ -168,7 +182,7 @@ def run(capsys, *argv):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
-@pytest.mark.parametrize(("name", "way"), CASES)
+@pytest.mark.parametrize(("name", "way"), zoo_params())
 def test_every_way_of_saving_gives_the_live_jacobians_or_one_refusal_naming_a_next_step(
     capsys, tmp_path, zoo, name, way
 ):

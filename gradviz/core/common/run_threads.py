@@ -221,7 +221,7 @@ class ThreadPlan:
         other = 1 if more else self.cores
         # What the slower count's steps cost beyond the chosen count's.
         lost = max(0.0, sum(self._samples[other]) - len(self._samples[other]) * median[threads])
-        shown = ", ".join(f"{rate:,.3g} steps/s on {k}" for k, rate in rates)
+        shown = ", ".join(f"{_rate_words(rate)} steps/s on {k}" for k, rate in rates)
         why = f"auto: timed {shown}"
         if self._reason is not None:
             why += f" (again: {self._reason})"
@@ -269,6 +269,11 @@ class _Watch:
         if self._since >= self._recheck_after:
             return f"a periodic check after {self._since:.3g} s of steps"
         return None
+
+
+def _rate_words(rate: float) -> str:
+    """Steps per second as people write them: 1,980 or 5.72, never 1.98e+03."""
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
 def _set_threads(count: int) -> None:
