@@ -120,31 +120,49 @@ def zoo(tmp_path_factory):
     return build_zoo(tmp_path_factory.mktemp("zoo"))
 
 
-def build_zoo(folder):
-    """{(model, way): (path, live module)} for every case of CASES, written in ``folder``."""
-    source = folder / "zoo_models.py"
-    source.write_text(ZOO_PY)
-    spec = importlib.util.spec_from_file_location("zoo_models_private", source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    files = {}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for name, shape in SAMPLE_SHAPES.items():
-                torch.manual_seed(0)
-                net = getattr(module, name)().double()
-                if name == "batchnorm_sequential":  # running statistics that are not (0, 1)
-                    net.train()(torch.randn(16, 3, dtype=torch.float64) * 3 + 1)
-                net.eval()
-                for way in (w for n, w in CASES if n == name):
-                    path = folder / f"{name}_{way}.{SUFFIXES.get(way, 'pt')}"
-                    _save(net, way, path, shape, GRADVIZ_SPECS.get(name))
-                    files[name, way] = (path, net)
-    finally:
-        del sys.modules[spec.name]
-    return files
+def build_zoo(folder) -> "ModelZoo":
+    """The zoo's files, written in ``folder`` as each case asks for its own."""
+    return ModelZoo(folder)
+
+
+class ModelZoo:
+    """``zoo[model, way]`` is (path, live module): the model saved that way, written the
+    first time a case asks (exporting a program takes seconds: only the cases run pay)."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+        source = folder / "zoo_models.py"
+        source.write_text(ZOO_PY)
+        spec = importlib.util.spec_from_file_location("zoo_models_private", source)
+        self._module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self._module)
+        self._nets: dict = {}
+        self._files: dict = {}
+
+    def __getitem__(self, case: tuple[str, str]):
+        if case not in self._files:
+            name, way = case
+            net = self._net(name)
+            path = self.folder / f"{name}_{way}.{SUFFIXES.get(way, 'pt')}"
+            # A whole pickle names the module its class is in: importable while it is saved.
+            sys.modules[self._module.__name__] = self._module
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    _save(net, way, path, SAMPLE_SHAPES[name], GRADVIZ_SPECS.get(name))
+            finally:
+                del sys.modules[self._module.__name__]
+            self._files[case] = (path, net)
+        return self._files[case]
+
+    def _net(self, name: str):
+        if name not in self._nets:
+            torch.manual_seed(0)
+            net = getattr(self._module, name)().double()
+            if name == "batchnorm_sequential":  # running statistics that are not (0, 1)
+                net.train()(torch.randn(16, 3, dtype=torch.float64) * 3 + 1)
+            self._nets[name] = net.eval()
+        return self._nets[name]
 
 
 def _save(net, way, path, shape, spec_text=None):
