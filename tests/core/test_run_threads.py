@@ -35,12 +35,12 @@ def _restore_threads():
 
 def test_auto_runs_a_small_step_on_one_thread_and_says_why():
     torch.set_num_threads(2)
-    run = DistanceFitRun(FitConfig(steps=3))  # the default experiment: N = 200, threads unset
+    run = DistanceFitRun(FitConfig(steps=3, n=100))  # under MEASURE_FROM_POINTS, threads unset
     run.run()
     choice = run.thread_choice
     assert choice.threads == 1 and choice.auto and not choice.measured
     assert torch.get_num_threads() == 1  # on the thread that stepped the run
-    assert "200 points" in choice.text() and choice.text().startswith("1 thread (auto")
+    assert "100 points" in choice.text() and choice.text().startswith("1 thread (auto")
     assert run.snapshot().threads == choice.text()
 
 
@@ -206,7 +206,7 @@ def test_on_a_steady_machine_auto_times_again_only_periodically_and_one_slow_ste
 @pytest.mark.parametrize(
     ("plan", "count"),
     [
-        (ThreadPlan(None, 200, "cpu", cores=2), 1),
+        (ThreadPlan(None, MEASURE_FROM_POINTS - 1, "cpu", cores=2), 1),
         (ThreadPlan(None, 5000, "cuda", cores=2), 1),
         (ThreadPlan(None, 5000, "cpu", cores=1), 1),
         (ThreadPlan(2, 5000, "cpu", cores=2), 2),
