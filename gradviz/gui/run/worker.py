@@ -57,10 +57,17 @@ HISTORY_ROWS = 2048
 def default_run_factory(config: FitConfig, cores: int | None = None) -> Any:
     """Build the core run with display-sized Snapshots and a bounded history (imports
     torch: call it on the worker thread only). ``cores``: the cores its automatic thread
-    choice may use (default: all; the choice is set on the worker thread that steps the
-    run, see core.run_threads)."""
+    choice may use (default: all but one, which the window's thread draws on; the choice is
+    set on the worker thread that steps the run, see core.run_threads)."""
     from gradviz.core.common import decimate
+    from gradviz.core.common.run_threads import available_cores
     from gradviz.core.lab.fit import DistanceFitRun
+
+    if cores is None:
+        # Timed on its own steps, auto would take every core, and the window's thread,
+        # drawing 30 frames a second beside it, would wait (the lab fell from 0.76x to 0.51x
+        # of the bare loop on 2 cores).
+        cores = max(1, available_cores() - 1)
 
     return DistanceFitRun(
         config, max_display=decimate.MAX_DISPLAY, cores=cores, history_rows=HISTORY_ROWS
