@@ -68,6 +68,10 @@ DRIFT_FACTOR = 1.5
 DRIFT_WINDOW = 3
 #: ... and in any case after this many seconds of steps since it last timed.
 RECHECK_S = 10.0
+#: Seconds of steps after a timing that the watch leaves out: the other count's OpenMP
+#: workers spin on for a while (about 0.2 s) and slow those steps, and a baseline taken from
+#: them made later, normal steps look several times faster, and auto timed again and again.
+SETTLE_S = 0.3
 #: Seconds of steps after a timing, as a multiple of the seconds that timing lost on its
 #: slower count, before auto times again for a change of speed and periodically.
 DRIFT_SPACING = 10.0
@@ -253,6 +257,8 @@ class _Watch:
     def after_step(self, seconds: float) -> str | None:
         """Why to time again after this step, in words, or None."""
         self._since += seconds
+        if self._since <= SETTLE_S:
+            return None
         self._recent.append(seconds)
         if len(self._recent) < DRIFT_WINDOW:
             return None
