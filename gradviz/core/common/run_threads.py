@@ -1,14 +1,16 @@
 """How many torch CPU threads a run's steps use: the number its settings give, or "auto".
 
-Why auto exists: a distance fit's small step is a few dozen small operations. Sharing each
-of them between threads costs more in hand-offs than it saves, and on a machine that is
-doing something else OpenMP's workers spin-wait against the other processes (on 2 cores
-beside two busy processes the default experiment, N = 200, ran 10-16 steps/s on 2 threads
-and 190-210 on 1; idle, 2 threads ran it 1.3 times faster than 1). So auto runs a step of
-fewer than ``MEASURE_FROM_POINTS`` points (tens of microseconds), or one that runs on a GPU,
-on one thread. From that size more threads may pay: auto times a few steps on 1 thread and
-on every core this process may use, taken in turn, and keeps the faster; more threads are
-kept only when clearly faster (``MORE_THREADS_MARGIN``), since they also take cores from
+Why auto exists: a distance fit's step at the default N = 200 is a few hundred microseconds
+of work in a few dozen small operations. Sharing each of them between threads costs more in
+hand-offs than it saves, and on a machine that is doing something else OpenMP's workers
+spin-wait against the other processes (on 2 cores beside two busy processes the default
+experiment ran 10-16 steps/s on 2 threads and 190-210 on 1; on an idle machine 2 threads ran
+it 1.3 times faster, a gain auto gives up at that size: timing the counts there cost more,
+beside a load, than it won). So auto runs a step of fewer
+than ``MEASURE_FROM_POINTS`` points, or one that runs on a GPU, on one thread. From that
+size a step takes milliseconds and more threads may pay: auto times a few steps on 1 thread
+and on every core this process may use, taken in turn, and keeps the faster; more threads
+are kept only when clearly faster (``MORE_THREADS_MARGIN``), since they also take cores from
 everything else on the machine.
 
 Which is faster changes with the machine's load (beside two busy processes a step at
@@ -53,7 +55,7 @@ from collections import deque
 from dataclasses import dataclass
 
 #: From this many points auto times steps before choosing (below it: one thread).
-MEASURE_FROM_POINTS = 200
+MEASURE_FROM_POINTS = 1000
 #: Steps timed per thread count, after one untimed step each (the first use of a count
 #: starts OpenMP's workers and warms caches).
 TIMED_STEPS = 3
