@@ -51,7 +51,7 @@ def watch_small_model(
         while gate and step == 1 and not os.path.exists(gate):
             time.sleep(0.02)  # two steps written: wait until the test lets the rest come
     if die:
-        time.sleep(600)  # hangs until killed: the recording is never marked complete
+        threading.Event().wait()  # hangs until killed: the recording is never marked complete
     rec.close()
 
 

@@ -64,7 +64,7 @@ def test_a_screenshot_of_an_experiment_that_cannot_run_says_failed_and_why(tmp_p
 
 SLOW_STEP_SCRIPT = textwrap.dedent(
     """
-    import threading, time
+    import threading
     from PySide6.QtCore import QTimer
     from gradviz.core.lab import fit
     from gradviz.core.settings.config import FitConfig
@@ -72,11 +72,12 @@ SLOW_STEP_SCRIPT = textwrap.dedent(
 
     real_step = fit.DistanceFitRun.step
     in_slow_step = threading.Event()
+    stop_wait_over = threading.Event()
 
     def slow_step(self, *args, **kwargs):
         if self.completed_steps >= 1:  # step 0 is quick: the run gets going first
             in_slow_step.set()
-            time.sleep(1.0)  # five times the stop wait below
+            stop_wait_over.wait(60)  # still in the step when the stop wait below ends
         return real_step(self, *args, **kwargs)
 
     fit.DistanceFitRun.step = slow_step
@@ -91,6 +92,7 @@ SLOW_STEP_SCRIPT = textwrap.dedent(
                 lab.start()
         if in_slow_step.is_set():
             lab.shutdown(timeout_s=0.2)  # a stop wait shorter than the step in flight
+            stop_wait_over.set()
             lab.window.close()
             app.quit()
             return

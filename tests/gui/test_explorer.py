@@ -276,25 +276,28 @@ def test_output_and_input_selection_limits_what_the_views_show(qtbot, tab):
 
 
 def test_closing_the_tab_mid_computation_leaves_no_thread_running(qtbot, tab):
-    import time
+    import threading
 
     import torch
 
+    closing = threading.Event()
+
     class SlowNet(torch.nn.Module):
-        """A linear map whose every forward pass takes 0.3 s (a stand-in for a big model)."""
+        """A linear map whose forward pass lasts until the tab closes (a big model)."""
 
         def __init__(self) -> None:
             super().__init__()
             self.linear = torch.nn.Linear(2, 3)
 
         def forward(self, x):
-            time.sleep(0.3)
+            closing.wait(60)
             return self.linear(x)
 
     tab.set_network(SlowNet(), "slow network", None, 2, 3)
     worker = tab._worker.worker
     qtbot.waitUntil(lambda: worker.started_generation == tab.generation, timeout=TIMEOUT_MS)
     assert tab.busy and tab.result is None  # several forward passes still to go
+    closing.set()
     tab.close()
     assert not tab.worker_running() and tab._worker.threads_held == 0  # joined
     QApplication.processEvents()  # deliver whatever the joined thread queued
