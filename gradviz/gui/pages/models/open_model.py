@@ -390,15 +390,8 @@ class ModelOpener(QObject):
     # ---- dialogs -------------------------------------------------------------------------
     def _show_wait(self, text: str) -> None:
         if self.wait_dialog is None:
-            dialog = QProgressDialog(text, "Cancel", 0, 0, self.window)
-            dialog.setWindowTitle("Opening model")
-            dialog.setObjectName("model-wait")
-            dialog.setWindowModality(Qt.WindowModality.WindowModal)
-            dialog.setMinimumDuration(0)
-            dialog.setAutoClose(False)
-            dialog.setAutoReset(False)
-            dialog.canceled.connect(self.cancel)
-            self.wait_dialog = dialog
+            self.wait_dialog = _wait_dialog(text, self.window)
+            self.wait_dialog.canceled.connect(self.cancel)
         self.wait_dialog.setLabelText(text)
         self.wait_dialog.show()
 
@@ -441,3 +434,15 @@ class ModelOpener(QObject):
         self.program_run.stop()
         self._close_dialogs()
         self.tasks.shutdown(timeout_s)
+
+
+def _wait_dialog(text: str, parent) -> QProgressDialog:
+    """The window-modal "Opening model" wait with its Cancel, open until closed."""
+    dialog = QProgressDialog(text, "Cancel", 0, 0, parent)
+    dialog.setWindowTitle("Opening model")
+    dialog.setObjectName("model-wait")
+    dialog.setWindowModality(Qt.WindowModality.WindowModal)
+    dialog.setMinimumDuration(0)
+    dialog.setAutoClose(False)
+    dialog.setAutoReset(False)
+    return dialog
