@@ -47,6 +47,7 @@ def programs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("programs")
     with warnings.catch_warnings():  # torch.jit.script says it is deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)  # newer torch says FutureWarning
         torch.jit.script(Forever()).save(str(folder / "forever.pt"))
         torch.jit.script(Greedy()).save(str(folder / "greedy.pt"))
     return folder
@@ -98,6 +99,7 @@ def test_a_trusted_program_asked_onto_another_device_runs_on_the_cpu_and_says_so
     net = torch.nn.Linear(2, 3).double()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)  # newer torch says FutureWarning
         torch.jit.script(net).save(str(path))
     # A machine with an accelerator, as the device resolver sees it.
     monkeypatch.setattr(devices, "resolve_device", lambda name: torch.device("meta"))

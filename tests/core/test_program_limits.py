@@ -62,6 +62,7 @@ def programs(tmp_path_factory):
     torch.manual_seed(0)
     with warnings.catch_warnings():  # torch.jit.script says it is deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)  # newer torch says FutureWarning
         for name, module in (("forever", Forever()), ("greedy", Greedy()), ("mixer", Mixer())):
             torch.jit.script(module).save(str(folder / f"{name}.pt"))
     return folder
@@ -85,7 +86,10 @@ def test_a_program_that_asks_for_too_much_memory_is_stopped_at_the_memory_limit(
     )
 
 
-@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.load` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.load` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.load` is deprecated:FutureWarning",
+)
 def test_a_program_in_its_process_gives_the_jacobians_of_the_program_run_here(programs):
     """Per-sample Jacobians (the blocks fallback included), the full batch Jacobian, the
     saliency's backward pass and the parameter-gradient histograms, against the same program

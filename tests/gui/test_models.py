@@ -595,7 +595,10 @@ def _program_processes() -> list[int]:
     return found
 
 
-@pytest.mark.filterwarnings(r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.script` is deprecated:DeprecationWarning",
+    r"ignore:`torch\.jit\.script` is deprecated:FutureWarning",
+)
 def test_cancel_stops_a_trusted_program_that_never_returns(qtbot, app, model_files, tmp_path):
     """A program that loops forever: the wait counts its seconds, Cancel stops its process
     long before the 60 s limit, the panel says so, and the next file opens."""
