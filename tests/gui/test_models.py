@@ -581,18 +581,19 @@ def test_a_listed_chain_of_an_installed_class_runs_its_forward_after_the_trust_d
 
 
 def _program_processes() -> list[int]:
-    """Process ids of this process's children that run a trusted program."""
-    found = []
+    """Process ids of the processes running this process's trusted programs: those its
+    program launcher forked (see program_launcher), or its own program_child interpreters."""
+    processes = {}  # pid -> (parent pid, command line)
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmd:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-                command = cmd.read()
+                processes[int(entry)] = (int(stat.read().rsplit(")", 1)[1].split()[1]), cmd.read())
         except (OSError, ValueError, IndexError):
             continue
-        if parent == os.getpid() and b"program_child" in command:
-            found.append(int(entry))
-    return found
+    ours = {pid for pid, (parent, _) in processes.items() if parent == os.getpid()}
+    launchers = {pid for pid in ours if b"program_launcher" in processes[pid][1]}
+    forked = {pid for pid, (parent, _) in processes.items() if parent in launchers}
+    return sorted(forked | {pid for pid in ours if b"program_child" in processes[pid][1]})
 
 
 @pytest.mark.filterwarnings(

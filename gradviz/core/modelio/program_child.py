@@ -1,9 +1,11 @@
-"""The process a trusted program runs in: ``python -m gradviz.core.modelio.program_child
-READ_FD WRITE_FD MEMORY_BYTES`` (started by program_process, never by hand).
+"""The process a trusted program runs in: forked by the program launcher
+(``serve``), or where there is none ``python -m gradviz.core.modelio.program_child READ_FD
+WRITE_FD MEMORY_BYTES``; started by program_process, never by hand.
 
-Its data limit (``RLIMIT_DATA``) is set before torch is imported, so every allocation of the
-program (a tensor, a Python list) counts against it and one past it fails with ENOMEM,
-which is reported as the memory limit. Requests come as ``(op, args)`` on READ_FD; each
+Its data limit (``RLIMIT_DATA``) is set before the program's file is read (torch itself,
+some 0.2-0.3 GiB, is counted in it), so every allocation of the program (a tensor, a Python
+list) counts against it and one past it fails with ENOMEM, which is reported as the memory
+limit. Requests come as ``(op, args)`` on READ_FD; each
 reply is ``("ok", value)``, ``("error", sentence)`` or ``("memory", (asked, held))`` on
 WRITE_FD: the bytes the failed allocation asked for (None where the error does not say) and
 the bytes the process held then.
@@ -26,6 +28,12 @@ _OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "std::bad_a
 
 def main(argv: list[str]) -> int:
     read_fd, write_fd, memory = (int(a) for a in argv)
+    return serve(read_fd, write_fd, memory)
+
+
+def serve(read_fd: int, write_fd: int, memory: int) -> int:
+    """Answer requests on the two pipe ends within ``memory`` bytes of data, until the
+    parent closes its end; the exit status."""
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     os.dup2(2, 1)  # the program may print; stdout is the parent's stderr
     requests, replies = Connection(read_fd, writable=False), Connection(write_fd, readable=False)

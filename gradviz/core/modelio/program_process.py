@@ -1,7 +1,9 @@
 """Trusted programs (TorchScript, ``.pt2``) run in a process of their own, within limits.
 
-``ProgramProcess`` starts ``python -m gradviz.core.modelio.program_child`` (a fresh
-interpreter: nothing of this process, Qt included, is forked into it), sends it requests
+``ProgramProcess`` has the program launcher fork a process for the program (a fresh
+interpreter that has imported torch and nothing of this process, Qt included: see
+program_launcher), or where there is no launcher starts ``python -m
+gradviz.core.modelio.program_child`` for it; it sends that process requests
 through a pipe and waits for each reply at most the time limit; past it, or when the
 caller's ``cancel`` is set, the process is killed and the step fails with one sentence. The
 child's data limit bounds its memory (see program_child). ``RemoteProgram`` is the module
@@ -22,6 +24,7 @@ from typing import Any
 
 import gradviz
 from gradviz.core.common.errors import GradvizError
+from gradviz.core.modelio.program_launcher import Launcher, stderr_fd
 from gradviz.core.settings.program_limits import GIB, ProgramLimits, gib_words, seconds_words
 
 #: Seconds the child may take to start (Python and torch imported, nothing of the file).
@@ -45,20 +48,12 @@ class ProgramProcess:
         requests_r, self._requests = Pipe(duplex=False)
         self._replies, replies_w = Pipe(duplex=False)
         fds = (requests_r.fileno(), replies_w.fileno())
-        root = os.path.dirname(os.path.dirname(os.path.abspath(gradviz.__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        command = [sys.executable, "-m", "gradviz.core.modelio.program_child"]
-        self._process = subprocess.Popen(
-            [*command, *map(str, fds), str(limits.memory_bytes)],
-            pass_fds=fds,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=_stderr_fd(),
-        )
-        requests_r.close()
-        replies_w.close()
-        self._finalizer = weakref.finalize(self, _kill, self._process)
+        try:
+            self._child: _Child = _start(fds, limits.memory_bytes)
+        finally:
+            requests_r.close()
+            replies_w.close()
+        self._finalizer = weakref.finalize(self, self._child.kill)
         self._wait("start", STARTUP_SECONDS)
 
     def request(self, op: str, *args: Any) -> Any:
@@ -107,7 +102,9 @@ class ProgramProcess:
         try:
             status, value = self._replies.recv()
         except (EOFError, OSError):
-            return self._ended()
+            return self._ended(self._child.exit_code())
+        if status == "ended":  # the launcher's word: the process ended before it answered
+            return self._ended(value)
         if status == "memory":
             self._stop("it ran out of memory")
             raise GradvizError(memory_sentence(self.name, self.limits, *value))
@@ -115,12 +112,13 @@ class ProgramProcess:
             raise GradvizError(value)
         return value
 
-    def _ended(self) -> Any:
-        code = self._process.wait()
+    def _ended(self, code: int | None) -> Any:
         self._stop("its process had ended")
-        how = f"by signal {-code}" if code < 0 else f"with exit status {code}"
+        how = ""
+        if code is not None:
+            how = f" by signal {-code}" if code < 0 else f" with exit status {code}"
         raise GradvizError(
-            f"The process running the program in {self.name} ended {how} before it answered."
+            f"The process running the program in {self.name} ended{how} before it answered."
         )
 
     def _stop(self, why: str) -> None:
@@ -146,15 +144,62 @@ def memory_sentence(name: str, limits: ProgramLimits, asked: int | None, held: i
     return f"The program in {name} asked for more than {limit} and was stopped (--memory-limit)."
 
 
-def _stderr_fd() -> Any:
-    """Where the program's prints go: this process's standard error, where it has one."""
-    try:
-        return sys.__stderr__.fileno()  # type: ignore[union-attr]
-    except (AttributeError, OSError, ValueError):
-        return subprocess.DEVNULL
+class _Child:
+    """A program's process: killed by ``kill``; ``exit_code`` once it has ended (negative:
+    the signal), None where unknown."""
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def exit_code(self) -> int | None:
+        raise NotImplementedError
 
 
-def _kill(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.kill()
-    process.wait()
+class _Forked(_Child):
+    """A process the launcher forked (it is the launcher's child, not this process's)."""
+
+    def __init__(self, launcher: Launcher, pid: int) -> None:
+        self.launcher, self.pid = launcher, pid
+
+    def kill(self) -> None:
+        self.launcher.kill(self.pid)
+
+    def exit_code(self) -> int | None:
+        return None  # the launcher says it (an "ended" reply) where it still can
+
+
+class _Interpreter(_Child):
+    """A fresh interpreter of this process's own, where there is no launcher."""
+
+    def __init__(self, fds: tuple[int, int], memory_bytes: int) -> None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(gradviz.__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        command = [sys.executable, "-m", "gradviz.core.modelio.program_child"]
+        self.process = subprocess.Popen(
+            [*command, *map(str, fds), str(memory_bytes)],
+            pass_fds=fds,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stderr_fd(),
+        )
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def exit_code(self) -> int | None:
+        return self.process.wait()
+
+
+def _start(fds: tuple[int, int], memory_bytes: int) -> _Child:
+    """The program's process, serving requests on ``fds``: forked by the launcher, or a
+    fresh interpreter where there is none or it failed."""
+    if Launcher.supported():
+        try:
+            launcher = Launcher.shared()
+            return _Forked(launcher, launcher.start(fds, memory_bytes, STARTUP_SECONDS))
+        except OSError:
+            pass  # the next program gets a new launcher; this one an interpreter
+    return _Interpreter(fds, memory_bytes)

@@ -22,7 +22,7 @@ GIB = 1 << 30
 @dataclass(frozen=True)
 class ProgramLimits:
     """``time_limit`` in seconds per step, ``memory_limit`` in GiB for the whole process
-    (torch itself takes some 0.2 GiB of it). ``cancel`` is an object with ``is_set()``
+    (torch itself takes some 0.3 GiB of it). ``cancel`` is an object with ``is_set()``
     (a ``threading.Event``): once set, the step under way is stopped with its process."""
 
     time_limit: float = setting(
