@@ -171,9 +171,15 @@ def _wait_trust_dialog(qtbot, app):
 
 
 def test_torchscript_opens_only_after_the_trust_dialog_is_accepted(qtbot, app, model_files):
+    from gradviz.core.modelio.program_launcher import Launcher
+
+    Launcher._close_shared()  # as in a new session: no launcher yet
     path = model_files / "net_x_script.pt"
     app.models.opener.open_path(str(path))
     dialog = _wait_trust_dialog(qtbot, app)
+    if Launcher.supported():  # started while the question is read; no program runs yet
+        assert Launcher._shared is not None and Launcher._shared.alive()
+        assert _program_processes() == []
     text = " ".join(label.text() for label in dialog.findChildren(type(dialog.reason)))
     assert hashlib.sha256(path.read_bytes()).hexdigest() in text
     assert "net_x_script.pt" in text and "run code" in text

@@ -193,6 +193,13 @@ class _Interpreter(_Child):
         return self.process.wait()
 
 
+def warm_up() -> None:
+    """Start the launcher now, without waiting for it, where a program is likely to run
+    soon (the app asks whether to trust one): its imports overlap the user's reading."""
+    if Launcher.supported():
+        Launcher.shared()
+
+
 def _start(fds: tuple[int, int], memory_bytes: int) -> _Child:
     """The program's process, serving requests on ``fds``: forked by the launcher, or a
     fresh interpreter where there is none or it failed."""

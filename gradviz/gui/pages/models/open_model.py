@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog, QProgressDialog, QWidge
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.explorer.batches import parse_sample_shape
 from gradviz.core.modelio import LoadedModel, ModelInfo
-from gradviz.core.modelio.formats import file_filter
+from gradviz.core.modelio.formats import BY_NAME, file_filter
 from gradviz.core.modelio.input_shape import first_input_width
 from gradviz.core.settings.program_limits import ProgramLimits
 from gradviz.gui.common.background import BackgroundTasks
@@ -330,6 +330,10 @@ class ModelOpener(QObject):
         user's model class (``path``, ``kind`` MODEL_CLASS)."""
         self._set_state(OpenState.ASKING_TRUST)
         runs_as = info.runs_as if kind is None else None  # installed classes that would run
+        if kind is None and getattr(BY_NAME.get(info.format), "runs_code", False):
+            from gradviz.core.modelio.program_process import warm_up
+
+            warm_up()  # the program's process starts in milliseconds once it is trusted
         dialog = TrustDialog(path or info.path, sha256, kind or info.format, self.window, runs_as)
         dialog.answered.connect(self._on_trust_answered)
         self.trust_dialog = dialog
