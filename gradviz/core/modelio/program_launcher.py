@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import select
@@ -59,8 +60,16 @@ class Launcher:
     _shared_lock = threading.Lock()
 
     @staticmethod
+    @functools.cache
     def supported() -> bool:
-        return sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+        """Whether this system has what the launcher needs: Linux's pidfds (kernel 5.3)."""
+        if not (sys.platform.startswith("linux") and hasattr(os, "pidfd_open")):
+            return False
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+        except OSError:
+            return False
+        return True
 
     @classmethod
     def shared(cls) -> Launcher:
