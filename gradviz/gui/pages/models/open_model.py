@@ -121,6 +121,16 @@ def _runs_a_program(request: OpenRequest | None) -> bool:
     return request is not None and request.trust and request.with_class is None
 
 
+def _warm_up_for(info: ModelInfo, kind: str | None) -> None:
+    """Where the trust asked for is ``info``'s file's own (``kind`` None) and the file is a
+    program, start the program launcher while the question is read: once trusted, the
+    program's process starts at once."""
+    if kind is None and getattr(BY_NAME.get(info.format), "runs_code", False):
+        from gradviz.core.modelio.program_process import warm_up
+
+        warm_up()
+
+
 class OpenState(enum.Enum):
     """Where opening a model file stands."""
 
@@ -326,14 +336,10 @@ class ModelOpener(QObject):
     def _ask_trust(
         self, info: ModelInfo, sha256: str, path: str | None = None, kind: str | None = None
     ) -> None:
-        """Ask before running code: the model file's (a program), or the Python file of the
-        user's model class (``path``, ``kind`` MODEL_CLASS)."""
+        """Ask before running code: the file's program, or its model class's (``kind``)."""
         self._set_state(OpenState.ASKING_TRUST)
         runs_as = info.runs_as if kind is None else None  # installed classes that would run
-        if kind is None and getattr(BY_NAME.get(info.format), "runs_code", False):
-            from gradviz.core.modelio.program_process import warm_up
-
-            warm_up()  # the program's process starts in milliseconds once it is trusted
+        _warm_up_for(info, kind)
         dialog = TrustDialog(path or info.path, sha256, kind or info.format, self.window, runs_as)
         dialog.answered.connect(self._on_trust_answered)
         self.trust_dialog = dialog
