@@ -78,7 +78,8 @@ def test_help_says_what_unset_threads_do(capsys):
         main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--threads N torch CPU threads of the run's steps" in text
-    assert "(default: auto: 1 thread for a step of under 1,000 points or on a GPU;" in text
+    assert "(default: auto: 1 thread for a step of under 200 points or on a GPU;" in text
+    assert "under 1,000 points only while nothing else runs on the machine" in text
 
 
 @pytest.mark.parametrize("method", ["masked", "clamp", "safe", "cdist"])

@@ -17,7 +17,10 @@ from gradviz.core.common import run_threads
 from gradviz.core.common.run_threads import (
     DRIFT_SPACING,
     DRIFT_WINDOW,
+    LOOK_EVERY_S,
     MEASURE_FROM_POINTS,
+    QUIET_FROM_POINTS,
+    QUIET_LOOKS,
     RECHECK_S,
     RETIMED_STEPS,
     SETTLE_S,
@@ -210,7 +213,7 @@ def test_on_a_steady_machine_auto_times_again_only_periodically_and_one_slow_ste
 @pytest.mark.parametrize(
     ("plan", "count"),
     [
-        (ThreadPlan(None, MEASURE_FROM_POINTS - 1, "cpu", cores=2), 1),
+        (ThreadPlan(None, QUIET_FROM_POINTS - 1, "cpu", cores=2), 1),
         (ThreadPlan(None, 5000, "cuda", cores=2), 1),
         (ThreadPlan(None, 5000, "cpu", cores=1), 1),
         (ThreadPlan(2, 5000, "cpu", cores=2), 2),
@@ -220,6 +223,96 @@ def test_a_choice_made_without_timing_is_never_timed(plan, count):
     for k in range(100):  # step times swinging 1000x
         assert _step(plan, {count: 1.0 if k % 2 else 0.001}) == count
     assert not plan.measuring and plan.choice.timings == 0
+
+
+class _Machine:
+    """What ``others_running`` says: the tasks running beside the process (None: unknown)."""
+
+    def __init__(self, others: int | None) -> None:
+        self.others = others
+        self.looks = 0
+
+    def __call__(self) -> int | None:
+        self.looks += 1
+        return self.others
+
+
+#: A small step (N = 200, a few hundred microseconds): idle 2 threads 1.3x faster, beside
+#: two busy processes 40x slower.
+SMALL_IDLE = {1: 0.0020, 2: 0.0015}
+SMALL_BUSY = {1: 0.0040, 2: 0.16}
+
+
+def _steps_for(seconds: float, plan: ThreadPlan, times: dict[int, float]) -> list[int]:
+    """Step the plan for about ``seconds`` of steps; the counts it ran."""
+    ran, spent = [], 0.0
+    while spent < seconds:
+        ran.append(_step(plan, times))
+        spent += times[ran[-1]]
+    return ran
+
+
+def test_a_small_step_beside_other_work_is_never_timed_on_more_threads(monkeypatch):
+    machine = _Machine(others=2)
+    monkeypatch.setattr(run_threads, "others_running", machine)
+    plan = ThreadPlan(None, QUIET_FROM_POINTS, "cpu", cores=2)
+    assert plan.choice.threads == 1 and "beside other work" in plan.choice.why
+    assert set(_steps_for(60.0, plan, SMALL_BUSY)) == {1}
+    assert plan.choice.timings == 0 and machine.looks >= 60.0 / LOOK_EVERY_S - 2
+
+
+def test_a_small_step_on_a_quiet_machine_is_timed_and_other_work_takes_it_back_to_one(
+    monkeypatch,
+):
+    machine = _Machine(others=0)
+    monkeypatch.setattr(run_threads, "others_running", machine)
+    plan = ThreadPlan(None, 500, "cpu", cores=2)
+    quiet_for = QUIET_LOOKS * LOOK_EVERY_S
+    assert set(_steps_for(quiet_for - 0.01, plan, SMALL_IDLE)) == {1}  # not yet seen quiet
+    _steps_for(0.02, plan, SMALL_IDLE)
+    assert plan.measuring
+    _settle(plan, SMALL_IDLE)
+    assert plan.choice.threads == 2 and plan.choice.timings == 1
+    assert set(_steps_for(3 * LOOK_EVERY_S, plan, SMALL_IDLE)) == {2}
+
+    machine.others = 1  # a process starts: the next look takes the run back to one thread
+    ran = _steps_for(LOOK_EVERY_S + 0.01, plan, SMALL_BUSY)
+    assert ran[-1] == 1 and not plan.measuring and plan.choice.timings == 1
+    assert plan.choice.why == "auto: back to 1 thread: 1 other task running"
+    assert set(_steps_for(RECHECK_S / 2, plan, SMALL_BUSY)) == {1}  # and stays, untimed
+
+    machine.others = 0  # it ends: after quiet looks, back to the count timed when quiet
+    ran = _steps_for(quiet_for + 0.01, plan, SMALL_IDLE)
+    assert ran[-1] == 2 and plan.choice.timings == 1 and not plan.measuring
+    assert plan.choice.why == "auto: 2 threads again: nothing else runs on the machine"
+    _steps_for(RECHECK_S, plan, SMALL_IDLE)  # and timed again every RECHECK_S when quiet
+    assert plan.choice.timings == 2 and plan.choice.threads == 2
+    assert "(again: nothing else runs on the machine)" in plan.choice.why
+
+
+def test_a_small_step_where_the_system_does_not_say_stays_on_one_thread(monkeypatch):
+    monkeypatch.setattr(run_threads, "others_running", _Machine(others=None))
+    plan = ThreadPlan(None, QUIET_FROM_POINTS, "cpu", cores=2)
+    assert plan.choice.why == "auto: a step of 200 points is too small to share"
+    assert set(_steps_for(30.0, plan, SMALL_IDLE)) == {1} and plan.choice.timings == 0
+
+
+def test_others_running_leaves_this_processes_threads_out():
+    """Two threads of this process spinning: not counted as other work."""
+    stop = threading.Event()
+    spinners = [threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)])]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        others = run_threads.others_running()
+    finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join()
+    if others is None:
+        pytest.skip("this system's /proc does not say what runs")
+    with open("/proc/loadavg") as loadavg:
+        assert others <= int(loadavg.read().split()[3].split("/")[0])
 
 
 def test_timing_again_changes_only_the_speed_of_a_run_not_its_numbers(monkeypatch):

@@ -1,17 +1,22 @@
 """How many torch CPU threads a run's steps use: the number its settings give, or "auto".
 
 Why auto exists: a distance fit's step at the default N = 200 is a few hundred microseconds
-of work in a few dozen small operations. Sharing each of them between threads costs more in
-hand-offs than it saves, and on a machine that is doing something else OpenMP's workers
-spin-wait against the other processes (on 2 cores beside two busy processes the default
-experiment ran 10-16 steps/s on 2 threads and 190-210 on 1; on an idle machine 2 threads ran
-it 1.3 times faster, a gain auto gives up at that size: timing the counts there cost more,
-beside a load, than it won). So auto runs a step of fewer
-than ``MEASURE_FROM_POINTS`` points, or one that runs on a GPU, on one thread. From that
-size a step takes milliseconds and more threads may pay: auto times a few steps on 1 thread
-and on every core this process may use, taken in turn, and keeps the faster; more threads
-are kept only when clearly faster (``MORE_THREADS_MARGIN``), since they also take cores from
-everything else on the machine.
+of work in a few dozen small operations. On a machine that is doing something else, OpenMP's
+workers spin-wait against the other processes (on 2 cores beside two busy processes the
+default experiment ran 10-16 steps/s on 2 threads and 190-210 on 1; a single 2-thread step
+there took 190 ms against 4 ms on 1), while on an idle machine 2 threads ran it 1.3 times
+faster. So a step of fewer than ``QUIET_FROM_POINTS`` points, or one that runs on a GPU,
+runs on one thread; from ``QUIET_FROM_POINTS`` to ``MEASURE_FROM_POINTS`` points auto starts
+on one thread and looks at the machine every ``LOOK_EVERY_S`` seconds of steps (the tasks
+running or ready to run, from Linux's /proc, its own threads left out; about 70
+microseconds a look): it times the counts only once nothing else has run for
+``QUIET_LOOKS`` looks in a row (again after ``RECHECK_S``), and one look that sees other
+work takes it back to one thread at once, without timing. Where the system does not say,
+such a step stays on one thread. From ``MEASURE_FROM_POINTS`` points a step takes
+milliseconds and more threads may pay even beside other work: auto times a few steps on 1
+thread and on every core this process may use, taken in turn, and keeps the faster; more
+threads are kept only when clearly faster (``MORE_THREADS_MARGIN``), since they also take
+cores from everything else on the machine.
 
 Which is faster changes with the machine's load (beside two busy processes a step at
 N = 1000 ran 4.6 times slower on 2 threads than on 1, idle 1.7 times faster), and a load may
@@ -54,8 +59,16 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-#: From this many points auto times steps before choosing (below it: one thread).
+#: From this many points auto times steps before choosing (below it: one thread, or see
+#: ``QUIET_FROM_POINTS``).
 MEASURE_FROM_POINTS = 1000
+#: From this many points (to ``MEASURE_FROM_POINTS``) auto times steps only while nothing
+#: else runs on the machine, and goes back to one thread as soon as something does.
+QUIET_FROM_POINTS = 200
+#: Seconds of steps between two looks at what else runs on the machine; a timing waits
+#: for ``QUIET_LOOKS`` quiet looks in a row.
+LOOK_EVERY_S = 0.5
+QUIET_LOOKS = 2
 #: Steps timed per thread count, after one untimed step each (the first use of a count
 #: starts OpenMP's workers and warms caches).
 TIMED_STEPS = 3
@@ -81,9 +94,10 @@ RECHECK_SPACING = 50.0
 
 #: What "auto" does, in the words of ``--help`` and the form's tooltip.
 AUTO_RULE = (
-    f"auto: 1 thread for a step of under {MEASURE_FROM_POINTS:,} points or on a GPU; from "
-    f"{MEASURE_FROM_POINTS:,} points a few steps are timed on 1 thread and on every core, "
-    "and the faster is kept, timed again when the steps' speed changes and every "
+    f"auto: 1 thread for a step of under {QUIET_FROM_POINTS:,} points or on a GPU; from "
+    f"{QUIET_FROM_POINTS:,} points a few steps are timed on 1 thread and on every core, and "
+    f"the faster is kept (under {MEASURE_FROM_POINTS:,} points only while nothing else runs "
+    "on the machine, else 1 thread), timed again when the steps' speed changes and every "
     f"{RECHECK_S:g} s or so"
 )
 
@@ -149,12 +163,13 @@ class ThreadPlan:
         self.cores = max(1, cores if cores is not None else available_cores())
         self._samples: dict[int, list[float]] = {}
         self._current = 1
+        self._gate: _QuietGate | None = None  # a small step's look at the machine's other work
         self._choice = self._first_choice(setting, n_points, device_type)
         self._watch = _Watch()
         self._wanted, self._reason = 0, None
         # Auto times only where it has a choice to make; every other plan stays as it is.
-        self._times = self._choice.threads is None
-        if self._times:
+        self._times = self._choice.threads is None or self._gate is not None
+        if self._choice.threads is None:
             self._start_timing(TIMED_STEPS + 1, None)
 
     @property
@@ -171,10 +186,12 @@ class ThreadPlan:
             return ThreadChoice(setting, False, "set by the run's settings")
         if device_type != "cpu":
             return ThreadChoice(1, True, f"auto: the step runs on {device_type}")
+        small = f"auto: a step of {n_points:,} points is too small to share"
         if n_points < MEASURE_FROM_POINTS:
-            return ThreadChoice(
-                1, True, f"auto: a step of {n_points:,} points is too small to share"
-            )
+            if n_points < QUIET_FROM_POINTS or self.cores == 1 or others_running() is None:
+                return ThreadChoice(1, True, small)
+            self._gate = _QuietGate()
+            return ThreadChoice(1, True, small + " beside other work; timed once none runs")
         if self.cores == 1:
             return ThreadChoice(1, True, "auto: one core for this run")
         why = f"auto: timing steps on 1 and {self.cores} threads in turn"
@@ -200,10 +217,38 @@ class ThreadPlan:
             if all(len(v) >= self._wanted for v in self._samples.values()):
                 self._settle()
             return
+        if self._gate is not None:
+            self._after_small_step(seconds)
+            return
         if self._watch.active:
             reason = self._watch.after_step(seconds)
             if reason is not None:
                 self._start_timing(RETIMED_STEPS, reason)
+
+    def _after_small_step(self, seconds: float) -> None:
+        """A small step shares only while nothing else runs: a step of a few hundred
+        microseconds on two threads beside two busy processes ran 40 times slower (OpenMP's
+        workers wait on each other), so it is never timed there, and one look that sees
+        other work takes it back to one thread at once."""
+        others = self._gate.after_step(seconds)
+        if others is None:
+            return
+        old = self._choice
+        if others > 0 and old.threads != 1:
+            why = f"auto: back to 1 thread: {others} other task{'s' if others > 1 else ''} running"
+            self._choice = ThreadChoice(1, True, why, old.measured, old.timings)
+            _set_threads(1)
+        elif others == 0 and self._gate.quiet():
+            if self._gate.timing_due():
+                self._gate.timed()
+                first = old.timings == 0
+                reason = None if first else "nothing else runs on the machine"
+                self._start_timing(TIMED_STEPS + 1 if first else RETIMED_STEPS, reason)
+            elif old.threads != self._gate.quiet_threads:  # as timed on a quiet machine
+                threads = self._gate.quiet_threads
+                why = f"auto: {threads} threads again: nothing else runs on the machine"
+                self._choice = ThreadChoice(threads, True, why, old.measured, old.timings)
+                _set_threads(threads)
 
     def _start_timing(self, wanted: int, reason: str | None) -> None:
         """Time ``wanted`` steps on each count from the next step; ``reason``: why again
@@ -234,8 +279,66 @@ class ThreadPlan:
         timings = self._choice.timings + 1
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
+        if self._gate is not None:
+            self._gate.quiet_threads = threads
         self._watch.restart(median[threads], lost)
         _set_threads(threads)
+
+
+class _QuietGate:
+    """When a small step may be timed on more threads: looks at the machine's other work
+    every ``LOOK_EVERY_S`` seconds of steps; after ``QUIET_LOOKS`` quiet looks in a row the
+    counts are timed (the first time, or ``RECHECK_S`` seconds of steps after the last), or
+    the count the latest timing chose is taken back without timing."""
+
+    def __init__(self) -> None:
+        self._since_look = 0.0
+        self._since_timing: float | None = None  # None: never timed
+        self._quiet = 0
+        self.quiet_threads = 1  # the count the latest timing chose (on a quiet machine)
+
+    def after_step(self, seconds: float) -> int | None:
+        """The tasks running beside this process, when it is time to look (else None)."""
+        self._since_look += seconds
+        if self._since_timing is not None:
+            self._since_timing += seconds
+        if self._since_look < LOOK_EVERY_S:
+            return None
+        self._since_look = 0.0
+        others = others_running()
+        if others is None:
+            return None
+        self._quiet = self._quiet + 1 if others == 0 else 0
+        return others
+
+    def quiet(self) -> bool:
+        return self._quiet >= QUIET_LOOKS
+
+    def timing_due(self) -> bool:
+        return self._since_timing is None or self._since_timing >= RECHECK_S
+
+    def timed(self) -> None:
+        self._since_timing = 0.0
+        self._quiet = 0
+
+
+def others_running() -> int | None:
+    """Tasks running or ready to run on the machine now, this process's own left out; None
+    where the system does not say (it is read from Linux's /proc). In a container /proc
+    may show the host's tasks: then more is seen running, and auto keeps one thread."""
+    try:
+        with open("/proc/loadavg") as loadavg:
+            running = int(loadavg.read().split()[3].split("/")[0])
+        own = 0
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/stat") as stat:
+                    own += stat.read().rsplit(")", 1)[1].split()[0] == "R"
+            except OSError:
+                continue  # a thread that ended meanwhile
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - own)
 
 
 class _Watch:
