@@ -93,13 +93,10 @@ class Launcher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # no BLAS threads before a fork
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self._process = subprocess.Popen(
             [sys.executable, "-m", __name__, str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
-            env=env,
+            env=child_environment(OPENBLAS_NUM_THREADS="1"),  # no BLAS threads before a fork
             stdin=subprocess.DEVNULL,
             stdout=stderr_fd(),
         )
@@ -145,6 +142,18 @@ class Launcher:
         if not message:
             raise OSError("it ended")
         return json.loads(message)[key]
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    """This process's environment for a gradviz child interpreter, with ``extra``: the
+    folder gradviz is imported from first on ``PYTHONPATH``, so the child runs this
+    gradviz whatever its working folder."""
+    import gradviz
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(gradviz.__file__)))
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def stderr_fd():

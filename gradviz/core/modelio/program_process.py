@@ -13,7 +13,6 @@ the child and come back as arrays.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -22,9 +21,8 @@ import weakref
 from multiprocessing import Pipe
 from typing import Any
 
-import gradviz
 from gradviz.core.common.errors import GradvizError
-from gradviz.core.modelio.program_launcher import Launcher, stderr_fd
+from gradviz.core.modelio.program_launcher import Launcher, child_environment, stderr_fd
 from gradviz.core.settings.program_limits import GIB, ProgramLimits, gib_words, seconds_words
 
 #: Seconds the child may take to start (Python and torch imported, nothing of the file).
@@ -172,14 +170,11 @@ class _Interpreter(_Child):
     """A fresh interpreter of this process's own, where there is no launcher."""
 
     def __init__(self, fds: tuple[int, int], memory_bytes: int) -> None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(gradviz.__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         command = [sys.executable, "-m", "gradviz.core.modelio.program_child"]
         self.process = subprocess.Popen(
             [*command, *map(str, fds), str(memory_bytes)],
             pass_fds=fds,
-            env=env,
+            env=child_environment(),
             stdin=subprocess.DEVNULL,
             stdout=stderr_fd(),
         )
