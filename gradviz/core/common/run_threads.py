@@ -279,9 +279,10 @@ class ThreadPlan:
         timings = self._choice.timings + 1
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
-        if self._gate is not None:
+        if self._gate is not None:  # a small step: its looks at the machine watch it
             self._gate.quiet_threads = threads
-        self._watch.restart(median[threads], lost)
+        else:
+            self._watch.restart(median[threads], lost)
         _set_threads(threads)
 
 
