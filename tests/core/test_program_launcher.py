@@ -33,11 +33,27 @@ def program_file(tmp_path):
     return net, path
 
 
-def _opened(path, limits: ProgramLimits) -> ProgramProcess:
-    """A program's process with the TorchScript file at ``path`` loaded."""
-    process = ProgramProcess(limits, path.name)
-    process.request("open", "torchscript", path.read_bytes(), inspect_model(str(path)))
-    return process
+@pytest.fixture
+def opened(program_file):
+    """``opened(limits)``: a program's process with the test's file loaded, closed after."""
+    made = []
+
+    def open_with(limits: ProgramLimits) -> ProgramProcess:
+        _, path = program_file
+        process = ProgramProcess(limits, path.name)
+        made.append(process)
+        process.request("open", "torchscript", path.read_bytes(), inspect_model(str(path)))
+        return process
+
+    yield open_with
+    for process in made:
+        process.close()
+
+
+def _answers_like_the_module(process: ProgramProcess, net, rows: int) -> None:
+    x = np.random.default_rng(rows).standard_normal((rows, 2)).astype(np.float32)
+    expected = net(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(process.request("forward", x), expected, rtol=1e-6)
 
 
 def _parent(pid: int) -> int:
@@ -57,41 +73,28 @@ def _pipes(pid: int) -> set[str]:
     return {name for name in names if name.startswith("pipe:")}
 
 
-def test_programs_are_forked_by_one_launcher_each_with_its_own_limit(program_file):
-    net, path = program_file
-    small, large = ProgramLimits(memory_limit=1.0), ProgramLimits(memory_limit=2.5)
-    first, second = _opened(path, small), _opened(path, large)
-    try:
-        launcher = Launcher.shared()
-        assert first._child.pid != second._child.pid
-        assert _parent(first._child.pid) == _parent(second._child.pid) == launcher._process.pid
-        assert _data_limit(first._child.pid) == 1 * GIB
-        assert _data_limit(second._child.pid) == int(2.5 * GIB)
-        x = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
-        expected = net(torch.from_numpy(x)).detach().numpy()
-        np.testing.assert_allclose(first.request("forward", x), expected, rtol=1e-6)
-        np.testing.assert_allclose(second.request("forward", x), expected, rtol=1e-6)
-    finally:
-        first.close()
-        second.close()
+def test_programs_are_forked_by_one_launcher_each_with_its_own_limit(program_file, opened):
+    net, _ = program_file
+    first = opened(ProgramLimits(memory_limit=1.0))
+    second = opened(ProgramLimits(memory_limit=2.5))
+    launcher = Launcher.shared()
+    assert first._child.pid != second._child.pid
+    assert _parent(first._child.pid) == _parent(second._child.pid) == launcher._process.pid
+    assert _data_limit(first._child.pid) == 1 * GIB
+    assert _data_limit(second._child.pid) == int(2.5 * GIB)
+    _answers_like_the_module(first, net, 4)
+    _answers_like_the_module(second, net, 4)
 
 
-def test_a_program_holds_no_pipe_of_another_program(program_file):
-    _, path = program_file
-    first = _opened(path, ProgramLimits())
-    second = _opened(path, ProgramLimits())
-    try:
-        theirs = _pipes(first._child.pid)
-        assert len(theirs) == 2  # its own request and reply ends, nothing else
-        assert not theirs & _pipes(second._child.pid)
-    finally:
-        first.close()
-        second.close()
+def test_a_program_holds_no_pipe_of_another_program(opened):
+    first, second = opened(ProgramLimits()), opened(ProgramLimits())
+    theirs = _pipes(first._child.pid)
+    assert len(theirs) == 2  # its own request and reply ends, nothing else
+    assert not theirs & _pipes(second._child.pid)
 
 
-def test_a_program_killed_from_outside_is_told_with_its_signal(program_file):
-    _, path = program_file
-    process = _opened(path, ProgramLimits())
+def test_a_program_killed_from_outside_is_told_with_its_signal(opened):
+    process = opened(ProgramLimits())
     os.kill(process._child.pid, signal.SIGKILL)
     with pytest.raises(GradvizError) as caught:
         process.request("forward", np.zeros((1, 2), np.float32))
@@ -100,33 +103,23 @@ def test_a_program_killed_from_outside_is_told_with_its_signal(program_file):
     )
 
 
-def test_a_launcher_that_died_is_replaced_by_the_next_open(program_file):
-    net, path = program_file
+def test_a_launcher_that_died_is_replaced_by_the_next_open(program_file, opened):
+    net, _ = program_file
     before = Launcher.shared()
     before._process.kill()
     before._process.wait()
-    process = _opened(path, ProgramLimits())
-    try:
-        assert Launcher.shared() is not before
-        x = np.ones((2, 2), np.float32)
-        expected = net(torch.from_numpy(x)).detach().numpy()
-        np.testing.assert_allclose(process.request("forward", x), expected, rtol=1e-6)
-    finally:
-        process.close()
+    process = opened(ProgramLimits())
+    assert Launcher.shared() is not before
+    _answers_like_the_module(process, net, 2)
 
 
 def test_without_a_launcher_a_program_gets_an_interpreter_that_answers_the_same(
-    program_file, monkeypatch
+    program_file, opened, monkeypatch
 ):
-    net, path = program_file
+    net, _ = program_file
     monkeypatch.setattr(program_launcher.Launcher, "supported", staticmethod(lambda: False))
-    process = _opened(path, ProgramLimits(memory_limit=1.0))
-    try:
-        assert isinstance(process._child, program_process._Interpreter)
-        assert _parent(process._child.process.pid) == os.getpid()
-        assert _data_limit(process._child.process.pid) == 1 * GIB
-        x = np.ones((3, 2), np.float32)
-        expected = net(torch.from_numpy(x)).detach().numpy()
-        np.testing.assert_allclose(process.request("forward", x), expected, rtol=1e-6)
-    finally:
-        process.close()
+    process = opened(ProgramLimits(memory_limit=1.0))
+    assert isinstance(process._child, program_process._Interpreter)
+    assert _parent(process._child.process.pid) == os.getpid()
+    assert _data_limit(process._child.process.pid) == 1 * GIB
+    _answers_like_the_module(process, net, 3)
