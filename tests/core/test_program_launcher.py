@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import warnings
 
 import numpy as np
@@ -16,7 +17,7 @@ import torch
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.modelio import inspect_model, program_launcher, program_process
 from gradviz.core.modelio.program_launcher import Launcher
-from gradviz.core.modelio.program_process import ProgramProcess
+from gradviz.core.modelio.program_process import ProgramCancelled, ProgramProcess
 from gradviz.core.settings.program_limits import GIB, ProgramLimits
 
 pytestmark = pytest.mark.skipif(not Launcher.supported(), reason="the launcher needs Linux")
@@ -108,8 +109,12 @@ def test_a_launcher_that_died_is_replaced_by_the_next_open(program_file, opened)
     before = Launcher.shared()
     before._process.kill()
     before._process.wait()
-    process = opened(ProgramLimits())
-    assert Launcher.shared() is not before
+    cancel = threading.Event()
+    cancel.set()  # Cancel while the new launcher starts: seen without waiting for it
+    with pytest.raises(ProgramCancelled, match="cancelled before its process started"):
+        opened(ProgramLimits(cancel=cancel))
+    assert Launcher.shared() is not before and not Launcher.shared()._ready
+    process = opened(ProgramLimits())  # the same new launcher serves the next open
     _answers_like_the_module(process, net, 2)
 
 

@@ -36,6 +36,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 
 #: Preloaded by the launcher: what a program's process would import before it could read
@@ -49,6 +50,12 @@ PRELOAD = (
     "gradviz.core.nets.jacobians",
 )
 _MESSAGE_BYTES = 4096
+#: How often a wait for the launcher's start looks at the caller's cancel flag.
+_POLL_SECONDS = 0.05
+
+
+class LaunchCancelled(Exception):
+    """The caller cancelled while the launcher was still starting."""
 
 
 # ---- the app's side --------------------------------------------------------------------------
@@ -106,21 +113,37 @@ class Launcher:
     def alive(self) -> bool:
         return self._process.poll() is None
 
-    def start(self, fds: tuple[int, int], memory_bytes: int, timeout: float) -> int:
+    def start(self, fds: tuple[int, int], memory_bytes: int, timeout: float, cancel=None) -> int:
         """Fork a program's process that serves requests on ``fds`` (its read and write
         pipe ends) within ``memory_bytes``; its pid. Raises OSError where the launcher
-        failed or did not answer within ``timeout`` seconds (its start included)."""
+        failed or did not answer within ``timeout`` seconds (its start included), and
+        LaunchCancelled where ``cancel`` (an object with ``is_set()``) was set while the
+        launcher was still starting (it goes on starting for the next program)."""
         with self._lock:
-            self._socket.settimeout(timeout)
             try:
                 if not self._ready:
-                    self._expect("ready")
-                    self._ready = True
+                    self._wait_ready(timeout, cancel)
+                self._socket.settimeout(timeout)
                 socket.send_fds(self._socket, [json.dumps({"start": memory_bytes}).encode()], fds)
                 return int(self._expect("pid"))
             except (OSError, ValueError) as exc:
                 self.close()
                 raise OSError(f"the program launcher failed ({exc})") from exc
+
+    def _wait_ready(self, timeout: float, cancel) -> None:
+        deadline = time.monotonic() + timeout
+        self._socket.settimeout(_POLL_SECONDS)
+        while True:
+            try:
+                self._expect("ready")
+            except TimeoutError:
+                if cancel is not None and cancel.is_set():
+                    raise LaunchCancelled() from None
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            self._ready = True
+            return
 
     def kill(self, pid: int) -> None:
         """Kill the program's process ``pid`` (one this launcher started); no wait."""

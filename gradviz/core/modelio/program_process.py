@@ -22,7 +22,12 @@ from multiprocessing import Pipe
 from typing import Any
 
 from gradviz.core.common.errors import GradvizError
-from gradviz.core.modelio.program_launcher import Launcher, child_environment, stderr_fd
+from gradviz.core.modelio.program_launcher import (
+    LaunchCancelled,
+    Launcher,
+    child_environment,
+    stderr_fd,
+)
 from gradviz.core.settings.program_limits import GIB, ProgramLimits, gib_words, seconds_words
 
 #: Seconds the child may take to start (Python and torch imported, nothing of the file).
@@ -47,7 +52,11 @@ class ProgramProcess:
         self._replies, replies_w = Pipe(duplex=False)
         fds = (requests_r.fileno(), replies_w.fileno())
         try:
-            self._child: _Child = _start(fds, limits.memory_bytes)
+            self._child: _Child = _start(fds, limits)
+        except LaunchCancelled:
+            raise ProgramCancelled(
+                f"Running the program in {name} was cancelled before its process started."
+            ) from None
         finally:
             requests_r.close()
             replies_w.close()
@@ -195,13 +204,14 @@ def warm_up() -> None:
         Launcher.shared()
 
 
-def _start(fds: tuple[int, int], memory_bytes: int) -> _Child:
-    """The program's process, serving requests on ``fds``: forked by the launcher, or a
-    fresh interpreter where there is none or it failed."""
+def _start(fds: tuple[int, int], limits: ProgramLimits) -> _Child:
+    """The program's process within ``limits``, serving requests on ``fds``: forked by the
+    launcher, or a fresh interpreter where there is none or it failed."""
     if Launcher.supported():
         try:
             launcher = Launcher.shared()
-            return _Forked(launcher, launcher.start(fds, memory_bytes, STARTUP_SECONDS))
+            pid = launcher.start(fds, limits.memory_bytes, STARTUP_SECONDS, limits.cancel)
+            return _Forked(launcher, pid)
         except OSError:
             pass  # the next program gets a new launcher; this one an interpreter
-    return _Interpreter(fds, memory_bytes)
+    return _Interpreter(fds, limits.memory_bytes)
