@@ -132,6 +132,45 @@ def test_a_forward_log_of_zero_inside_a_submodule_is_the_origin_where_nan_shows_
     assert "It became NaN in the backward, in aten.add.Tensor (SubBackward0)" in origin.cause
 
 
+class LogInOwnCode(nn.Module):
+    """The root's own forward makes -Inf, between its submodule and its output."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return torch.log(h - h)  # log in the root's own code
+
+
+@pytest.mark.parametrize("where", ["model", "loss"])
+def test_the_models_own_code_is_told_from_code_outside_any_module(where):
+    # Neither runs in a submodule (module ""): the root's own forward is in the model, the
+    # loss's code is not, and the words must not say "outside any module" of the first.
+    torch.manual_seed(0)
+    model = LogInOwnCode()
+    if where == "loss":
+        model.forward = lambda x: model.fc(x)  # the same log, now applied by the loss
+
+    def step():
+        out = model(torch.ones(3, 2))
+        if where == "loss":
+            out = torch.log(out - out)  # log in the loss
+        out.sum().backward()
+
+    origin = traced(step)
+    assert (origin.phase, origin.op, origin.module) == ("forward", "aten.log.default", "")
+    assert origin.in_model == (where == "model")
+    said = origin.words()
+    if where == "model":
+        assert "aten.log.default in the model's own code (its forward" in said
+        assert "(SubBackward0) in the model's own code" in origin.cause  # where NaN showed
+    else:
+        assert "aten.log.default outside any module" in said
+        assert "own code" not in said
+
+
 def test_log_of_a_negative_number_is_nan_in_the_forward():
     p = torch.tensor([0.5, -2.0])
     origin = traced(lambda: LogLoss()(p))

@@ -66,8 +66,9 @@ def test_a_watch_recording_opens_in_the_model_health_page(qtbot, lab, watch_reco
     assert (worst[:, 7] == Health.NAN).all() and (worst[:, :7] == Health.FINITE).all()
     # The first non-finite gradient is one click away: timeline, histogram and image follow.
     assert "step 7" in page.first_bad.text()
-    # Where it began (watch's module-level origin): the loss, made NaN outside every module.
-    assert "began in the forward, outside modules" in page.first_bad.text()
+    # Where it began (watch's module-level origin): the loss, made NaN outside every module,
+    # which a recording's "" does not tell from the model's own code: the cause does.
+    assert "began in the forward, no submodule" in page.first_bad.text()
     shown = page.origin.values()
     assert page.origin.isVisible() and shown["phase"] == "forward (step 7)"
     assert shown["module"].startswith("(none") and shown["op"] == "-"

@@ -27,6 +27,7 @@ import torch
 from gradviz.core.common.errors import GradvizError
 from gradviz.core.lab.fit import DistanceFitRun
 from gradviz.core.lab.snapshot import Snapshot
+from gradviz.core.origin.result import place_words
 from gradviz.core.settings.config import FitConfig
 
 
@@ -237,7 +238,7 @@ def _with_summary(r: AnomalyReport) -> AnomalyReport:
         return replace(r, summary=text)
     trace = r.backward or r.forward
     frame = trace.origin if trace is not None else None
-    where = f" in module {o.module}" if o.module else ""
+    where = f" {place_words(o.module, True)}" if o.module or o.in_model else ""
     if o.phase == "backward":
         first = f"In the backward pass, {o.node} made {o.kind} ({o.op}){where}."
         if frame is not None:

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from gradviz.core.origin.result import Event
+from gradviz.core.origin.result import Event, place_words
 
 _LOG = {"log", "log2", "log10", "log1p", "xlogy", "special_xlog1py"}
 _DIV = {"div", "div_", "reciprocal", "reciprocal_", "remainder", "fmod", "true_divide"}
@@ -245,7 +245,7 @@ def _softmax_nan(event: Event, got: str) -> tuple[str, str]:
 def spread_sentence(sentence: str, event: Event) -> str:
     """How a first Inf became NaN later, as a second sentence."""
     node = f" ({event.node})" if event.node else ""
-    where = f" in module {event.module}" if event.module else ""
+    where = f" {place_words(event.module, True)}" if event.module or event.in_model else ""
     return f"It became NaN in the {event.phase}, in {event.op}{node}{where}. {sentence}"
 
 

@@ -111,6 +111,11 @@ class ModuleTracker:
     def current(self) -> str:
         return self._stack[-1] if self._stack else ""
 
+    @property
+    def inside(self) -> bool:
+        """Whether a module runs now: with ``current`` "", the root's own code runs."""
+        return bool(self._stack)
+
     def install(self) -> None:
         self._thread = threading.get_ident()
         self._handles = [
@@ -191,18 +196,20 @@ class NodeMap:
         self._last = number
         return number
 
-    def remember(self, number: int, where: tuple[str, str, str]) -> None:
+    def remember(self, number: int, where: tuple[str, bool, str, str]) -> None:
         if len(self._where) >= self.LIMIT:
             self._where.clear()
         self._where.setdefault(number, where)
 
-    def lookup(self, node) -> tuple[str, str, str]:
-        """(module, source, function) of the forward call that made ``node`` (empty if unseen)."""
+    def lookup(self, node) -> tuple[str, bool, str, str]:
+        """(module, in_model, source, function) of the forward call that made ``node``
+        (empty if unseen)."""
+        unseen = ("", False, "", "")
         try:
             number = node._sequence_nr()
         except (AttributeError, RuntimeError):
-            return "", "", ""
-        return self._where.get(number + 1, ("", "", ""))
+            return unseen
+        return self._where.get(number + 1, unseen)
 
     def clear(self) -> None:
         self._where.clear()

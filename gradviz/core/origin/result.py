@@ -36,6 +36,9 @@ class Event:
     dtype: str = ""  # the output's dtype, "float32"
     input_kinds: tuple[str, ...] = ()
     saved: tuple[float, ...] = ()
+    #: It ran while a module of the model ran: with ``module`` "", in the root module's own
+    #: code (its forward, between its submodules), not outside the model as the loss does.
+    in_model: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class Origin(Event):
 
     def words(self) -> str:
         """Two or three lines for a terminal or a panel."""
-        where = f" in module {self.module}" if self.module else " outside any module"
+        where = " " + place_words(self.module, self.in_model)
         node = f" (autograd node {self.node})" if self.node else ""
         first = (
             f"The first non-finite value ({self.kind}, {self.count:,} of {self.numel:,} "
@@ -90,3 +93,26 @@ class Origin(Event):
             shown = ", ".join(str(i if len(i) != 1 else i[0]) for i in self.indices)
             lines.append(f"First entries: {shown}.")
         return "\n".join(line for line in lines if line)
+
+
+def place_words(module: str, in_model: bool) -> str:
+    """Where an operation ran, for a sentence: "in module fc1", "in the model's own code
+    (its forward, outside its submodules)" or "outside any module" (the loss, for one)."""
+    if module:
+        return f"in module {module}"
+    if in_model:
+        return "in the model's own code (its forward, outside its submodules)"
+    return "outside any module"
+
+
+def unnamed_place(origin: dict) -> str:
+    """Where an origin (a recording's dict) that names no submodule began, as far as it
+    says: "" is the model's own code as often as code outside it (the loss), and only a
+    replayed operation (``in_model``) or the cause tells which."""
+    if origin.get("phase") == "optimizer":
+        return "the optimizer's step"
+    if origin.get("phase") == "input" and not origin.get("tensor"):
+        return "the model's input"
+    if origin.get("in_model"):
+        return "the model's own code"
+    return "no submodule"

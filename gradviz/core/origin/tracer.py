@@ -227,7 +227,7 @@ class NonfiniteTracer(TorchDispatchMode):
         if forward:
             number = self.nodes.changed()
             if number is not None:  # a forward op that made an autograd node: remember where
-                self.nodes.remember(number, (self.modules.current, *user_source(self.skip_gradviz)))
+                self.nodes.remember(number, self._forward_place())
         out = func(*args, **kwargs)
         if forward and not self._forward_seen and type(out) is torch.Tensor:
             self._forward_seen = True  # (not a profiler's record, which opt.step() opens with)
@@ -284,7 +284,7 @@ class NonfiniteTracer(TorchDispatchMode):
 
     # ---- a non-finite result --------------------------------------------------------------------
     def _on_nonfinite(self, func, args, kwargs, out, bad, node, written) -> None:
-        phase, module, source, function = self._where(node)
+        phase, module, in_model, source, function = self._where(node)
         flat_inputs = [a for a in tree_flatten((args, kwargs))[0]]
         # Every operand's values at the entries (an integer count divided by is one), the
         # floating ones' non-finite kinds.
@@ -314,6 +314,7 @@ class NonfiniteTracer(TorchDispatchMode):
             dtype=str(out.dtype).removeprefix("torch."),
             input_kinds=kinds,
             saved=() if node is None or in_bad else saved_at(node, V.unravel(flat, out.shape)),
+            in_model=in_model,
         )
         tensor = self.modules.tensor_name(out) or "" if phase == "optimizer" else ""
         here = Chain(event, scalars, node, tensor)
@@ -368,13 +369,18 @@ class NonfiniteTracer(TorchDispatchMode):
         )
         return chain
 
-    def _where(self, node) -> tuple[str, str, str, str]:
-        """(phase, module, source, function) of the operation running now."""
+    def _where(self, node) -> tuple[str, str, bool, str, str]:
+        """(phase, module, in_model, source, function) of the operation running now (a
+        backward operation: of the forward call that made its node)."""
         if node is not None:
             return ("backward", *self.nodes.lookup(node))
         if self._optimizer:
-            return ("optimizer", "", *user_source(self.skip_gradviz))
-        return ("forward", self.modules.current, *user_source(self.skip_gradviz))
+            return ("optimizer", "", False, *user_source(self.skip_gradviz))
+        return ("forward", *self._forward_place())
+
+    def _forward_place(self) -> tuple[str, bool, str, str]:
+        """(module, in_model, source, function) of the forward operation running now."""
+        return (self.modules.current, self.modules.inside, *user_source(self.skip_gradviz))
 
     # ---- the answer -----------------------------------------------------------------------------
     @property

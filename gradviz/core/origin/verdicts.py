@@ -22,7 +22,9 @@ from gradviz.core.origin.result import Origin
 REPLAYED = "replayed"
 #: What a recording's ``first_nonfinite["origin"]`` may hold (``source`` and ``node``
 #: where the operation is known, ``tensor`` for a parameter).
-ORIGIN_KEYS = ("phase", "module", "op", "node", "source", "tensor", "cause", "how", "step")
+ORIGIN_KEYS = (
+    "phase", "module", "in_model", "op", "node", "source", "tensor", "cause", "how", "step"
+)  # fmt: skip
 
 
 def refined(verdict: dict, traced: Origin | None) -> dict:
@@ -40,6 +42,7 @@ def refined(verdict: dict, traced: Origin | None) -> dict:
         "op": traced.op,
         "node": traced.node,
         "source": traced.source,
+        "in_model": traced.in_model,
         "how": REPLAYED,
     }
     if traced.phase == "input":

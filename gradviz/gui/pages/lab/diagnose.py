@@ -87,7 +87,7 @@ def report_text(report) -> str:
         lines.append(f"{o.phase.capitalize()}: {o.op} made the first non-finite value")
         lines.append("  called from:")
         lines += [f"    {frame}" for frame in report.forward.frames] or ["    (not seen)"]
-    lines.append(f"  module: {o.module or '(none: outside any nn.Module)'}")
+    lines.append(f"  module: {o.module or _no_submodule(o.in_model)}")
     shown = ", ".join(str(i) for i in o.indices)
     lines.append(f"  entries: {o.count:,} of {o.numel:,} ({o.dtype}); first {shown}")
     lines += ["", "Cause: " + o.cause]
@@ -235,3 +235,8 @@ class WhyNanPanel(QDialog):
     def show_failure(self, sentence: str) -> None:
         self.diagnose_button.setEnabled(True)
         self.diagnose_status.setText(f"Diagnose failed: {sentence}")
+
+
+def _no_submodule(in_model: bool) -> str:
+    """The module line of an operation that no submodule ran."""
+    return "(none: the model's own code)" if in_model else "(none: outside any nn.Module)"

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.core.origin.result import unnamed_place
 from gradviz.core.record.recording_data import RecordingData
 from gradviz.gui.common.readouts import step_in
 from gradviz.gui.pages.recordings.health_plots import (
@@ -343,7 +344,7 @@ def first_bad_words(first: dict | None, not_known: str = "") -> tuple[str, str]:
         return f"No non-finite gradient{on}{ranks}", "\n".join(why)
     text = f"First {first['kind']}{on}: step {first['step']}, {first['tensor']}[{first['index']}]"
     if origin is not None:
-        where = f"module {origin['module']}" if origin.get("module") else "outside modules"
+        where = f"module {origin['module']}" if origin.get("module") else unnamed_place(origin)
         text += f" · began in the {origin['phase']}, {where}"
     elif first.get("origin_unknown"):
         text += " · where it began is not known"

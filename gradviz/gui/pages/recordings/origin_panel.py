@@ -11,6 +11,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QWidget
 
+from gradviz.core.origin.result import unnamed_place
+
 #: The panel's rows: (origin key, label).
 FIELDS = (
     ("phase", "phase"),
@@ -62,8 +64,7 @@ class OriginPanel(QGroupBox):
 
 def _text(key: str, origin: dict) -> str:
     if key == "module":
-        module = origin.get("module")
-        return module if module else "(none: outside any module, e.g. the loss)"
+        return origin.get("module") or _no_module(origin)
     if key == "entries":
         if not origin.get("indices"):
             return "-"
@@ -73,3 +74,10 @@ def _text(key: str, origin: dict) -> str:
     if key == "phase" and value is not None and origin.get("step") is not None:
         return f"{value} (step {origin['step']})"
     return "-" if value in (None, "") else str(value)
+
+
+def _no_module(origin: dict) -> str:
+    """The module row of an origin that names no submodule."""
+    place = unnamed_place(origin)
+    ambiguous = place == "no submodule"
+    return f"(none: {place}; the cause says where)" if ambiguous else f"(none: {place})"
