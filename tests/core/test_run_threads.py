@@ -74,11 +74,13 @@ def _settle(plan: ThreadPlan, seconds: dict[int, float]) -> list[int]:
     return ran
 
 
-def test_auto_times_big_steps_on_one_thread_and_every_core_in_turn_and_keeps_the_faster():
+def test_auto_times_big_steps_on_one_thread_and_then_every_core_and_keeps_the_faster():
     plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
     assert plan.measuring and plan.choice.threads is None
     ran = _settle(plan, {1: 0.010, 2: 0.004})
-    assert ran == [1, 2] * (TIMED_STEPS + 1)  # taken in turn: drift reaches both alike
+    # Each count's steps one after another; the first on 2 threads (it wakes their
+    # workers) is not timed.
+    assert ran == [1] * TIMED_STEPS + [2] * (TIMED_STEPS + 1)
     assert plan.choice.threads == 2 and torch.get_num_threads() == 2
     assert dict(plan.choice.measured) == {1: pytest.approx(100.0), 2: pytest.approx(250.0)}
     assert "100 steps/s on 1" in plan.choice.text() and "250 steps/s on 2" in plan.choice.text()
@@ -88,6 +90,22 @@ def test_more_threads_must_be_clearly_faster_to_be_kept():
     plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
     _settle(plan, {1: 0.010, 2: 0.0095})  # 5% faster: not worth two cores
     assert plan.choice.threads == 1 and torch.get_num_threads() == 1
+
+
+def test_the_first_step_after_a_change_of_count_is_not_timed():
+    # At N = 200 a 2-thread step right after 1-thread steps waits for OpenMP's workers to
+    # wake; run on, 2 threads are faster. Timed one step each in turn, 1 thread won.
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    steady = {1: 0.0018, 2: 0.0013}
+    previous = None
+    while plan.measuring:
+        plan.before_step()
+        count = torch.get_num_threads()
+        woke = previous is not None and count != previous
+        plan.after_step(steady[count] + (0.004 if woke else 0.0))
+        previous = count
+    assert plan.choice.threads == 2
+    assert dict(plan.choice.measured)[2] == pytest.approx(1 / 0.0013)
 
 
 def test_a_big_run_settles_on_a_count_it_timed():
@@ -151,7 +169,7 @@ def test_a_load_after_the_choice_makes_auto_time_again_and_switch_to_one_thread(
     assert plan.choice.timing
     ran = _settle(plan, BUSY)
     assert not plan.choice.timing
-    assert ran == [1, 2] * RETIMED_STEPS  # in turn, as the first time
+    assert ran == [2] * RETIMED_STEPS + [1] * (RETIMED_STEPS + 1)  # the count it ran on first
     assert plan.choice.threads == 1 and torch.get_num_threads() == 1
     assert plan.choice.timings == 2 and dict(plan.choice.measured)[1] == pytest.approx(62.5)
     assert "62.5 steps/s on 1, 16.7 steps/s on 2 (again: its steps ran 15x slower)" in (
@@ -207,7 +225,8 @@ def test_on_a_steady_machine_auto_times_again_only_periodically_and_one_slow_ste
         jitter = slow * rng.uniform(0.8, 1.2)
         counts.append(_step(plan, {1: IDLE[1] * jitter, 2: IDLE[2] * jitter}))
     assert plan.choice.threads == 2 and plan.choice.timings == 1 + 12  # every 10 s of steps
-    assert counts.count(1) == 12 * RETIMED_STEPS  # 0.08% of the steps on the slower count
+    # 0.1% of the steps on the slower count: each timing's, and the untimed first of them.
+    assert counts.count(1) == 12 * (RETIMED_STEPS + 1)
 
 
 @pytest.mark.parametrize(

@@ -14,14 +14,15 @@ microseconds a look): it times the counts only once nothing else has run for
 work takes it back to one thread at once, without timing. Where the system does not say,
 such a step stays on one thread. From ``MEASURE_FROM_POINTS`` points a step takes
 milliseconds and more threads may pay even beside other work: auto times a few steps on 1
-thread and on every core this process may use, taken in turn, and keeps the faster; more
+thread and then on every core this process may use (the first step after a change of
+count left out: it wakes that count's OpenMP workers), and keeps the faster; more
 threads are kept only when clearly faster (``MORE_THREADS_MARGIN``), since they also take
 cores from everything else on the machine.
 
 Which is faster changes with the machine's load (beside two busy processes a step at
 N = 1000 ran 4.6 times slower on 2 threads than on 1, idle 1.7 times faster), and a load may
 come or go after auto timed. So auto keeps watching its own steps, at no cost but a few
-numbers a step, and times both counts again (``RETIMED_STEPS`` each, in turn) when
+numbers a step, and times both counts again (``RETIMED_STEPS`` each) when
 
 - the median of its last ``DRIFT_WINDOW`` steps is more than ``DRIFT_FACTOR`` times slower
   than the steps it timed on its count, or, once that holds, more than ``DRIFT_FACTOR``
@@ -69,11 +70,15 @@ QUIET_FROM_POINTS = 200
 #: for ``QUIET_LOOKS`` quiet looks in a row.
 LOOK_EVERY_S = 0.5
 QUIET_LOOKS = 2
-#: Steps timed per thread count, after one untimed step each (the first use of a count
-#: starts OpenMP's workers and warms caches).
+#: Steps timed per thread count. A timing runs each count's steps one after another, and
+#: the first step after a change of count is not timed: it wakes (or first starts) that
+#: count's OpenMP workers, and the other count's still spin. Taken in turn one step each,
+#: every 2-thread step at N = 200 paid that: timed 436 against 462 steps/s on 1 thread,
+#: while run on, 2 threads took 748 against 569.
 TIMED_STEPS = 3
-#: Steps timed per count when auto times again (the workers exist by then: none untimed).
-RETIMED_STEPS = 2
+#: Steps timed per count when auto times again (a median of three: one slow step in a
+#: count's run is noise, not its speed).
+RETIMED_STEPS = 3
 #: More threads are kept only if their median step takes at most this fraction of one
 #: thread's.
 MORE_THREADS_MARGIN = 0.85
@@ -118,7 +123,7 @@ class ThreadChoice:
     settings; ``why``: the reason in words; ``measured``: the steps/s of the latest timing on
     each count, (threads, steps/s) pairs, where auto timed them; ``timings``: how many times
     auto has timed (more than 1: it timed again when the machine's speed changed);
-    ``timing``: the next steps are being timed, on each count in turn.
+    ``timing``: the next steps are being timed, on each count in its turn.
     """
 
     threads: int | None
@@ -163,6 +168,7 @@ class ThreadPlan:
         self.cores = max(1, cores if cores is not None else available_cores())
         self._samples: dict[int, list[float]] = {}
         self._current = 1
+        self._switched = False  # the step being run is the first on a new count
         self._gate: _QuietGate | None = None  # a small step's look at the machine's other work
         self._choice = self._first_choice(setting, n_points, device_type)
         self._watch = _Watch()
@@ -170,7 +176,7 @@ class ThreadPlan:
         # Auto times only where it has a choice to make; every other plan stays as it is.
         self._times = self._choice.threads is None or self._gate is not None
         if self._choice.threads is None:
-            self._start_timing(TIMED_STEPS + 1, None)
+            self._start_timing(TIMED_STEPS, None)
 
     @property
     def choice(self) -> ThreadChoice:
@@ -194,17 +200,20 @@ class ThreadPlan:
             return ThreadChoice(1, True, small + " beside other work; timed once none runs")
         if self.cores == 1:
             return ThreadChoice(1, True, "auto: one core for this run")
-        why = f"auto: timing steps on 1 and {self.cores} threads in turn"
+        why = f"auto: timing steps on 1 and then {self.cores} threads"
         return ThreadChoice(None, True, why, timing=True)
 
     def before_step(self) -> None:
         """Set the count for the next step on this thread (the next one to time, while
         timing)."""
+        before = self._current
         if self.measuring:
-            # The count with fewer samples goes next: 1, cores, 1, cores, ...
-            self._current = min(self._samples, key=lambda k: (len(self._samples[k]), k))
+            # The count running goes on until it has its samples, then the other.
+            unfinished = [k for k, v in self._samples.items() if len(v) < self._wanted]
+            self._current = before if before in unfinished else unfinished[0]
         else:
             self._current = self._choice.threads
+        self._switched = self._current != before
         _set_threads(self._current)
 
     def after_step(self, seconds: float, timed: bool = True) -> None:
@@ -213,7 +222,8 @@ class ThreadPlan:
         if not self._times or not timed:
             return
         if self.measuring:
-            self._samples[self._current].append(seconds)
+            if not self._switched:
+                self._samples[self._current].append(seconds)
             if all(len(v) >= self._wanted for v in self._samples.values()):
                 self._settle()
             return
@@ -243,7 +253,7 @@ class ThreadPlan:
                 self._gate.timed()
                 first = old.timings == 0
                 reason = None if first else "nothing else runs on the machine"
-                self._start_timing(TIMED_STEPS + 1 if first else RETIMED_STEPS, reason)
+                self._start_timing(TIMED_STEPS if first else RETIMED_STEPS, reason)
             elif old.threads != self._gate.quiet_threads:  # as timed on a quiet machine
                 threads = self._gate.quiet_threads
                 why = f"auto: {threads} threads again: nothing else runs on the machine"
@@ -262,10 +272,7 @@ class ThreadPlan:
             self._choice = ThreadChoice(old.threads, True, why, old.measured, old.timings, True)
 
     def _settle(self) -> None:
-        # The first timing's first sample of each count started its workers: left out.
-        skip = 1 if self._reason is None else 0
-        used = {k: v[skip:] for k, v in self._samples.items()}
-        median = {k: statistics.median(v) for k, v in used.items()}
+        median = {k: statistics.median(v) for k, v in self._samples.items()}
         rates = tuple((k, 1.0 / s if s > 0 else float("inf")) for k, s in median.items())
         more = median[self.cores] <= MORE_THREADS_MARGIN * median[1]
         threads = self.cores if more else 1
