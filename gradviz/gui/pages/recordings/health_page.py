@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gradviz.core.origin.result import unnamed_place
+from gradviz.core.record.origin_place import unnamed_place
 from gradviz.core.record.recording_data import RecordingData
 from gradviz.gui.common.readouts import step_in
 from gradviz.gui.pages.recordings.health_plots import (

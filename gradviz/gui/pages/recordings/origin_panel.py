@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QWidget
 
-from gradviz.core.origin.result import unnamed_place
+from gradviz.core.record.origin_place import unnamed_place
 
 #: The panel's rows: (origin key, label).
 FIELDS = (
