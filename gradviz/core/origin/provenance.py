@@ -111,10 +111,10 @@ class ModuleTracker:
     def current(self) -> str:
         return self._stack[-1] if self._stack else ""
 
-    @property
-    def inside(self) -> bool:
-        """Whether a module runs now: with ``current`` "", the root's own code runs."""
-        return bool(self._stack)
+    def place(self, skip_gradviz: bool) -> tuple[str, bool, str, str]:
+        """(module, in_model, source, function) of the forward operation running now:
+        ``in_model`` with ``current`` "" is the root's own code, not code outside it."""
+        return (self.current, bool(self._stack), *user_source(skip_gradviz))
 
     def install(self) -> None:
         self._thread = threading.get_ident()

@@ -227,7 +227,7 @@ class NonfiniteTracer(TorchDispatchMode):
         if forward:
             number = self.nodes.changed()
             if number is not None:  # a forward op that made an autograd node: remember where
-                self.nodes.remember(number, self._forward_place())
+                self.nodes.remember(number, self.modules.place(self.skip_gradviz))
         out = func(*args, **kwargs)
         if forward and not self._forward_seen and type(out) is torch.Tensor:
             self._forward_seen = True  # (not a profiler's record, which opt.step() opens with)
@@ -370,17 +370,12 @@ class NonfiniteTracer(TorchDispatchMode):
         return chain
 
     def _where(self, node) -> tuple[str, str, bool, str, str]:
-        """(phase, module, in_model, source, function) of the operation running now (a
-        backward operation: of the forward call that made its node)."""
+        """(phase, module, in_model, source, function) of the operation running now."""
         if node is not None:
             return ("backward", *self.nodes.lookup(node))
         if self._optimizer:
             return ("optimizer", "", False, *user_source(self.skip_gradviz))
-        return ("forward", *self._forward_place())
-
-    def _forward_place(self) -> tuple[str, bool, str, str]:
-        """(module, in_model, source, function) of the forward operation running now."""
-        return (self.modules.current, self.modules.inside, *user_source(self.skip_gradviz))
+        return ("forward", *self.modules.place(self.skip_gradviz))
 
     # ---- the answer -----------------------------------------------------------------------------
     @property
