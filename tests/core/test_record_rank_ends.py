@@ -175,13 +175,16 @@ KILLED_RANK = textwrap.dedent(
     rank, init, path, kept = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
     if rank == 1:
         # Rank 1's disk stops taking writes after step `kept` (its steps wait in memory, as
-        # behind a slow or full disk), so SIGKILL loses every later step.
+        # behind a slow or full disk), so SIGKILL loses every later step. The kill waits until
+        # the writer has stalled: a writer thread slowed by a busy machine keeps no fewer steps.
         original = W.RankWriter.append_many
+        stalled_now = threading.Event()
         def stalled(self, items):
             on_disk = [item for item in items if item[0] <= kept]
             if on_disk:
                 original(self, on_disk)
             if len(on_disk) < len(items):
+                stalled_now.set()
                 threading.Event().wait()
         W.RankWriter.append_many = stalled
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
@@ -200,6 +203,7 @@ KILLED_RANK = textwrap.dedent(
                 rec.log(loss=loss)
                 opt.step()
                 if step == KILL_STEP and rank == 1:
+                    stalled_now.wait(300)  # any stall comes within a flush
                     os.kill(os.getpid(), signal.SIGKILL)
         except RuntimeError:  # rank 1 is gone: rank 0's next all-reduce fails
             pass
