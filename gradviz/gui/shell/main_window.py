@@ -23,6 +23,7 @@ from gradviz.gui.common.settings import fill_recent_menu
 from gradviz.gui.shell.dock_tabs import hide_stray_tab_bars, keep_tab_titles_whole
 from gradviz.gui.shell.workspace import WorkspacePages
 from gradviz.gui.widgets.panel import ElidedLabel
+from gradviz.gui.widgets.steady import SteadyBox
 
 DEFAULT_SIZE = (1440, 900)
 #: The smallest window the layout is made for (the lab at 1024 x 700 still reads).
@@ -164,7 +165,8 @@ class MainWindow(QMainWindow):
             label = ElidedLabel("") if name == "nan" else QLabel("")
             label.setMinimumWidth(width)
             label.setObjectName(f"status-{name}")
-            bar.addPermanentWidget(label, 1 if name == "nan" else 0)
+            # In a box: their text changes every frame (see SteadyBox).
+            bar.addPermanentWidget(SteadyBox(label), 1 if name == "nan" else 0)
             self.status_labels[name] = label
 
     # ---- docks: the pages put theirs here -------------------------------------------------

@@ -51,7 +51,7 @@ class CoordGradsView(QWidget):
         # The health map's legend under both maps: as wide as the dock, in two or three
         # columns. Under the narrow map alone it took six rows, and a small window left the
         # map itself a strip of some 30 px.
-        column.addWidget(self.health.legend)
+        column.addWidget(self.health.legend_box)
         self.note = QLabel(NOT_RECORDED)
         self.note.setObjectName("coord-grads-not-recorded")
         self.note.setWordWrap(True)

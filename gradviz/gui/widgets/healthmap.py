@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 from gradviz.core.common.health import HEALTH_LABELS, Health
 from gradviz.gui.widgets import arrays, palette
 from gradviz.gui.widgets.panel import MatrixPanel, format_value
+from gradviz.gui.widgets.steady import SteadyBox
 
 
 class HealthMapView(MatrixPanel):
@@ -44,7 +45,8 @@ class HealthMapView(MatrixPanel):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self._legend_columns = legend_columns
         self._shown_columns = legend_columns
-        self.layout().insertWidget(2, self.legend)
+        self.legend_box = SteadyBox(self.legend)  # live counts, new every frame
+        self.layout().insertWidget(2, self.legend_box)
         self.image.setLookupTable(palette.health_lut("Okabe-Ito"))
         self.palette_box.currentTextChanged.connect(self._on_palette_changed)
         self._update_legend()
@@ -155,7 +157,8 @@ class HealthMapView(MatrixPanel):
             self.legend.fontMetrics().horizontalAdvance(f"■ {HEALTH_LABELS[h]} {self._counts[h]:,}")
             for h in Health
         )
-        width = self.width() if self.legend.parentWidget() is self else self.legend.width() + 4
+        box = self.legend_box
+        width = self.width() if box.parentWidget() is self else box.width() + 4
         fit = max(1, (width - 8) // (widest + 12))
         return int(min(self._legend_columns, fit))
 

@@ -18,6 +18,7 @@ from gradviz.gui.widgets.loss_legend import LossLegend
 from gradviz.gui.widgets.nonfinite_marks import NonfiniteMarks
 from gradviz.gui.widgets.panel import status_label
 from gradviz.gui.widgets.plot_csv import set_csv_data
+from gradviz.gui.widgets.steady import SteadyBox
 
 _NONFINITE_COLOUR = palette.OKABE_ITO[Health.NAN]  # as NaN in the gradient mask
 
@@ -101,7 +102,7 @@ class LossView(QWidget):
         layout.setContentsMargins(2, 2, 2, 2)
         layout.setSpacing(2)
         layout.addWidget(self.graphics, stretch=1)
-        layout.addWidget(self.summary)
+        layout.addWidget(SteadyBox(self.summary))  # its text changes every frame
 
     def set_history(
         self,

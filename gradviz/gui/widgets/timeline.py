@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gradviz.gui.widgets.steady import SteadyBox
+
 #: The state of a recording still being written whose newest steps are not followed.
 NOT_FOLLOWING = "new steps arriving · not following"
 #: Playback speeds offered, in recorded steps per second.
@@ -73,8 +75,9 @@ class Timeline(QWidget):
         self.state_label.setMinimumWidth(170)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 2, 4, 2)
-        for w in (self.play, self.speed, self.slider, self.step_label, self.first_bad,
-                  self.follow, self.state_label):  # fmt: skip
+        # The step and state readouts change every frame: in boxes (see SteadyBox).
+        for w in (self.play, self.speed, self.slider, SteadyBox(self.step_label),
+                  self.first_bad, self.follow, SteadyBox(self.state_label)):  # fmt: skip
             layout.addWidget(w, 1 if w is self.slider else 0)
         self._timer = QTimer(self)
         self._timer.timeout.connect(self._advance)
