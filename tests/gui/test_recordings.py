@@ -105,6 +105,13 @@ def test_the_origin_panel_shows_a_traced_origin_with_a_selectable_source_line(qt
     source = panel.fields["source"]
     source.selectAll()
     assert source.selectedText() == "train.py:42" and source.isReadOnly()
+    # A cause of several sentences is there whole, scrolled to where the panel has no room.
+    long_cause = " ".join(["log of 0 is -Inf (a domain edge, not an overflow)."] * 8)
+    panel.show_origin({**origin, "cause": long_cause})
+    panel.resize(300, 250)
+    cause = panel.fields["cause"]
+    qtbot.waitUntil(lambda: cause.verticalScrollBar().maximum() > 0)
+    assert panel.values()["cause"] == long_cause and cause.isReadOnly()
 
 
 def test_moving_the_slider_shows_that_steps_histogram(qtbot, lab, watch_recording):

@@ -9,7 +9,15 @@ tracer's op, source line and entries); a field the origin does not know reads "-
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QWidget,
+)
 
 from gradviz.core.record.origin_place import unnamed_place
 
@@ -30,18 +38,18 @@ class OriginPanel(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Where it started", parent)
         self.setObjectName("origin-panel")
-        self.fields: dict[str, QLabel | QLineEdit] = {}
+        self.fields: dict[str, QLabel | QLineEdit | CauseText] = {}
         form = QFormLayout(self)
         for key, label in FIELDS:
             if key == "source":  # a line edit: selectable and copyable as one piece
                 field = QLineEdit()
                 field.setReadOnly(True)
+            elif key == "cause":  # several sentences at times: scrolls, never cut off
+                field = CauseText()
             else:
                 field = QLabel()
                 field.setWordWrap(True)
                 field.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            if key == "cause":  # a sentence or two: room for three lines, never cut mid-line
-                field.setMinimumHeight(3 * field.fontMetrics().lineSpacing())
             field.setObjectName(f"origin-{key}")
             self.fields[key] = field
             form.addRow(label, field)
@@ -60,6 +68,27 @@ class OriginPanel(QGroupBox):
     def values(self) -> dict[str, str]:
         """What each row shows (the readout of the panel)."""
         return {key: field.text() for key, field in self.fields.items()}
+
+
+class CauseText(QPlainTextEdit):
+    """The cause, read-only: room for four lines, and a scroll bar where it needs more (a
+    label cut its fourth line in half at the panel's usual height)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setReadOnly(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        # It reads as the labels around it do: no background, its text where theirs is.
+        self.viewport().setAutoFillBackground(False)
+        self.document().setDocumentMargin(0)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # it wraps
+        self.setMinimumHeight(4 * self.fontMetrics().lineSpacing())
+
+    def text(self) -> str:
+        return self.toPlainText()
+
+    def setText(self, text: str) -> None:  # noqa: N802 - as QLabel's, which the panel calls
+        self.setPlainText(text)
 
 
 def _text(key: str, origin: dict) -> str:
