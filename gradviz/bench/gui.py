@@ -200,11 +200,23 @@ class _Lab:
         c.start()
 
     def steps_per_second(self, seconds: float) -> float:
-        worker = self.controller.session.worker
+        return self.rates(seconds)[0]
+
+    def rates(self, seconds: float) -> tuple[float, float]:
+        """(steps, frames drawn) per second of the running run over ``seconds``."""
+        session = self.controller.session
+        worker, frames = session.worker, [0]
         self.spin(0.5)  # warm-up: first frames, caches
+
+        def count(_snapshot) -> None:
+            frames[0] += 1
+
+        session.snapshotShown.connect(count)
         s0, t0 = worker.steps_taken, time.perf_counter()
         self.spin(seconds)
-        return (worker.steps_taken - s0) / (time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        session.snapshotShown.disconnect(count)
+        return (worker.steps_taken - s0) / elapsed, frames[0] / elapsed
 
     def close(self) -> None:
         self.controller.shutdown()
