@@ -24,6 +24,7 @@ from gradviz.core.common.run_threads import (
     RECHECK_S,
     RETIMED_STEPS,
     SETTLE_S,
+    TIMED_S,
     TIMED_STEPS,
     ThreadPlan,
 )
@@ -64,6 +65,15 @@ def test_auto_gives_a_gpu_run_and_a_one_core_process_one_thread_without_timing()
     assert ThreadPlan(None, 5000, "cpu", cores=1).choice.threads == 1
 
 
+def timed_steps(seconds: float, wanted: int = TIMED_STEPS) -> int:
+    """The steps a count is timed for at ``seconds`` a step: ``wanted``, and more until
+    they add up to ``TIMED_S``."""
+    count, total = 0, 0.0
+    while count < wanted or total < TIMED_S:
+        count, total = count + 1, total + seconds
+    return count
+
+
 def _settle(plan: ThreadPlan, seconds: dict[int, float]) -> list[int]:
     """Step the plan with the given seconds per step on each count; the counts it ran."""
     ran = []
@@ -80,7 +90,7 @@ def test_auto_times_big_steps_on_one_thread_and_then_every_core_and_keeps_the_fa
     ran = _settle(plan, {1: 0.010, 2: 0.004})
     # Each count's steps one after another; the first on 2 threads (it wakes their
     # workers) is not timed.
-    assert ran == [1] * TIMED_STEPS + [2] * (TIMED_STEPS + 1)
+    assert ran == [1] * timed_steps(0.010) + [2] * (timed_steps(0.004) + 1)
     assert plan.choice.threads == 2 and torch.get_num_threads() == 2
     assert dict(plan.choice.measured) == {1: pytest.approx(100.0), 2: pytest.approx(250.0)}
     assert "100 steps/s on 1" in plan.choice.text() and "250 steps/s on 2" in plan.choice.text()
@@ -108,7 +118,17 @@ def test_the_first_step_after_a_change_of_count_is_not_timed():
     assert dict(plan.choice.measured)[2] == pytest.approx(1 / 0.0013)
 
 
-def test_a_big_run_settles_on_a_count_it_timed():
+def test_a_small_steps_timing_lasts_long_enough_to_see_past_one_moment():
+    # Three 2 ms steps a count timed one moment: 2 threads at N = 200 came out 1.05x to
+    # 1.45x as fast as 1 from one run to the next. Each count is timed TIMED_S seconds.
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    ran = _settle(plan, {1: 0.002, 2: 0.0014})
+    assert ran.count(1) * 0.002 >= TIMED_S and (ran.count(2) - 1) * 0.0014 >= TIMED_S
+    assert ran.count(1) > TIMED_STEPS and plan.choice.threads == 2
+
+
+def test_a_big_run_settles_on_a_count_it_timed(monkeypatch):
+    monkeypatch.setattr(run_threads, "TIMED_S", 0.0)  # three steps each, as a fast machine's
     run = DistanceFitRun(FitConfig(steps=2 * TIMED_STEPS + 3, n=MEASURE_FROM_POINTS), cores=2)
     assert run.thread_choice.threads is None
     run.run()
@@ -169,7 +189,10 @@ def test_a_load_after_the_choice_makes_auto_time_again_and_switch_to_one_thread(
     assert plan.choice.timing
     ran = _settle(plan, BUSY)
     assert not plan.choice.timing
-    assert ran == [2] * RETIMED_STEPS + [1] * (RETIMED_STEPS + 1)  # the count it ran on first
+    # The count it ran on first.
+    assert ran == [2] * timed_steps(BUSY[2], RETIMED_STEPS) + [1] * (
+        timed_steps(BUSY[1], RETIMED_STEPS) + 1
+    )
     assert plan.choice.threads == 1 and torch.get_num_threads() == 1
     assert plan.choice.timings == 2 and dict(plan.choice.measured)[1] == pytest.approx(62.5)
     assert "62.5 steps/s on 1, 16.7 steps/s on 2 (again: its steps ran 15x slower)" in (
@@ -225,8 +248,13 @@ def test_on_a_steady_machine_auto_times_again_only_periodically_and_one_slow_ste
         jitter = slow * rng.uniform(0.8, 1.2)
         counts.append(_step(plan, {1: IDLE[1] * jitter, 2: IDLE[2] * jitter}))
     assert plan.choice.threads == 2 and plan.choice.timings == 1 + 12  # every 10 s of steps
-    # 0.1% of the steps on the slower count: each timing's, and the untimed first of them.
-    assert counts.count(1) == 12 * (RETIMED_STEPS + 1)
+    # 0.2% of the steps on the slower count: each timing's (TIMED_S of them, 4 to 7 of these
+    # jittered steps), and the untimed first of them.
+    assert (
+        12 * (RETIMED_STEPS + 1)
+        <= counts.count(1)
+        <= 12 * (timed_steps(0.8 * IDLE[1], RETIMED_STEPS) + 1)
+    )
 
 
 @pytest.mark.parametrize(
@@ -343,6 +371,7 @@ def test_timing_again_changes_only_the_speed_of_a_run_not_its_numbers(monkeypatc
     monkeypatch.setattr(run_threads, "RECHECK_S", 0.0)  # time again after every step
     monkeypatch.setattr(run_threads, "RECHECK_SPACING", 0.0)
     monkeypatch.setattr(run_threads, "SETTLE_S", 0.0)
+    monkeypatch.setattr(run_threads, "TIMED_S", 0.0)  # three steps a count
     config = FitConfig(steps=16, n=400)
     runs = {}
     for name, threads in (("auto", None), ("1", 1), ("2", 2)):

@@ -79,6 +79,10 @@ TIMED_STEPS = 3
 #: Steps timed per count when auto times again (a median of three: one slow step in a
 #: count's run is noise, not its speed).
 RETIMED_STEPS = 3
+#: ... and at least this many seconds of each count's steps: three steps of 200 points
+#: (about 2 ms each) timed one moment of a machine whose second core's speed wanders, and
+#: 2 threads came out 1.05x to 1.45x as fast as 1 from one run to the next.
+TIMED_S = 0.05
 #: More threads are kept only if their median step takes at most this fraction of one
 #: thread's.
 MORE_THREADS_MARGIN = 0.85
@@ -209,7 +213,7 @@ class ThreadPlan:
         before = self._current
         if self.measuring:
             # The count running goes on until it has its samples, then the other.
-            unfinished = [k for k, v in self._samples.items() if len(v) < self._wanted]
+            unfinished = [k for k, v in self._samples.items() if self._short(v)]
             self._current = before if before in unfinished else unfinished[0]
         else:
             self._current = self._choice.threads
@@ -224,7 +228,7 @@ class ThreadPlan:
         if self.measuring:
             if not self._switched:
                 self._samples[self._current].append(seconds)
-            if all(len(v) >= self._wanted for v in self._samples.values()):
+            if not any(self._short(v) for v in self._samples.values()):
                 self._settle()
             return
         if self._gate is not None:
@@ -234,6 +238,10 @@ class ThreadPlan:
             reason = self._watch.after_step(seconds)
             if reason is not None:
                 self._start_timing(RETIMED_STEPS, reason)
+
+    def _short(self, samples: list[float]) -> bool:
+        """Whether a count's timed steps are too few to settle on (see ``TIMED_S``)."""
+        return len(samples) < self._wanted or sum(samples) < TIMED_S
 
     def _after_small_step(self, seconds: float) -> None:
         """A small step shares only while nothing else runs: a step of a few hundred
