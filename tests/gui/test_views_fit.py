@@ -274,3 +274,20 @@ def test_a_long_runs_thinned_history_shows_its_exact_steps_and_non_finite_count(
     assert "599 non-finite losses (first at step 1)" in summary  # every one, not the kept
     assert loss_label(snap) == "loss of step 599 = nan"
     np.testing.assert_array_equal(loss.steps, snap.history_steps)
+
+
+def test_the_points_legend_sits_above_the_plot_and_names_the_prediction_as_drawn(
+    fit_views, make_snapshot
+):
+    fit_views.show(make_snapshot())
+    view = fit_views.widgets["points"]
+    # Above the plot, so it covers none of the points.
+    assert view.legend.mapRectToScene(view.legend.boundingRect()).bottom() <= (
+        view.plot.mapRectToScene(view.plot.boundingRect()).top()
+    )
+    assert view.legend_names() == ["target", "predicted (aligned)"]
+    view.align_box.setChecked(False)  # drawn as predicted, no longer aligned
+    assert view.legend_names() == ["target", "predicted"]
+    assert view.pred_item.name() == "predicted"
+    view.align_box.setChecked(True)
+    assert view.legend_names()[1] == "predicted (aligned)"

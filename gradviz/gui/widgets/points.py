@@ -12,6 +12,8 @@ from gradviz.gui.widgets.panel import ElidedLabel
 
 _TARGET_COLOUR = "#E69F00"
 _PRED_COLOUR = "#56B4E9"
+#: The prediction's name in the legend, aligned onto the target (the align box) or as it is.
+PREDICTED_NAMES = {True: "predicted (aligned)", False: "predicted"}
 _PICK_COLOUR = "#F0E442"
 
 
@@ -63,20 +65,21 @@ class PointsView(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.ci.setContentsMargins(2, 2, 2, 2)
+        # The legend in a row above the plot: drawn over it, it hid the points in its corner.
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=2)
+        self.graphics.addItem(self.legend, row=0, col=0)
         self.plot = axes.PlotItem(enableMenu=False)
-        self.graphics.addItem(self.plot)
+        self.graphics.addItem(self.plot, row=1, col=0)
         self.plot.setAspectLocked(True)
         # No grid: a grid is painted by the axes, which would then repaint on every frame.
         self.plot.disableAutoRange()
-        legend = self.plot.addLegend(offset=(10, 10), labelTextSize="8pt", brush=(20, 20, 20, 230))
-        legend.setZValue(50)  # above the points and curves it names
         self.links = pg.PlotCurveItem(pen=pg.mkPen(200, 200, 200, 70), connect="pairs")
         self.plot.addItem(self.links)
         self.target_item = pg.ScatterPlotItem(
             size=7, pen=pg.mkPen(_TARGET_COLOUR, width=1.2), brush=None, name="target"
         )
         self.pred_item = pg.ScatterPlotItem(
-            size=5, pen=None, brush=pg.mkBrush(_PRED_COLOUR), name="predicted (aligned)"
+            size=5, pen=None, brush=pg.mkBrush(_PRED_COLOUR), name=PREDICTED_NAMES[True]
         )
         self.pick_item = pg.ScatterPlotItem(
             size=16, symbol="o", pen=pg.mkPen(_PICK_COLOUR, width=2.5), brush=None
@@ -84,6 +87,8 @@ class PointsView(QWidget):
         self.pick_item.setZValue(10)
         for item in (self.target_item, self.pred_item, self.pick_item):
             self.plot.addItem(item)
+        self.legend.addItem(self.target_item, "target")
+        self.legend.addItem(self.pred_item, PREDICTED_NAMES[True])
         self.pick_labels = [pg.TextItem(color=_PICK_COLOUR, anchor=(0, 1)) for _ in range(2)]
         for label in self.pick_labels:
             label.setZValue(11)
@@ -229,7 +234,14 @@ class PointsView(QWidget):
 
     @Slot(bool)
     def _on_option_changed(self, _on: bool) -> None:
+        name = PREDICTED_NAMES[self.align_box.isChecked()]
+        self.legend.items[1][1].setText(name)
+        self.pred_item.opts["name"] = name  # the column's name in an exported CSV too
         self._redraw(target_changed=False)
+
+    def legend_names(self) -> list[str]:
+        """The legend's names, as it reads."""
+        return [label.text for _sample, label in self.legend.items]
 
 
 def _finite_rows(points: np.ndarray) -> np.ndarray:
