@@ -1,0 +1,67 @@
+"""A live run's frames are paced to the window: no faster than the frame rate asked, and no
+sooner than GUI_SHARE_FACTOR times the window thread's time for the last frame, so a slow
+window takes fewer frames and the run keeps the rest of the time.
+
+The worker runs on the test's thread against a run whose steps take about 1 ms of a fake
+clock (2^-10 s, so that every sum of them is exact); the "window" acknowledges each frame at
+once, saying how long it took to draw. A frame is the first step that starts at least the
+interval after the last frame was sent: frames ``interval / STEP_S + 1`` steps apart.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+from test_run_session import FakeRun
+
+from gradviz.core.settings.config import FitConfig
+from gradviz.gui.run import worker as worker_module
+from gradviz.gui.run.worker import GUI_SHARE_FACTOR, MAX_FRAME_INTERVAL_S, FitWorker
+
+STEP_S = 2.0**-10
+
+
+def captured_steps(monkeypatch, frame_rate: float, gui_seconds: float, steps: int) -> list[int]:
+    """The steps the worker captured (drew) in a run of ``steps`` STEP_S steps, the window
+    taking ``gui_seconds`` per frame."""
+    clock = types.SimpleNamespace(now=0.0)
+    fake_time = types.SimpleNamespace(
+        perf_counter=lambda: clock.now, thread_time=lambda: clock.now, monotonic=lambda: clock.now
+    )
+    monkeypatch.setattr(worker_module, "time", fake_time)
+    captured: list[int] = []
+
+    class TimedRun(FakeRun):
+        def step(self, capture: bool = True) -> None:
+            clock.now += STEP_S
+            if capture:
+                captured.append(self.completed_steps)
+            super().step(capture)
+
+    config = FitConfig(steps=steps, n=8)
+    worker = FitWorker(config, generation=0, frame_rate=frame_rate, run_factory=TimedRun)
+    worker.snapshotReady.connect(lambda _snap, _rate: worker.frame_drawn(gui_seconds))
+    worker.run()  # on this thread: each frame is acknowledged as it is sent
+    return captured
+
+
+def gaps(steps: list[int]) -> np.ndarray:
+    return np.diff(steps[1:])  # after step 0, which is always drawn
+
+
+def test_a_quick_window_gets_the_frame_rate_asked(monkeypatch):
+    steps = captured_steps(monkeypatch, frame_rate=1 / (16 * STEP_S), gui_seconds=0.0, steps=500)
+    assert set(gaps(steps)) == {16 + 1}  # 64 frames/s: 16 steps between frames
+
+
+def test_a_slow_window_gets_fewer_frames_and_the_run_keeps_the_rest(monkeypatch):
+    gui = 10 * STEP_S  # 10 ms to draw a frame, though 64 frames/s were asked
+    steps = captured_steps(monkeypatch, frame_rate=1 / (16 * STEP_S), gui_seconds=gui, steps=1000)
+    wait = GUI_SHARE_FACTOR * 10  # steps: drawing takes 1/7 of the time at most
+    assert set(gaps(steps)) == {wait + 1}
+
+
+def test_a_very_slow_window_still_gets_a_frame_a_second(monkeypatch):
+    steps = captured_steps(monkeypatch, frame_rate=30, gui_seconds=5.0, steps=3500)
+    assert set(gaps(steps)) == {MAX_FRAME_INTERVAL_S / STEP_S + 1}
