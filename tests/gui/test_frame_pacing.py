@@ -65,3 +65,11 @@ def test_a_slow_window_gets_fewer_frames_and_the_run_keeps_the_rest(monkeypatch)
 def test_a_very_slow_window_still_gets_a_frame_a_second(monkeypatch):
     steps = captured_steps(monkeypatch, frame_rate=30, gui_seconds=5.0, steps=3500)
     assert set(gaps(steps)) == {MAX_FRAME_INTERVAL_S / STEP_S + 1}
+
+
+def test_the_lab_page_states_the_pacing_the_worker_uses():
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "app" / "lab.md"
+    words = " ".join(page.read_text(encoding="utf-8").split())
+    assert f"a frame also waits {GUI_SHARE_FACTOR:g} times as long as the window took" in words

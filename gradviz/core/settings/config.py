@@ -215,7 +215,11 @@ class LiveSettings:
     frame_rate: float = setting(
         30.0,
         title="frame rate (/s)",
-        tooltip="How often the views redraw while running; ~2/s runs at nearly full speed.",
+        tooltip=(
+            "The most the views redraw a second while running: a frame also waits several "
+            "times as long as the window took to draw the last one, so the run keeps most of "
+            "the time; ~2/s runs at nearly full speed."
+        ),
         group="Display",
         live=True,
         limits=(0.5, 60.0),
