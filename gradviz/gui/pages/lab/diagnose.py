@@ -75,6 +75,10 @@ def _wait_for_others(others: Sequence[object], should_stop: Callable[[], bool]) 
 def report_text(report) -> str:
     """The AnomalyReport's origin as readable text: where, which entries, why, and how it
     spread."""
+    # Here, not at the top: the origin package imports torch, and this module loads before
+    # the window does.
+    from gradviz.core.origin.result import place_words
+
     o = report.origin
     if o is None:
         return "No operation made a NaN or Inf in this step.\n"
@@ -87,7 +91,7 @@ def report_text(report) -> str:
         lines.append(f"{o.phase.capitalize()}: {o.op} made the first non-finite value")
         lines.append("  called from:")
         lines += [f"    {frame}" for frame in report.forward.frames] or ["    (not seen)"]
-    lines.append(f"  module: {o.module or _no_submodule(o.in_model)}")
+    lines.append(f"  module: {o.module or '(none) ' + place_words('', o.in_model)}")
     shown = ", ".join(str(i) for i in o.indices)
     lines.append(f"  entries: {o.count:,} of {o.numel:,} ({o.dtype}); first {shown}")
     lines += ["", "Cause: " + o.cause]
@@ -235,8 +239,3 @@ class WhyNanPanel(QDialog):
     def show_failure(self, sentence: str) -> None:
         self.diagnose_button.setEnabled(True)
         self.diagnose_status.setText(f"Diagnose failed: {sentence}")
-
-
-def _no_submodule(in_model: bool) -> str:
-    """The module line of an operation that no submodule ran."""
-    return "(none: the model's own code)" if in_model else "(none: outside any nn.Module)"
