@@ -2,7 +2,8 @@
 
 A QLabel asks its layout for new geometry on every ``setText``, and the request climbs to the
 main window: each frame of a run laid the whole window out again and repainted the docks
-around the label, a fifth of the window thread's time per frame. In a ``SteadyBox`` the
+around the label (about a tenth of the window thread's time per frame: 23 ms a frame
+before, 21 ms after, on the default experiment in a 960x774 window). In a ``SteadyBox`` the
 request stops at the box (it has no layout), and the box asks its own layout for room only
 when the text needs more: a longer readout, another line of a wrapped one. A readout that
 gets shorter keeps its room, so the readouts beside it do not jump from frame to frame.
