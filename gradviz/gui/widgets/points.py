@@ -89,6 +89,7 @@ class PointsView(QWidget):
             self.plot.addItem(item)
         self.legend.addItem(self.target_item, "target")
         self.legend.addItem(self.pred_item, PREDICTED_NAMES[True])
+        self._pred_label = self.legend.items[-1][1]  # renamed with the align box
         self.pick_labels = [pg.TextItem(color=_PICK_COLOUR, anchor=(0, 1)) for _ in range(2)]
         for label in self.pick_labels:
             label.setZValue(11)
@@ -235,7 +236,7 @@ class PointsView(QWidget):
     @Slot(bool)
     def _on_option_changed(self, _on: bool) -> None:
         name = PREDICTED_NAMES[self.align_box.isChecked()]
-        self.legend.items[1][1].setText(name)
+        self._pred_label.setText(name)
         self.pred_item.opts["name"] = name  # the column's name in an exported CSV too
         self._redraw(target_changed=False)
 
