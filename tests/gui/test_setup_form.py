@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 
 from gradviz.core.settings.config import FitConfig, LiveSettings
 from gradviz.core.settings.table import groups_of, settings_of
@@ -73,6 +74,38 @@ def test_unset_threads_show_as_zero_and_read_back_as_unset(qtbot):
     assert form.param("threads").value() == 0 and form.config().threads is None
     form.param("threads").setValue(3)
     assert form.config().threads == 3
+
+
+def _item_of(form, name: str):
+    """The tree row of number setting ``name`` (its ``widget`` the editor, its
+    ``displayLabel`` the text shown while it is not being edited)."""
+    from pyqtgraph import SpinBox
+
+    (item,) = [i for i in form.param(name).items if isinstance(i.widget, SpinBox)]
+    return item
+
+
+def test_unset_threads_read_auto_in_the_editor_not_a_count_of_zero(qtbot):
+    form = SetupForm(FitConfig(threads=None))
+    qtbot.addWidget(form)
+    form.show()
+    item = _item_of(form, "threads")
+    editor = item.widget
+    assert item.displayLabel.text() == "auto" and editor.lineEdit().text() == "auto"
+    assert form.config().threads is None
+    editor.setFocus()
+    qtbot.keyClick(editor, Qt.Key.Key_Up)  # one step up from unset: 1 thread
+    assert editor.lineEdit().text() == "1"
+    qtbot.waitUntil(lambda: form.config().threads == 1)  # the editor reports after a pause
+    editor.lineEdit().selectAll()
+    qtbot.keyClicks(editor.lineEdit(), "2")
+    qtbot.keyClick(editor.lineEdit(), Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: form.config().threads == 2)
+    qtbot.keyClick(editor, Qt.Key.Key_Down)
+    qtbot.keyClick(editor, Qt.Key.Key_Down)  # back to 0: unset, in words
+    assert editor.lineEdit().text() == "auto"
+    qtbot.waitUntil(lambda: form.config().threads is None)
+    assert item.displayLabel.text() == "auto"
 
 
 def test_number_editors_are_tall_enough_for_their_digits(qtbot):

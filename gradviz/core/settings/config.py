@@ -183,6 +183,7 @@ class FitConfig:
         metavar="N",
         cli_help="torch CPU threads of the run's steps",
         unset=AUTO_RULE,
+        unset_word="auto",
     )
     stop_on_nan: bool = setting(
         False,

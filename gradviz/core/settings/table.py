@@ -50,7 +50,8 @@ class SettingInfo:
     generators that accepts files. flag,
     metavar, cli_help: the CLI option where it differs from ``--name`` and the tooltip.
     unset: what leaving an optional setting unset (None) does, in words; ``--help`` gives
-    it as the default and the form's tooltip says it.
+    it as the default and the form's tooltip says it. unset_word: what the form's editor of
+    an optional number shows for unset (its 0), in place of a 0 the run never uses.
     """
 
     title: str
@@ -65,6 +66,7 @@ class SettingInfo:
     metavar: str | None = None
     cli_help: str | None = None
     unset: str = ""
+    unset_word: str = "unset"
 
 
 def setting(default: Any, **info: Any) -> Any:

@@ -133,6 +133,7 @@ class SetupForm(QWidget):
                 for item in child.items:
                     editor = getattr(item, "widget", None)
                     if isinstance(editor, SpinBox):
+                        _show_unset_in_words(item, self._rows.get(child.name()))
                         editor.setOpts(compactHeight=False)
                         natural = editor.minimumSizeHint().height()  # its sizeHint says 0
                         editor.setMaximumHeight(max(natural, editor.maximumHeight()))
@@ -392,6 +393,18 @@ def _forget_root_item_with(tree: ptree.ParameterTree) -> None:
     """
     root = QTreeWidget.invisibleRootItem(tree)
     tree.destroyed.connect(lambda *_: shiboken6.invalidate(root))
+
+
+def _show_unset_in_words(item: Any, row: Setting | None) -> None:
+    """The row of an optional number (``item``, its editor a SpinBox) shows its unset word
+    for 0 ("auto"), editing or not: "torch threads 0" read as a count of zero threads, where
+    the run chose 1 or 2 itself."""
+    if row is None or not row.optional:
+        return
+    editor, number_text = item.widget, item.widget.formatText
+    editor.formatText = lambda: row.info.unset_word if editor.value() == 0 else number_text()
+    editor.updateText()
+    item.updateDisplayLabel()  # the text shown while the row is not being edited
 
 
 def _params_for_rows(rows: list[Setting], widgets: dict[str, QWidget]) -> list[dict[str, Any]]:
