@@ -271,7 +271,7 @@ class SetupForm(QWidget):
             param.setValue(FILE_CHOICE if is_file else value)
             self.param(f"{row.name}_file").setValue(value[len(FILE_PREFIX) :] if is_file else "")
         else:
-            param.setValue(0 if value is None else value)  # optional numbers show unset as 0
+            param.setValue(0 if value is None else value)  # an optional number's 0 is unset
 
     def _read(self, row: Setting) -> Any:
         if row.info.editor == "network":
@@ -446,7 +446,7 @@ def _params_for(row: Setting, widgets: dict[str, QWidget]) -> list[dict[str, Any
     param["type"] = _KIND[row.kind]
     if info.limits is not None:
         low, high = info.limits
-        if row.optional:  # an optional number shows "unset" as 0
+        if row.optional:  # an optional number's 0 is unset (shown in words)
             low, param["value"] = 0, 0
             param["tip"] += f" 0: {row.info.unset}." if row.info.unset else " 0 leaves it unset."
         elif row.kind is int and low > 0:
