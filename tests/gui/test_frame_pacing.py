@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
-from test_run_session import FakeRun
+from fake_run import FakeRun
 
 from gradviz.core.settings.config import FitConfig
 from gradviz.gui.run import worker as worker_module
