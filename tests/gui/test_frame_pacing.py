@@ -13,6 +13,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
+import pytest
 from fake_run import FakeRun
 
 from gradviz.core.settings.config import FitConfig
@@ -73,3 +74,43 @@ def test_the_lab_page_states_the_pacing_the_worker_uses():
     page = Path(__file__).resolve().parents[2] / "docs" / "app" / "lab.md"
     words = " ".join(page.read_text(encoding="utf-8").split())
     assert f"a frame also waits {GUI_SHARE_FACTOR:g} times as long as the window took" in words
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.drawn: list[float] = []
+
+    def frame_drawn(self, gui_seconds: float) -> None:
+        self.drawn.append(gui_seconds)
+
+
+def paced_frame(qtbot, monkeypatch, cpu_s: float, wall_s: float) -> float:
+    """The time the pacer reports for one frame that took ``cpu_s`` of the GUI thread's CPU
+    and ``wall_s`` from its arrival to its paint."""
+    from gradviz.gui.run.worker import FramePacer
+
+    clock = types.SimpleNamespace(cpu=0.0, wall=100.0)
+    monkeypatch.setattr(
+        worker_module,
+        "time",
+        types.SimpleNamespace(thread_time=lambda: clock.cpu, perf_counter=lambda: clock.wall),
+    )
+    worker = _Worker()
+    pool = types.SimpleNamespace(get=lambda _g: types.SimpleNamespace(worker=worker))
+    pacer = FramePacer(pool)
+    arrived = clock.wall
+    clock.cpu += cpu_s
+    clock.wall += wall_s
+    pacer.shown(7, arrived)
+    qtbot.waitUntil(lambda: bool(worker.drawn), timeout=2000)
+    return worker.drawn[0]
+
+
+def test_a_frame_is_paced_by_the_window_threads_cpu_time(qtbot, monkeypatch):
+    assert paced_frame(qtbot, monkeypatch, cpu_s=0.020, wall_s=0.012) == pytest.approx(0.020)
+
+
+def test_on_a_busy_machine_a_frame_is_paced_by_the_wall_time_it_held_the_window(qtbot, monkeypatch):
+    # Preempted while it drew (and held the GIL), the window took 60 ms for 20 ms of CPU:
+    # the run waited the 60 ms, and the next frame must wait six times that.
+    assert paced_frame(qtbot, monkeypatch, cpu_s=0.020, wall_s=0.060) == pytest.approx(0.060)

@@ -8,6 +8,7 @@ arrive on this GUI-thread QObject (queued across the thread) and go on as its ow
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -110,10 +111,11 @@ class WorkerSlot(QObject):
     # ---- worker signals (GUI thread) ----------------------------------------------------------
     @Slot(object, float)
     def _on_snapshot(self, snapshot: Snapshot, steps_per_second: float) -> None:
+        arrived = time.perf_counter()
         if snapshot.generation == self._generation:
             self.snapshotReady.emit(snapshot, steps_per_second)
         # Every frame is acknowledged, stale or not, after the views have taken it.
-        self._pacer.shown(snapshot.generation)
+        self._pacer.shown(snapshot.generation, arrived)
 
     @Slot(object)
     def _on_first_nan_pinned(self, snapshot: Snapshot) -> None:
