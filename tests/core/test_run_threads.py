@@ -15,6 +15,7 @@ import torch
 
 from gradviz.core.common import run_threads
 from gradviz.core.common.run_threads import (
+    CLOSE_CALL_RECHECK_S,
     DRIFT_SPACING,
     DRIFT_WINDOW,
     LOOK_EVERY_S,
@@ -236,6 +237,39 @@ def test_a_load_that_only_changes_the_other_count_is_seen_by_a_periodic_check():
     assert "a periodic check after 10 s of steps" in plan.choice.why
     _settle(plan, {1: 0.010, 2: 0.005})
     assert plan.choice.threads == 2
+
+
+def test_a_close_call_is_timed_again_soon():
+    """One moment of the machine timed 2 threads only 1.04x as fast as one (so 1 was kept)
+    where they run 1.5x as fast: auto times again after CLOSE_CALL_RECHECK_S s of steps,
+    not RECHECK_S, and switches."""
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, {1: 0.035, 2: 0.0336})
+    assert plan.choice.threads == 1
+    truth = {1: 0.035, 2: 0.0233}
+    spent = _until_timing(plan, truth, limit=200)
+    assert spent == pytest.approx(CLOSE_CALL_RECHECK_S, abs=truth[1] + 1e-9)
+    assert "again: the last timing was a close call" in plan.choice.why
+    _settle(plan, truth)
+    assert plan.choice.threads == 2
+
+
+def test_a_close_call_timed_again_and_close_again_waits_for_the_periodic_check():
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    close = {1: 0.035, 2: 0.0336}
+    _settle(plan, close)
+    assert _until_timing(plan, close, limit=200) == pytest.approx(
+        CLOSE_CALL_RECHECK_S, abs=close[1] + 1e-9
+    )
+    _settle(plan, close)
+    assert _until_timing(plan, close, limit=2000) == pytest.approx(RECHECK_S, abs=close[1] + 1e-9)
+    assert "again: a periodic check" in plan.choice.why
+
+
+def test_a_clear_timing_waits_for_the_periodic_check():
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    _settle(plan, IDLE)
+    assert _until_timing(plan, IDLE, limit=5000) == pytest.approx(RECHECK_S, abs=IDLE[2] + 1e-9)
 
 
 def test_on_a_steady_machine_auto_times_again_only_periodically_and_one_slow_step_is_noise():

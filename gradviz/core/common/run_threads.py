@@ -28,7 +28,9 @@ numbers a step, and times both counts again (``RETIMED_STEPS`` each) when
   than the steps it timed on its count, or, once that holds, more than ``DRIFT_FACTOR``
   times slower or faster than its first steps after choosing; or
 - its steps have run ``RECHECK_S`` seconds since it last timed (a load that leaves may speed
-  one thread less than that factor while more threads would now win).
+  one thread less than that factor while more threads would now win), or
+  ``CLOSE_CALL_RECHECK_S`` seconds after a timing whose counts came out close (once: one
+  moment of the machine may have decided it).
 
 A timing costs what the slower count's steps lost; each is followed by at least
 ``DRIFT_SPACING`` (after a change of speed) or ``RECHECK_SPACING`` (periodic) times that
@@ -100,6 +102,13 @@ SETTLE_S = 0.3
 #: slower count, before auto times again for a change of speed and periodically.
 DRIFT_SPACING = 10.0
 RECHECK_SPACING = 50.0
+#: A timing whose counts came out within ``1 / MORE_THREADS_MARGIN`` of each other is a
+#: close call, which one moment of the machine can decide either way: at N = 1000 on 2
+#: idle cores auto once timed 28.7 steps/s on 1 thread and 29.9 on 2, and kept 1 thread
+#: while a bare loop then ran 26.8 and 40.6. A close call is timed again after this many
+#: seconds of steps, once (the next timing waits as any other).
+CLOSE_CALL_RECHECK_S = 1.0
+CLOSE_CALL = "the last timing was a close call"
 
 #: What "auto" does, in the words of ``--help`` and the form's tooltip.
 AUTO_RULE = (
@@ -296,8 +305,10 @@ class ThreadPlan:
         self._samples = {}
         if self._gate is not None:  # a small step: its looks at the machine watch it
             self._gate.quiet_threads = threads
-        else:
-            self._watch.restart(median[threads], lost)
+            return
+        close = MORE_THREADS_MARGIN < median[self.cores] / median[1] < 1 / MORE_THREADS_MARGIN
+        soon = close and self._reason != CLOSE_CALL
+        self._watch.restart(median[threads], lost, CLOSE_CALL_RECHECK_S if soon else RECHECK_S)
         _set_threads(threads)
 
 
@@ -364,16 +375,18 @@ class _Watch:
     def __init__(self) -> None:
         self.active = False
 
-    def restart(self, timed_s: float, lost_s: float) -> None:
+    def restart(self, timed_s: float, lost_s: float, recheck_s: float = RECHECK_S) -> None:
         """A timing chose a count whose steps took ``timed_s`` each; the slower count's
-        steps lost ``lost_s`` seconds."""
+        steps lost ``lost_s`` seconds; ``recheck_s``: seconds of steps to the next timing
+        (``CLOSE_CALL_RECHECK_S`` after a close call), or more where it lost more."""
+        self._close_call = recheck_s < RECHECK_S
         self.active = True
         self._timed = timed_s
         self._steady: float | None = None  # the median of the first steps after choosing
         self._recent: deque[float] = deque(maxlen=DRIFT_WINDOW)
         self._since = 0.0
         self._drift_after = DRIFT_SPACING * lost_s
-        self._recheck_after = max(RECHECK_S, RECHECK_SPACING * lost_s)
+        self._recheck_after = max(recheck_s, RECHECK_SPACING * lost_s)
 
     def after_step(self, seconds: float) -> str | None:
         """Why to time again after this step, in words, or None."""
@@ -394,7 +407,11 @@ class _Watch:
             factor = ratio if ratio > 1 else 1.0 / ratio
             return f"its steps ran {factor:.2g}x {change}"
         if self._since >= self._recheck_after:
-            return f"a periodic check after {self._since:.3g} s of steps"
+            return (
+                CLOSE_CALL
+                if self._close_call
+                else (f"a periodic check after {self._since:.3g} s of steps")
+            )
         return None
 
 
