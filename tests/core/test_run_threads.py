@@ -371,6 +371,21 @@ def test_a_small_step_on_a_quiet_machine_is_timed_and_other_work_takes_it_back_t
     assert "(again: nothing else runs on the machine)" in plan.choice.why
 
 
+def test_a_small_steps_close_call_is_timed_again_at_its_next_quiet_looks(monkeypatch):
+    """At N = 200 idle, 2 threads timed 1.1x one thread's speed (1 kept) where a bare loop
+    ran 1.26x: timed again at the next quiet looks after CLOSE_CALL_RECHECK_S, not RECHECK_S."""
+    monkeypatch.setattr(run_threads, "others_running", _Machine(others=0))
+    plan = ThreadPlan(None, QUIET_FROM_POINTS, "cpu", cores=2)
+    _steps_for(QUIET_LOOKS * LOOK_EVERY_S + 0.01, plan, SMALL_IDLE)
+    _settle(plan, {1: 0.0020, 2: 0.0018})
+    assert plan.choice.threads == 1 and plan.choice.timings == 1
+    truth = {1: 0.0020, 2: 0.0016}
+    ran = _steps_for(CLOSE_CALL_RECHECK_S + QUIET_LOOKS * LOOK_EVERY_S, plan, truth)
+    assert plan.choice.timings == 2 and 2 in ran
+    assert "(again: the last timing was a close call)" in plan.choice.why
+    assert plan.choice.threads == 2
+
+
 def test_a_small_step_where_the_system_does_not_say_stays_on_one_thread(monkeypatch):
     monkeypatch.setattr(run_threads, "others_running", _Machine(others=None))
     plan = ThreadPlan(None, QUIET_FROM_POINTS, "cpu", cores=2)

@@ -269,7 +269,7 @@ class ThreadPlan:
             if self._gate.timing_due():
                 self._gate.timed()
                 first = old.timings == 0
-                reason = None if first else "nothing else runs on the machine"
+                reason = None if first else self._gate.recheck_reason()
                 self._start_timing(TIMED_STEPS if first else RETIMED_STEPS, reason)
             elif old.threads != self._gate.quiet_threads:  # as timed on a quiet machine
                 threads = self._gate.quiet_threads
@@ -303,12 +303,12 @@ class ThreadPlan:
         timings = self._choice.timings + 1
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
-        if self._gate is not None:  # a small step: its looks at the machine watch it
-            self._gate.quiet_threads = threads
-            return
         close = MORE_THREADS_MARGIN < median[self.cores] / median[1] < 1 / MORE_THREADS_MARGIN
-        soon = close and self._reason != CLOSE_CALL
-        self._watch.restart(median[threads], lost, CLOSE_CALL_RECHECK_S if soon else RECHECK_S)
+        recheck_s = CLOSE_CALL_RECHECK_S if close and self._reason != CLOSE_CALL else RECHECK_S
+        if self._gate is not None:  # a small step: its looks at the machine watch it
+            self._gate.quiet_threads, self._gate.recheck_s = threads, recheck_s
+        else:
+            self._watch.restart(median[threads], lost, recheck_s)
         _set_threads(threads)
 
 
@@ -316,13 +316,15 @@ class _QuietGate:
     """When a small step may be timed on more threads: looks at the machine's other work
     every ``LOOK_EVERY_S`` seconds of steps; after ``QUIET_LOOKS`` quiet looks in a row the
     counts are timed (the first time, or ``RECHECK_S`` seconds of steps after the last), or
-    the count the latest timing chose is taken back without timing."""
+    the count the latest timing chose is taken back without timing (``CLOSE_CALL_RECHECK_S``
+    after a close call)."""
 
     def __init__(self) -> None:
         self._since_look = 0.0
         self._since_timing: float | None = None  # None: never timed
         self._quiet = 0
         self.quiet_threads = 1  # the count the latest timing chose (on a quiet machine)
+        self.recheck_s = RECHECK_S  # seconds of steps from one timing to the next
 
     def after_step(self, seconds: float) -> int | None:
         """The tasks running beside this process, when it is time to look (else None)."""
@@ -342,7 +344,11 @@ class _QuietGate:
         return self._quiet >= QUIET_LOOKS
 
     def timing_due(self) -> bool:
-        return self._since_timing is None or self._since_timing >= RECHECK_S
+        return self._since_timing is None or self._since_timing >= self.recheck_s
+
+    def recheck_reason(self) -> str:
+        """Why a timing after the first is due, in words."""
+        return CLOSE_CALL if self.recheck_s < RECHECK_S else "nothing else runs on the machine"
 
     def timed(self) -> None:
         self._since_timing = 0.0
