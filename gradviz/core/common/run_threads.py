@@ -304,7 +304,8 @@ class ThreadPlan:
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
         close = MORE_THREADS_MARGIN < median[self.cores] / median[1] < 1 / MORE_THREADS_MARGIN
-        recheck_s = CLOSE_CALL_RECHECK_S if close and self._reason != CLOSE_CALL else RECHECK_S
+        soon = close and self._reason != CLOSE_CALL  # sooner than periodic, never later
+        recheck_s = min(CLOSE_CALL_RECHECK_S, RECHECK_S) if soon else RECHECK_S
         if self._gate is not None:  # a small step: its looks at the machine watch it
             self._gate.quiet_threads, self._gate.recheck_s = threads, recheck_s
         else:
@@ -381,7 +382,7 @@ class _Watch:
     def __init__(self) -> None:
         self.active = False
 
-    def restart(self, timed_s: float, lost_s: float, recheck_s: float = RECHECK_S) -> None:
+    def restart(self, timed_s: float, lost_s: float, recheck_s: float) -> None:
         """A timing chose a count whose steps took ``timed_s`` each; the slower count's
         steps lost ``lost_s`` seconds; ``recheck_s``: seconds of steps to the next timing
         (``CLOSE_CALL_RECHECK_S`` after a close call), or more where it lost more."""
