@@ -245,7 +245,8 @@ def _bare_best_on_its_own_thread(seconds: float) -> float:
     Why not on this thread: an OpenMP team's workers belong to the thread that started it
     and live as long as it does, and while they live libgomp counts them against the cores
     and stops spin-waiting in every other team of the process. A 2-thread fit step on the
-    lab's worker then ran 2.5x slower (244-321 against 537-861 steps/s), so a baseline
+    lab's worker then ran 2.5x slower (244-321 steps/s, against 537-861 with no other
+    team alive), so a baseline
     measured on the window's thread would slow the very run it is compared with.
     """
     rates: list[float] = []

@@ -84,9 +84,10 @@ class _Worker:
         self.drawn.append(gui_seconds)
 
 
-def paced_frame(qtbot, monkeypatch, cpu_s: float, wall_s: float) -> float:
-    """The time the pacer reports for one frame that took ``cpu_s`` of the GUI thread's CPU
-    and ``wall_s`` from its arrival to its paint."""
+def paced_frames(qtbot, monkeypatch, cpu_s: float, wall_s: float, runs: int = 1) -> list:
+    """The time the pacer reports to each of ``runs`` runs (generations) whose frames were
+    drawn together, taking ``cpu_s`` of the GUI thread's CPU and ``wall_s`` from the first
+    one's arrival to their paint."""
     from gradviz.gui.run.worker import FramePacer
 
     clock = types.SimpleNamespace(cpu=0.0, wall=100.0)
@@ -95,15 +96,28 @@ def paced_frame(qtbot, monkeypatch, cpu_s: float, wall_s: float) -> float:
         "time",
         types.SimpleNamespace(thread_time=lambda: clock.cpu, perf_counter=lambda: clock.wall),
     )
-    worker = _Worker()
-    pool = types.SimpleNamespace(get=lambda _g: types.SimpleNamespace(worker=worker))
+    workers = {generation: _Worker() for generation in range(runs)}
+    pool = types.SimpleNamespace(get=lambda g: types.SimpleNamespace(worker=workers[g]))
     pacer = FramePacer(pool)
     arrived = clock.wall
     clock.cpu += cpu_s
     clock.wall += wall_s
-    pacer.shown(7, arrived)
-    qtbot.waitUntil(lambda: bool(worker.drawn), timeout=2000)
-    return worker.drawn[0]
+    for generation in workers:
+        pacer.shown(generation, arrived)
+    qtbot.waitUntil(lambda: all(w.drawn for w in workers.values()), timeout=2000)
+    return [w.drawn for w in workers.values()]
+
+
+def paced_frame(qtbot, monkeypatch, cpu_s: float, wall_s: float) -> float:
+    return paced_frames(qtbot, monkeypatch, cpu_s, wall_s)[0][0]
+
+
+def test_runs_whose_frames_were_drawn_together_are_each_told_the_same_time(qtbot, monkeypatch):
+    # A stopped run's last frame and the new run's first, taken by the views in one go.
+    assert paced_frames(qtbot, monkeypatch, cpu_s=0.030, wall_s=0.012, runs=2) == [
+        [pytest.approx(0.030)],
+        [pytest.approx(0.030)],
+    ]
 
 
 def test_a_frame_is_paced_by_the_window_threads_cpu_time(qtbot, monkeypatch):

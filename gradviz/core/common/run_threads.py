@@ -414,11 +414,8 @@ class _Watch:
             factor = ratio if ratio > 1 else 1.0 / ratio
             return f"its steps ran {factor:.2g}x {change}"
         if self._since >= self._recheck_after:
-            return (
-                CLOSE_CALL
-                if self._close_call
-                else (f"a periodic check after {self._since:.3g} s of steps")
-            )
+            periodic = f"a periodic check after {self._since:.3g} s of steps"
+            return CLOSE_CALL if self._close_call else periodic
         return None
 
 
