@@ -52,3 +52,19 @@ def test_the_default_experiments_2000_steps_take_at_most_twice_the_bare_time(fig
 def test_a_long_live_runs_histories_stay_flat():
     marks = soak.run(1, quick=False, emit=print)["bounded_mb"]
     assert marks["1000000"] - marks["100000"] < 20  # MB, over 900,000 more steps
+
+
+@pytest.mark.parametrize("others", [0, 2])
+def test_the_fits_rounds_begin_after_its_first_timing_or_a_bounded_wait(monkeypatch, others):
+    """A small step is timed only after its quiet looks: the rounds wait for that timing on
+    a quiet machine, and beside other work (where it never comes) give up after the bound."""
+    from gradviz.core.common import run_threads
+
+    monkeypatch.setattr(run_threads, "others_running", lambda: others)
+    monkeypatch.setattr(run_threads, "LOOK_EVERY_S", 0.01)
+    monkeypatch.setattr(run_threads, "TIMED_S", 0.0)
+    monkeypatch.setattr(fit_loop, "FIRST_TIMING_MAX_S", 0.3)
+    run = DistanceFitRun(FitConfig(n=run_threads.QUIET_FROM_POINTS, steps=10**6), cores=2)
+    assert run.thread_choice.threads == 1 and run.thread_choice.timings == 0
+    fit_loop._first_choice(run)
+    assert run.thread_choice.timings == (1 if others == 0 else 0)

@@ -105,6 +105,18 @@ def test_more_threads_must_be_clearly_faster_to_be_kept():
     assert plan.choice.threads == 1 and torch.get_num_threads() == 1
 
 
+def test_a_count_is_timed_by_its_mean_step_so_its_slow_steps_count():
+    """Beside busy processes 2 threads ran two steps fast and one 6x slower: by the median
+    they looked 1.4x as fast as one thread, by their steps per second they are slower."""
+    plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
+    times = {1: iter([0.062, 0.060, 0.062, 0.065]), 2: iter([0.2, 0.040, 0.045, 0.250])}
+    while plan.measuring:
+        plan.before_step()
+        plan.after_step(next(times[torch.get_num_threads()]))
+    assert plan.choice.threads == 1
+    assert dict(plan.choice.measured)[2] == pytest.approx(3 / (0.040 + 0.045 + 0.250))
+
+
 def test_the_first_step_after_a_change_of_count_is_not_timed():
     # At N = 200 a 2-thread step right after 1-thread steps waits for OpenMP's workers to
     # wake; run on, 2 threads are faster. Timed one step each in turn, 1 thread won.

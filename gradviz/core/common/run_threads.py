@@ -78,14 +78,13 @@ QUIET_LOOKS = 2
 #: every 2-thread step at N = 200 paid that: timed 436 against 462 steps/s on 1 thread,
 #: while run on, 2 threads took 748 against 569.
 TIMED_STEPS = 3
-#: Steps timed per count when auto times again (a median of three: one slow step in a
-#: count's run is noise, not its speed).
+#: Steps timed per count when auto times again.
 RETIMED_STEPS = 3
 #: ... and at least this many seconds of each count's steps: three steps of 200 points
 #: (about 2 ms each) timed one moment of a machine whose second core's speed wanders, and
 #: 2 threads came out 1.05x to 1.45x as fast as 1 from one run to the next.
 TIMED_S = 0.05
-#: More threads are kept only if their median step takes at most this fraction of one
+#: More threads are kept only if their mean step takes at most this fraction of one
 #: thread's.
 MORE_THREADS_MARGIN = 0.85
 #: Auto times again when the median of its last ``DRIFT_WINDOW`` steps differs from what it
@@ -109,6 +108,14 @@ RECHECK_SPACING = 50.0
 #: seconds of steps, once (the next timing waits as any other).
 CLOSE_CALL_RECHECK_S = 1.0
 CLOSE_CALL = "the last timing was a close call"
+
+#: A count's timed steps come down to their mean: its speed is steps per second, slow steps
+#: included. Beside two busy processes a 2-thread step at N = 1000 runs fast most of the
+#: time and several times slower now and then, which a median hid. Over six interleaved
+#: runs each the fit there ran 0.73-1.07x of the bare loop's best by the median and
+#: 0.79-1.06x by the mean (an earlier six, the drift watch also by the mean: 0.43-1.11x and
+#: 0.75-1.0x).
+_typical_step = statistics.fmean
 
 #: What "auto" does, in the words of ``--help`` and the form's tooltip.
 AUTO_RULE = (
@@ -289,13 +296,13 @@ class ThreadPlan:
             self._choice = ThreadChoice(old.threads, True, why, old.measured, old.timings, True)
 
     def _settle(self) -> None:
-        median = {k: statistics.median(v) for k, v in self._samples.items()}
-        rates = tuple((k, 1.0 / s if s > 0 else float("inf")) for k, s in median.items())
-        more = median[self.cores] <= MORE_THREADS_MARGIN * median[1]
+        step = {k: _typical_step(v) for k, v in self._samples.items()}
+        rates = tuple((k, 1.0 / s if s > 0 else float("inf")) for k, s in step.items())
+        more = step[self.cores] <= MORE_THREADS_MARGIN * step[1]
         threads = self.cores if more else 1
         other = 1 if more else self.cores
         # What the slower count's steps cost beyond the chosen count's.
-        lost = max(0.0, sum(self._samples[other]) - len(self._samples[other]) * median[threads])
+        lost = max(0.0, sum(self._samples[other]) - len(self._samples[other]) * step[threads])
         shown = ", ".join(f"{_rate_words(rate)} steps/s on {k}" for k, rate in rates)
         why = f"auto: timed {shown}"
         if self._reason is not None:
@@ -303,13 +310,13 @@ class ThreadPlan:
         timings = self._choice.timings + 1
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
-        close = MORE_THREADS_MARGIN < median[self.cores] / median[1] < 1 / MORE_THREADS_MARGIN
+        close = MORE_THREADS_MARGIN < step[self.cores] / step[1] < 1 / MORE_THREADS_MARGIN
         soon = close and self._reason != CLOSE_CALL  # sooner than periodic, never later
         recheck_s = min(CLOSE_CALL_RECHECK_S, RECHECK_S) if soon else RECHECK_S
         if self._gate is not None:  # a small step: its looks at the machine watch it
             self._gate.quiet_threads, self._gate.recheck_s = threads, recheck_s
         else:
-            self._watch.restart(median[threads], lost, recheck_s)
+            self._watch.restart(step[threads], lost, recheck_s)
         _set_threads(threads)
 
 
