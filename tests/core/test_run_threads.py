@@ -18,6 +18,7 @@ import torch
 from gradviz.core.common import run_threads
 from gradviz.core.common.run_threads import (
     CLOSE_CALL_RECHECK_S,
+    CLOSE_CALL_TIMED_S,
     DRIFT_SPACING,
     DRIFT_WINDOW,
     LOOK_EVERY_S,
@@ -264,8 +265,11 @@ def test_a_close_call_is_timed_again_soon():
     spent = _until_timing(plan, truth, limit=200)
     assert spent == pytest.approx(CLOSE_CALL_RECHECK_S, abs=truth[1] + 1e-9)
     assert "again: the last timing was a close call" in plan.choice.why
-    _settle(plan, truth)
+    ran = _settle(plan, truth)
     assert plan.choice.threads == 2
+    # Timed longer than a first timing: each count for CLOSE_CALL_TIMED_S at least.
+    assert ran.count(1) * truth[1] >= CLOSE_CALL_TIMED_S
+    assert (ran.count(2) - 1) * truth[2] >= CLOSE_CALL_TIMED_S
 
 
 def test_a_close_call_timed_again_and_close_again_waits_for_the_periodic_check():

@@ -30,7 +30,8 @@ numbers a step, and times both counts again (``RETIMED_STEPS`` each) when
 - its steps have run ``RECHECK_S`` seconds since it last timed (a load that leaves may speed
   one thread less than that factor while more threads would now win), or
   ``CLOSE_CALL_RECHECK_S`` seconds after a timing whose counts came out close (once: one
-  moment of the machine may have decided it).
+  moment of the machine may have decided it), each count then timed for longer
+  (``CLOSE_CALL_TIMED_S``).
 
 A timing costs what the slower count's steps lost; each is followed by at least
 ``DRIFT_SPACING`` (after a change of speed) or ``RECHECK_SPACING`` (periodic) times that
@@ -108,6 +109,10 @@ RECHECK_SPACING = 50.0
 #: seconds of steps, once (the next timing waits as any other).
 CLOSE_CALL_RECHECK_S = 1.0
 CLOSE_CALL = "the last timing was a close call"
+#: ... and each count is then timed at least this many seconds (``TIMED_S`` is too short to
+#: settle it: at N = 200 two timings in a row came out 389 and 422 steps/s on 1 and 2 threads
+#: where a bare loop ran 487 and 720). Close, the slower count costs little.
+CLOSE_CALL_TIMED_S = 0.2
 
 #: A count's timed steps come down to their mean: its speed is steps per second, slow steps
 #: included. Beside two busy processes a 2-thread step at N = 1000 runs fast most of the
@@ -257,7 +262,8 @@ class ThreadPlan:
 
     def _short(self, samples: list[float]) -> bool:
         """Whether a count's timed steps are too few to settle on (see ``TIMED_S``)."""
-        return len(samples) < self._wanted or sum(samples) < TIMED_S
+        long_enough = CLOSE_CALL_TIMED_S if self._reason == CLOSE_CALL else TIMED_S
+        return len(samples) < self._wanted or sum(samples) < long_enough
 
     def _after_small_step(self, seconds: float) -> None:
         """A small step shares only while nothing else runs: a step of a few hundred
