@@ -317,12 +317,12 @@ class ThreadPlan:
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
         close = MORE_THREADS_MARGIN < step[self.cores] / step[1] < 1 / MORE_THREADS_MARGIN
-        soon = close and self._reason != CLOSE_CALL  # sooner than periodic, never later
-        recheck_s = min(CLOSE_CALL_RECHECK_S, RECHECK_S) if soon else RECHECK_S
+        # Timed again soon: once, and only where that is sooner than the periodic check.
+        close_call = close and self._reason != CLOSE_CALL and CLOSE_CALL_RECHECK_S < RECHECK_S
         if self._gate is not None:  # a small step: its looks at the machine watch it
-            self._gate.quiet_threads, self._gate.recheck_s = threads, recheck_s
+            self._gate.quiet_threads, self._gate.close_call = threads, close_call
         else:
-            self._watch.restart(step[threads], lost, recheck_s)
+            self._watch.restart(step[threads], lost, close_call)
         _set_threads(threads)
 
 
@@ -338,7 +338,7 @@ class _QuietGate:
         self._since_timing: float | None = None  # None: never timed
         self._quiet = 0
         self.quiet_threads = 1  # the count the latest timing chose (on a quiet machine)
-        self.recheck_s = RECHECK_S  # seconds of steps from one timing to the next
+        self.close_call = False  # the latest timing was one (see CLOSE_CALL_RECHECK_S)
 
     def after_step(self, seconds: float) -> int | None:
         """The tasks running beside this process, when it is time to look (else None)."""
@@ -358,11 +358,11 @@ class _QuietGate:
         return self._quiet >= QUIET_LOOKS
 
     def timing_due(self) -> bool:
-        return self._since_timing is None or self._since_timing >= self.recheck_s
+        return self._since_timing is None or self._since_timing >= _recheck_s(self.close_call)
 
     def recheck_reason(self) -> str:
         """Why a timing after the first is due, in words."""
-        return CLOSE_CALL if self.recheck_s < RECHECK_S else "nothing else runs on the machine"
+        return CLOSE_CALL if self.close_call else "nothing else runs on the machine"
 
     def timed(self) -> None:
         self._since_timing = 0.0
@@ -395,18 +395,17 @@ class _Watch:
     def __init__(self) -> None:
         self.active = False
 
-    def restart(self, timed_s: float, lost_s: float, recheck_s: float) -> None:
+    def restart(self, timed_s: float, lost_s: float, close_call: bool) -> None:
         """A timing chose a count whose steps took ``timed_s`` each; the slower count's
-        steps lost ``lost_s`` seconds; ``recheck_s``: seconds of steps to the next timing
-        (``CLOSE_CALL_RECHECK_S`` after a close call), or more where it lost more."""
-        self._close_call = recheck_s < RECHECK_S
+        steps lost ``lost_s`` seconds; ``close_call``: it is to be timed again soon."""
+        self._close_call = close_call
         self.active = True
         self._timed = timed_s
         self._steady: float | None = None  # the median of the first steps after choosing
         self._recent: deque[float] = deque(maxlen=DRIFT_WINDOW)
         self._since = 0.0
         self._drift_after = DRIFT_SPACING * lost_s
-        self._recheck_after = max(recheck_s, RECHECK_SPACING * lost_s)
+        self._recheck_after = max(_recheck_s(close_call), RECHECK_SPACING * lost_s)
 
     def after_step(self, seconds: float) -> str | None:
         """Why to time again after this step, in words, or None."""
@@ -430,6 +429,11 @@ class _Watch:
             periodic = f"a periodic check after {self._since:.3g} s of steps"
             return CLOSE_CALL if self._close_call else periodic
         return None
+
+
+def _recheck_s(close_call: bool) -> float:
+    """Seconds of steps from a timing to the next one, at the least."""
+    return CLOSE_CALL_RECHECK_S if close_call else RECHECK_S
 
 
 def _rate_words(rate: float) -> str:
