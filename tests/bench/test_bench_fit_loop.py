@@ -68,3 +68,25 @@ def test_the_fits_rounds_begin_after_its_first_timing_or_a_bounded_wait(monkeypa
     assert run.thread_choice.threads == 1 and run.thread_choice.timings == 0
     fit_loop._first_choice(run)
     assert run.thread_choice.timings == (1 if others == 0 else 0)
+
+
+def test_the_baseline_is_the_bare_loops_best_thread_count_over_the_rounds(monkeypatch):
+    """A hand-written loop runs on one thread count: the baseline is the count with the
+    higher median, not whichever count a round's noise made faster (also reported)."""
+    scripted = {  # steps/s a round per case: 1 thread the faster loop, 2 threads ahead twice
+        "fit": [90.0] * 5,
+        "bare, 1 thread": [100.0, 100.0, 80.0, 80.0, 120.0],
+        "bare, 2 threads": [110.0, 110.0, 50.0, 50.0, 50.0],
+    }
+    cases = {name: (lambda name=name: name) for name in scripted}
+    served = {name: iter(rates) for name, rates in scripted.items()}
+    monkeypatch.setattr(
+        fit_loop, "steps_per_second", lambda step, seconds, min_steps: next(served[step()])
+    )
+    monkeypatch.setattr(fit_loop, "ROUNDS_PER_REPEAT", 1)
+    run = DistanceFitRun(FitConfig(n=10, steps=10, threads=1))
+    row = fit_loop._rounds(run, cases, n=10, repeats=5, window_s=0.0)
+    assert row["rounds"] == 5
+    assert row["bare_best"] == "bare, 1 thread"
+    assert row["ratio"] == pytest.approx(0.9)  # median of 90 / (100, 100, 80, 80, 120)
+    assert row["ratio_to_faster_each_round"] == pytest.approx(90 / 110)
