@@ -216,6 +216,8 @@ def _add_model_choices(p) -> None:
 
 
 def _add_bench(sub) -> None:
+    from gradviz.commands.bench import SUITES  # plain names, no measuring code
+
     p = sub.add_parser(
         "bench",
         help="measure speed (ratios against named baselines)",
@@ -224,18 +226,7 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--suite",
         default="all",
-        choices=[
-            "all",
-            "distances",
-            "jacobians",
-            "gui",
-            "watch",
-            "ddp",
-            "memory",
-            "origin",
-            "fit_loop",
-            "soak",
-        ],
+        choices=["all", *SUITES],
         help="which measurements to run",
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (median)")

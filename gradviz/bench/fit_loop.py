@@ -76,9 +76,11 @@ FIRST_TIMING_MAX_S = 3.0
 REPO = Path(__file__).resolve().parents[2]
 
 
-def experiment(n: int) -> FitConfig:
-    """The default experiment at N = n, with more steps than any measurement takes."""
-    return FitConfig(n=n, steps=10**9)
+def experiment(n: int, device: str = "cpu") -> FitConfig:
+    """The default experiment at N = n on ``device``, with more steps than any measurement
+    takes (on the CPU by default: its device "auto" takes a GPU where there is one, and
+    these figures are of the CPU's threads; the ``cuda`` suite has the GPU's)."""
+    return FitConfig(n=n, steps=10**9, device=device)
 
 
 def bare_step(run: DistanceFitRun, threads: int) -> Callable[[], None]:
@@ -107,12 +109,17 @@ def bare_step(run: DistanceFitRun, threads: int) -> Callable[[], None]:
     return step
 
 
-def steps_per_second(step: Callable[[], object], seconds: float, min_steps: int = 2) -> float:
-    """Steps per second of ``step`` called for about ``seconds`` (at least ``min_steps``)."""
+def steps_per_second(
+    step: Callable[[], object], seconds: float, min_steps: int = 2, sync=lambda: None
+) -> float:
+    """Steps per second of ``step`` called for about ``seconds`` (at least ``min_steps``);
+    ``sync`` waits for the device's queued work (a GPU loop is timed to its last kernel)."""
+    sync()
     start, done = time.perf_counter(), 0
     while done < min_steps or time.perf_counter() - start < seconds:
         step()
         done += 1
+    sync()
     return done / (time.perf_counter() - start)
 
 
@@ -238,19 +245,21 @@ def _conditions(busy: bool):
     return busy_processes(BUSY_PROCESSES) if busy else contextlib.nullcontext()
 
 
-def measure_lab(repeats: int, seconds: float, busy: bool, lab) -> dict:
-    """steps/s of the app's worker on the default experiment at the default frame rate,
-    against the bare loop's best (1 or 2 threads) measured just before, in turn."""
+def measure_lab(repeats: int, seconds: float, lab, n: int = 200, device: str = "cpu") -> dict:
+    """steps/s of the app's worker on the default experiment at N = n on ``device``, at the
+    default frame rate, against the bare loop's best (on the CPU of 1 and 2 threads)
+    measured just before, in turn; with the threads the worker's run chose, and why."""
     from gradviz.core.settings.config import LiveSettings
     from gradviz.gui.run.worker import GUI_SHARE_FACTOR
 
     ratios, apps, bests, frames = [], [], [], []
     for _ in range(repeats):
-        best = _bare_best_on_its_own_thread(seconds)
-        lab.start_config(experiment(200), LiveSettings().frame_rate)
+        best = _bare_best_on_its_own_thread(seconds, n, device)
+        lab.start_config(experiment(n, device), LiveSettings().frame_rate)
         steps, drawn = lab.rates(seconds)
         apps.append(steps)
         frames.append(drawn)
+        threads = lab.controller.session.latest.threads
         lab.controller.session.stop()
         bests.append(best)
         ratios.append(apps[-1] / best)
@@ -260,14 +269,15 @@ def measure_lab(repeats: int, seconds: float, busy: bool, lab) -> dict:
         "ratio": statistics.median(ratios),
         "frame_rate": LiveSettings().frame_rate,
         "frames_drawn_per_second": statistics.median(frames),
+        "threads": threads,  # the last repeat's
         "gui_share_factor": GUI_SHARE_FACTOR,
         "load_average_1min": _load(),
     }
 
 
-def _bare_best_on_its_own_thread(seconds: float) -> float:
-    """The bare loop's steps/s at N = 200 on its faster thread count, built, warmed up and
-    timed on a thread that ends with it.
+def _bare_best_on_its_own_thread(seconds: float, n: int = 200, device: str = "cpu") -> float:
+    """The bare loop's steps/s at N = n on ``device`` (on the CPU: its faster thread
+    count), built, warmed up and timed on a thread that ends with it.
 
     Why not on this thread: an OpenMP team's workers belong to the thread that started it
     and live as long as it does, and while they live libgomp counts them against the cores
@@ -277,19 +287,21 @@ def _bare_best_on_its_own_thread(seconds: float) -> float:
     measured on the window's thread would slow the very run it is compared with.
     """
     rates: list[float] = []
+    counts = BARE_THREADS if device == "cpu" else (1,)  # a GPU step: 1 thread launches it
 
     def measure() -> None:
-        run = DistanceFitRun(experiment(200))
-        for threads in BARE_THREADS:
+        run = DistanceFitRun(experiment(n, device))
+        sync = torch.cuda.synchronize if run.device.type == "cuda" else lambda: None
+        for threads in counts:
             step = bare_step(run, threads)
             for _ in range(WARMUP_STEPS):
                 step()
-            rates.append(steps_per_second(step, seconds))
+            rates.append(steps_per_second(step, seconds, sync=sync))
 
     thread = threading.Thread(target=measure, name="gradviz-bench-bare")
     thread.start()
     thread.join()
-    if len(rates) != len(BARE_THREADS):
+    if len(rates) != len(counts):
         raise RuntimeError("the bare loop failed on its thread (its error is printed above)")
     return max(rates)
 
@@ -301,7 +313,7 @@ import torch, torch.nn.functional, numpy
 from gradviz.cli import main
 start = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()) as out:
-    main(["fit", "--json", "--steps", sys.argv[1]])
+    main(["fit", "--json", "--device", "cpu", "--steps", sys.argv[1]])
 seconds = time.perf_counter() - start
 summary = json.loads(out.getvalue().strip().splitlines()[-1])
 print(json.dumps({"seconds": seconds, "threads": summary["threads"]["count"]}))
@@ -552,7 +564,7 @@ def lab_figures(repeats: int, seconds: float) -> dict:
     try:
         for busy in (False, True):
             with _conditions(busy):
-                out["busy" if busy else "idle"] = measure_lab(repeats, seconds, busy, lab)
+                out["busy" if busy else "idle"] = measure_lab(repeats, seconds, lab)
     finally:
         lab.close()
     out["target"] = TARGET_LAB
