@@ -1,12 +1,14 @@
 """The lab's worker on a GPU: the default experiment and N = 3000 run on CUDA through the
 real window, with the numbers of the same run headless (skipped without a CUDA device)."""
+# The shared fixtures are imported by name, which pyflakes reads as a redefinition:
+# ruff: noqa: F811
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from fixtures_app import RUN_TIMEOUT_MS
+from fixtures_app import RUN_TIMEOUT_MS, isolated_settings, make_lab  # noqa: F401 - fixtures
 
 from gradviz.core.lab.fit import DistanceFitRun
 from gradviz.core.settings.config import FitConfig
