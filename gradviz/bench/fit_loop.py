@@ -482,7 +482,7 @@ def _lab_table(lab: dict, emit: Callable[[str], None]) -> dict:
     """The app's lab worker against the bare loop's best, idle and busy."""
     columns = [
         "condition", "lab steps/s", "bare best steps/s", "lab / bare", "target (at least)",
-        "frames/s asked", "frames/s drawn", "load (1 min)",
+        "frames/s asked", "frames/s drawn", "load (1 min)", "lab's threads",
     ]  # fmt: skip
     rows = [
         [
@@ -494,6 +494,7 @@ def _lab_table(lab: dict, emit: Callable[[str], None]) -> dict:
             row["frame_rate"],
             row["frames_drawn_per_second"],
             row["load_average_1min"],
+            row["threads"],
         ]
         for label, row in lab.items()
         if label != "target"
