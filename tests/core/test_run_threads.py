@@ -272,16 +272,24 @@ def test_a_close_call_is_timed_again_soon():
     assert (ran.count(2) - 1) * truth[2] >= CLOSE_CALL_TIMED_S
 
 
-def test_a_close_call_timed_again_and_close_again_waits_for_the_periodic_check():
+def test_close_calls_in_a_row_are_timed_again_ever_later_up_to_the_periodic_check():
+    """1, 2, 4 and 8 s of steps after close calls in a row, then the periodic 10 s; a clear
+    timing starts the back-off over."""
     plan = ThreadPlan(None, MEASURE_FROM_POINTS, "cpu", cores=2)
     close = {1: 0.035, 2: 0.0336}
     _settle(plan, close)
-    assert _until_timing(plan, close, limit=200) == pytest.approx(
-        CLOSE_CALL_RECHECK_S, abs=close[1] + 1e-9
-    )
-    _settle(plan, close)
+    for wait in (1.0, 2.0, 4.0, 8.0):
+        spent = _until_timing(plan, close, limit=2000)
+        assert spent == pytest.approx(wait * CLOSE_CALL_RECHECK_S, abs=close[1] + 1e-9)
+        assert "again: the last timing was a close call" in plan.choice.why
+        _settle(plan, close)
     assert _until_timing(plan, close, limit=2000) == pytest.approx(RECHECK_S, abs=close[1] + 1e-9)
     assert "again: a periodic check" in plan.choice.why
+    _settle(plan, IDLE)  # clear: 2 threads, and the next close call is timed again soon
+    assert _until_timing(plan, IDLE, limit=5000) == pytest.approx(RECHECK_S, abs=IDLE[2] + 1e-9)
+    _settle(plan, close)
+    spent = _until_timing(plan, close, limit=200)
+    assert spent == pytest.approx(CLOSE_CALL_RECHECK_S, abs=close[1] + 1e-9)
 
 
 def test_a_close_call_is_never_timed_later_than_the_periodic_check(monkeypatch):

@@ -29,9 +29,10 @@ numbers a step, and times both counts again (``RETIMED_STEPS`` each) when
   times slower or faster than its first steps after choosing; or
 - its steps have run ``RECHECK_S`` seconds since it last timed (a load that leaves may speed
   one thread less than that factor while more threads would now win), or
-  ``CLOSE_CALL_RECHECK_S`` seconds after a timing whose counts came out close (once: one
-  moment of the machine may have decided it), each count then timed for longer
-  (``CLOSE_CALL_TIMED_S``).
+  ``CLOSE_CALL_RECHECK_S`` seconds after a timing whose counts came out close (one moment
+  of the machine may have decided it), each count then timed for longer
+  (``CLOSE_CALL_TIMED_S``); close again, twice as long after it, and so on up to
+  ``RECHECK_S``.
 
 A timing costs what the slower count's steps lost; each is followed by at least
 ``DRIFT_SPACING`` (after a change of speed) or ``RECHECK_SPACING`` (periodic) times that
@@ -113,7 +114,10 @@ RECHECK_SPACING = 50.0
 #: close call, which one moment of the machine can decide either way: at N = 1000 on 2
 #: idle cores auto once timed 28.7 steps/s on 1 thread and 29.9 on 2, and kept 1 thread
 #: while a bare loop then ran 26.8 and 40.6. A close call is timed again after this many
-#: seconds of steps, once (the next timing waits as any other).
+#: seconds of steps, and each close call in a row after twice as many as the last, up to
+#: ``RECHECK_S``: two timings in a row at N = 1000 idle once came out 1.13x, where the bare
+#: loop then ran 1.48x as fast on 2 threads, and 1 thread was kept for 10 s of steps. Close,
+#: the slower count costs little.
 CLOSE_CALL_RECHECK_S = 1.0
 CLOSE_CALL = "the last timing was a close call"
 #: ... and each count is then timed at least this many seconds (``TIMED_S`` is too short to
@@ -205,6 +209,7 @@ class ThreadPlan:
         self._choice = self._first_choice(setting, n_points, device_type)
         self._watch = _Watch()
         self._wanted, self._reason = 0, None
+        self._close_calls = 0  # timings in a row whose counts came out close
         # Auto times only where it has a choice to make; every other plan stays as it is.
         self._times = self._choice.threads is None or self._gate is not None
         if self._choice.threads is None:
@@ -325,12 +330,13 @@ class ThreadPlan:
         self._choice = ThreadChoice(threads, True, why, rates, timings)
         self._samples = {}
         close = MORE_THREADS_MARGIN < step[self.cores] / step[1] < 1 / MORE_THREADS_MARGIN
-        # Timed again soon: once, and only where that is sooner than the periodic check.
-        close_call = close and self._reason != CLOSE_CALL and CLOSE_CALL_RECHECK_S < RECHECK_S
+        self._close_calls = self._close_calls + 1 if close else 0
+        # Timed again soon only where that is sooner than the periodic check.
+        close_calls = self._close_calls if _recheck_s(self._close_calls) < RECHECK_S else 0
         if self._gate is not None:  # a small step: its looks at the machine watch it
-            self._gate.quiet_threads, self._gate.close_call = threads, close_call
+            self._gate.quiet_threads, self._gate.close_calls = threads, close_calls
         else:
-            self._watch.restart(step[threads], lost, close_call)
+            self._watch.restart(step[threads], lost, close_calls)
         _set_threads(threads)
 
 
@@ -346,7 +352,7 @@ class _QuietGate:
         self._since_timing: float | None = None  # None: never timed
         self._quiet = 0
         self.quiet_threads = 1  # the count the latest timing chose (on a quiet machine)
-        self.close_call = False  # the latest timing was one (see CLOSE_CALL_RECHECK_S)
+        self.close_calls = 0  # close calls in a row up to the latest timing (0: it was clear)
 
     def after_step(self, seconds: float) -> int | None:
         """The tasks running beside this process, when it is time to look (else None)."""
@@ -366,11 +372,11 @@ class _QuietGate:
         return self._quiet >= QUIET_LOOKS
 
     def timing_due(self) -> bool:
-        return self._since_timing is None or self._since_timing >= _recheck_s(self.close_call)
+        return self._since_timing is None or self._since_timing >= _recheck_s(self.close_calls)
 
     def recheck_reason(self) -> str:
         """Why a timing after the first is due, in words."""
-        return CLOSE_CALL if self.close_call else "nothing else runs on the machine"
+        return CLOSE_CALL if self.close_calls else "nothing else runs on the machine"
 
     def timed(self) -> None:
         self._since_timing = 0.0
@@ -403,17 +409,18 @@ class _Watch:
     def __init__(self) -> None:
         self.active = False
 
-    def restart(self, timed_s: float, lost_s: float, close_call: bool) -> None:
+    def restart(self, timed_s: float, lost_s: float, close_calls: int) -> None:
         """A timing chose a count whose steps took ``timed_s`` each; the slower count's
-        steps lost ``lost_s`` seconds; ``close_call``: it is to be timed again soon."""
-        self._close_call = close_call
+        steps lost ``lost_s`` seconds; ``close_calls``: close calls in a row, to be timed
+        again soon (0: none, or not sooner than the periodic check)."""
+        self._close_calls = close_calls
         self.active = True
         self._timed = timed_s
         self._steady: float | None = None  # the median of the first steps after choosing
         self._recent: deque[float] = deque(maxlen=DRIFT_WINDOW)
         self._since = 0.0
         self._drift_after = DRIFT_SPACING * lost_s
-        self._recheck_after = max(_recheck_s(close_call), RECHECK_SPACING * lost_s)
+        self._recheck_after = max(_recheck_s(close_calls), RECHECK_SPACING * lost_s)
 
     def after_step(self, seconds: float) -> str | None:
         """Why to time again after this step, in words, or None."""
@@ -435,13 +442,16 @@ class _Watch:
             return f"its steps ran {factor:.2g}x {change}"
         if self._since >= self._recheck_after:
             periodic = f"a periodic check after {self._since:.3g} s of steps"
-            return CLOSE_CALL if self._close_call else periodic
+            return CLOSE_CALL if self._close_calls else periodic
         return None
 
 
-def _recheck_s(close_call: bool) -> float:
-    """Seconds of steps from a timing to the next one, at the least."""
-    return CLOSE_CALL_RECHECK_S if close_call else RECHECK_S
+def _recheck_s(close_calls: int) -> float:
+    """Seconds of steps from a timing to the next one, at the least, after ``close_calls``
+    close calls in a row (0: the timing was clear)."""
+    if not close_calls:
+        return RECHECK_S
+    return min(RECHECK_S, CLOSE_CALL_RECHECK_S * 2 ** (close_calls - 1))
 
 
 def _rate_words(rate: float) -> str:
