@@ -216,7 +216,7 @@ def _add_model_choices(p) -> None:
 
 
 def _add_bench(sub) -> None:
-    from gradviz.commands.bench import SUITES  # plain names, no measuring code
+    from gradviz.bench import SUITES  # the names alone (the package's init imports nothing)
 
     p = sub.add_parser(
         "bench",

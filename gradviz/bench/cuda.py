@@ -14,12 +14,12 @@ Without a CUDA device the suite says so and measures nothing.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 
-from gradviz.bench.fit_loop import _fresh, measure_lab
-from gradviz.bench.harness import show_table
+from gradviz.bench.fit_loop import measure_lab
+from gradviz.bench.gui import offscreen_lab
+from gradviz.bench.harness import call_in_fresh_interpreter, show_table
 
 SIZES = (200, 3000)
 QUICK_SIZES = (200,)
@@ -35,44 +35,20 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
         emit(f"cuda: skipped: {why}")
         return {"skipped": why, "tables": []}
     sizes = QUICK_SIZES if quick else SIZES
-    rows = lab_figures_in_a_fresh_interpreter(repeats, 1.0 if quick else 3.0, DEVICES, sizes)
-    return {
-        "lab": rows,
-        "device_name": torch.cuda.get_device_name(0),
-        "tables": [_table(rows, torch.cuda.get_device_name(0), emit)],
-    }
-
-
-def lab_figures_in_a_fresh_interpreter(
-    repeats: int, seconds: float, devices: tuple[str, ...], sizes: tuple[int, ...]
-) -> list[dict]:
-    """``lab_figures`` in an interpreter of its own (see ``fit_loop._lab_figures``)."""
-    return _fresh(_SCRIPT, json.dumps([repeats, seconds, list(devices), list(sizes)]))
-
-
-_SCRIPT = """
-import json, sys
-from gradviz.bench.cuda import lab_figures
-print(json.dumps(lab_figures(*json.loads(sys.argv[1]))))
-"""
+    # In an interpreter of its own, as the fit_loop suite's lab figures (see there).
+    rows = call_in_fresh_interpreter(lab_figures, repeats, 1.0 if quick else 3.0, DEVICES, sizes)
+    name = torch.cuda.get_device_name(0)
+    return {"lab": rows, "device_name": name, "tables": [_table(rows, name, emit)]}
 
 
 def lab_figures(repeats: int, seconds: float, devices: list[str], sizes: list[int]) -> list[dict]:
     """One row per size and device: the lab worker against the bare loop on that device."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("GRADVIZ_SETTINGS_SCOPE", "bench")
-    from gradviz.bench.gui import _Lab
-
-    lab = _Lab()
-    rows = []
-    try:
-        for n in sizes:
-            for device in devices:
-                row = measure_lab(repeats, seconds, lab, n, device)
-                rows.append({"n": n, "device": device, **row})
-    finally:
-        lab.close()
-    return rows
+    with offscreen_lab() as lab:
+        return [
+            {"n": n, "device": device, **measure_lab(repeats, seconds, lab, n, device)}
+            for n in sizes
+            for device in devices
+        ]
 
 
 def _table(rows: list[dict], device_name: str, emit: Callable[[str], None]) -> dict:

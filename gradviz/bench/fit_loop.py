@@ -33,18 +33,21 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from gradviz.bench.gui import busy_processes
-from gradviz.bench.harness import show_table
+from gradviz.bench.gui import busy_processes, offscreen_lab
+from gradviz.bench.harness import (
+    call_in_fresh_interpreter,
+    fresh_interpreter,
+    show_table,
+    sync_device,
+)
 from gradviz.core.lab.distances import pairwise_distances
 from gradviz.core.lab.fit import DistanceFitRun
 from gradviz.core.settings.config import FitConfig
@@ -73,7 +76,6 @@ LATE_SIZE = 1000
 LATE_SETTLE_MAX_S = 20.0
 #: The most seconds of the fit's steps before its rounds, waiting for its first timing.
 FIRST_TIMING_MAX_S = 3.0
-REPO = Path(__file__).resolve().parents[2]
 
 
 def experiment(n: int, device: str = "cpu") -> FitConfig:
@@ -109,17 +111,15 @@ def bare_step(run: DistanceFitRun, threads: int) -> Callable[[], None]:
     return step
 
 
-def steps_per_second(
-    step: Callable[[], object], seconds: float, min_steps: int = 2, sync=lambda: None
-) -> float:
-    """Steps per second of ``step`` called for about ``seconds`` (at least ``min_steps``);
-    ``sync`` waits for the device's queued work (a GPU loop is timed to its last kernel)."""
-    sync()
+def steps_per_second(step: Callable[[], object], seconds: float, min_steps: int = 2) -> float:
+    """Steps per second of ``step`` called for about ``seconds`` (at least ``min_steps``),
+    queued GPU work included (a GPU loop is timed to its last kernel)."""
+    sync_device()
     start, done = time.perf_counter(), 0
     while done < min_steps or time.perf_counter() - start < seconds:
         step()
         done += 1
-    sync()
+    sync_device()
     return done / (time.perf_counter() - start)
 
 
@@ -282,21 +282,20 @@ def _bare_best_on_its_own_thread(seconds: float, n: int = 200, device: str = "cp
     Why not on this thread: an OpenMP team's workers belong to the thread that started it
     and live as long as it does, and while they live libgomp counts them against the cores
     and stops spin-waiting in every other team of the process. A 2-thread fit step on the
-    lab's worker then ran 2.5x slower (244-321 steps/s, against 537-861 with no other
-    team alive), so a baseline
-    measured on the window's thread would slow the very run it is compared with.
+    lab's worker then ran 2.5x slower (244-321 steps/s, against 537-861 with no other team
+    alive), so a baseline measured on the window's thread would slow the very run it is
+    compared with.
     """
     rates: list[float] = []
     counts = BARE_THREADS if device == "cpu" else (1,)  # a GPU step: 1 thread launches it
 
     def measure() -> None:
         run = DistanceFitRun(experiment(n, device))
-        sync = torch.cuda.synchronize if run.device.type == "cuda" else lambda: None
         for threads in counts:
             step = bare_step(run, threads)
             for _ in range(WARMUP_STEPS):
                 step()
-            rates.append(steps_per_second(step, seconds, sync=sync))
+            rates.append(steps_per_second(step, seconds))
 
     thread = threading.Thread(target=measure, name="gradviz-bench-bare")
     thread.start()
@@ -342,29 +341,14 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 
-def _fresh(script: str, *args: str, timeout_s: float = 1800.0) -> dict | None:
-    """The last line of ``script`` run in a fresh interpreter, as JSON; None when it ran
-    past ``timeout_s`` (and was stopped)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", script, *args],
-            env=env, capture_output=True, text=True, timeout=timeout_s, check=True,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _best_bare_seconds(steps: int) -> float:
     """Seconds of the bare script's ``steps`` steps on its faster thread count: 1 thread,
     then 2 threads stopped once they have taken longer than 1 thread did (beside busy
     processes 2 threads run many times slower, and could not be the faster anyway)."""
-    best = _fresh(_BARE_SCRIPT, str(steps), "1")["seconds"]
+    best = fresh_interpreter(_BARE_SCRIPT, str(steps), "1")["seconds"]
     for threads in BARE_THREADS[1:]:
         # Interpreter start and imports are not in "seconds": give them time on top.
-        other = _fresh(_BARE_SCRIPT, str(steps), str(threads), timeout_s=best + 30.0)
+        other = fresh_interpreter(_BARE_SCRIPT, str(steps), str(threads), timeout_s=best + 30.0)
         if other is not None:
             best = min(best, other["seconds"])
     return best
@@ -376,7 +360,7 @@ def measure_cli(repeats: int, busy: bool, steps: int = CLI_STEPS) -> dict:
     the best bare's per repeat (median)."""
     cli, bare, ratios, threads = [], [], [], []
     for _ in range(repeats):
-        cli_run = _fresh(_CLI_SCRIPT, str(steps))
+        cli_run = fresh_interpreter(_CLI_SCRIPT, str(steps))
         best = _best_bare_seconds(steps)
         cli.append(cli_run["seconds"])
         threads.append(cli_run["threads"])
@@ -412,7 +396,9 @@ def run(repeats: int, quick: bool, emit: Callable[[str], None]) -> dict:
     met = all(row["ratio"] >= TARGET_FIT for row in fit.values())
     results: dict = {"fit": fit, "target_fit": TARGET_FIT, "met": met}
     tables = [_fit_table(fit, met, window_s, emit)]
-    results["lab"] = _lab_figures(repeats, 1.0 if quick else 3.0)
+    # In an interpreter of its own: the fit cases above leave an OpenMP team on this
+    # process's main thread (see ``_bare_best_on_its_own_thread``).
+    results["lab"] = call_in_fresh_interpreter(lab_figures, repeats, 1.0 if quick else 3.0)
     tables.append(_lab_table(results["lab"], emit))
     results["cli_2000_steps"] = _cli_figures(1 if quick else repeats, quick)
     tables.append(_cli_table(results["cli_2000_steps"], emit))
@@ -540,34 +526,14 @@ def _cli_table(cli: dict, emit: Callable[[str], None]) -> dict:
     return show_table(emit, title, columns, rows, notes)
 
 
-def _lab_figures(repeats: int, seconds: float) -> dict:
-    """``lab_figures`` in a fresh interpreter: the fit cases measured before leave an
-    OpenMP team on this process's main thread (see ``_bare_best_on_its_own_thread``)."""
-    return _fresh(_LAB_SCRIPT, str(repeats), str(seconds))
-
-
-_LAB_SCRIPT = """
-import json, sys
-from gradviz.bench.fit_loop import lab_figures
-print(json.dumps(lab_figures(int(sys.argv[1]), float(sys.argv[2]))))
-"""
-
-
 def lab_figures(repeats: int, seconds: float) -> dict:
     """The lab worker's figures idle and beside the busy processes, in this process (whose
     main thread must not have run torch on more than one thread)."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("GRADVIZ_SETTINGS_SCOPE", "bench")
-    from gradviz.bench.gui import _Lab
-
-    lab = _Lab()
     out: dict = {}
-    try:
+    with offscreen_lab() as lab:
         for busy in (False, True):
             with _conditions(busy):
                 out["busy" if busy else "idle"] = measure_lab(repeats, seconds, lab)
-    finally:
-        lab.close()
     out["target"] = TARGET_LAB
     return out
 

@@ -8,11 +8,16 @@ the repeats (and of the per-repeat ratios) ignores the odd disturbed one.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -76,19 +81,19 @@ class Case:
 STATISTICS: tuple[str, ...] = ("mean", "median", "min")
 
 
-def _sync() -> None:
-    # CUDA work is asynchronous: wait for it so that a repeat measures what it ran.
+def sync_device() -> None:
+    """Wait for queued CUDA work (asynchronous), so that a timing measures what it ran."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
 def time_calls(fn: Callable[[], object], calls: int = 1) -> float:
     """Mean seconds per call of ``calls`` back-to-back calls of ``fn`` (CUDA work included)."""
-    _sync()
+    sync_device()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
-    _sync()
+    sync_device()
     return (time.perf_counter() - start) / calls
 
 
@@ -228,3 +233,33 @@ def _cell(value: object) -> str:
             return f"{value:.1f}"
         return f"{value:.2f}"
     return str(value)
+
+
+_REPO = Path(__file__).resolve().parents[2]
+
+_CALL = """
+import importlib, json, sys
+function = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])
+print(json.dumps(function(*json.loads(sys.argv[3]))))
+"""
+
+
+def fresh_interpreter(script: str, *args: str, timeout_s: float = 1800.0) -> object | None:
+    """The last line ``script`` prints, run in a fresh interpreter with ``args``, as JSON;
+    None when it ran past ``timeout_s`` (and was stopped)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            env=env, capture_output=True, text=True, timeout=timeout_s, check=True,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def call_in_fresh_interpreter(function: Callable[..., object], *args: object) -> object:
+    """``function(*args)`` (a module-level function; JSON in, JSON out) in a fresh
+    interpreter: nothing this process has run (an OpenMP team, a window) is there."""
+    return fresh_interpreter(_CALL, function.__module__, function.__qualname__, json.dumps(args))

@@ -12,13 +12,10 @@ import importlib
 import sys
 from types import ModuleType
 
+from gradviz.bench import SUITES
 from gradviz.bench.results import checked_out_path, finished, started, write
 from gradviz.commands.output import print_json
 from gradviz.core.common.errors import GradvizError
-
-SUITES = (
-    "distances", "jacobians", "gui", "watch", "ddp", "memory", "origin", "fit_loop", "soak", "cuda",
-)  # fmt: skip
 
 
 def run(args) -> int:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gradviz.bench import cuda
+from gradviz.bench.harness import call_in_fresh_interpreter
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -23,7 +24,7 @@ def test_without_cuda_the_suite_says_so_and_measures_nothing():
 
 @pytest.mark.slow
 def test_the_lab_and_the_bare_loop_are_measured_on_the_device_named():
-    (row,) = cuda.lab_figures_in_a_fresh_interpreter(1, 0.3, ("cpu",), (40,))
+    (row,) = call_in_fresh_interpreter(cuda.lab_figures, 1, 0.3, ["cpu"], [40])
     assert (row["n"], row["device"]) == (40, "cpu")
     assert row["app_steps_per_second"] > 0 and row["bare_best_steps_per_second"] > 0
     assert row["ratio"] == pytest.approx(

@@ -344,15 +344,17 @@ class _QuietGate:
     """When a small step may be timed on more threads: looks at the machine's other work
     every ``LOOK_EVERY_S`` seconds of steps; after ``QUIET_LOOKS`` quiet looks in a row the
     counts are timed (the first time, or ``RECHECK_S`` seconds of steps after the last), or
-    the count the latest timing chose is taken back without timing (``CLOSE_CALL_RECHECK_S``
-    after a close call)."""
+    the count the latest timing chose is taken back without timing (sooner after close
+    calls, see ``_recheck_s``)."""
 
     def __init__(self) -> None:
         self._since_look = 0.0
         self._since_timing: float | None = None  # None: never timed
         self._quiet = 0
         self.quiet_threads = 1  # the count the latest timing chose (on a quiet machine)
-        self.close_calls = 0  # close calls in a row up to the latest timing (0: it was clear)
+        # Close calls in a row up to the latest timing, as the plan passes them (0: it was
+        # clear, or their back-off has reached the periodic check).
+        self.close_calls = 0
 
     def after_step(self, seconds: float) -> int | None:
         """The tasks running beside this process, when it is time to look (else None)."""
