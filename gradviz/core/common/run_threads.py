@@ -93,8 +93,9 @@ MORE_THREADS_MARGIN = 0.85
 #: threads: a second core's speed wanders over tenths of a second (2-thread steps at N = 200
 #: took 1.15-1.9 ms, 1 thread a steady 1.7), so a short timing often catches 2 threads in a
 #: slow moment, and 1 thread was kept for 10 s of steps (a close call, below, is still
-#: timed again). Interleaved runs at N = 200 idle, fit / bare loop's best: see
-#: ``docs/performance.md``.
+#: timed again). Two sets of five interleaved runs at N = 200 idle, fit / bare loop's best:
+#: 0.72-0.97 and 0.71-0.95 with the margin above (one run in each kept 1 thread),
+#: 0.87-0.96 and 0.89-0.95 with this one.
 QUIET_MORE_THREADS_MARGIN = 1.0
 #: Auto times again when the median of its last ``DRIFT_WINDOW`` steps differs from what it
 #: expects by more than this factor (see the module).
